@@ -1,0 +1,41 @@
+# cshare: see README.md. `make demo` runs a local mesh; `make test` runs tiers 1-3.
+GO        ?= go
+BIN       := bin/cshare
+PKGS      := ./...
+TESTFLAGS ?= -race -timeout 15m
+
+.PHONY: build test check bench e2e demo testimage clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/cshare
+
+# Tier 1-3: unit/property tests, in-process meshes, real Docker (skipped with a
+# printed reason when no engine is reachable).
+test: testimage
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+testimage:
+	@if docker info >/dev/null 2>&1; then bash scripts/testimage.sh; \
+	else echo "make test: no Docker engine reachable: Docker driver tests will be skipped"; fi
+
+check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+	@if ! command -v staticcheck >/dev/null 2>&1; then $(GO) install honnef.co/go/tools/cmd/staticcheck@2025.1.1; fi
+	PATH="$$PATH:$$($(GO) env GOPATH)/bin" staticcheck $(PKGS)
+	@cp go.mod /tmp/cshare.go.mod.bak; cp go.sum /tmp/cshare.go.sum.bak; $(GO) mod tidy; \
+	if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes go.mod/go.sum"; git diff --stat -- go.mod go.sum; \
+	cp /tmp/cshare.go.mod.bak go.mod; cp /tmp/cshare.go.sum.bak go.sum; exit 1; fi
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# Tier 4: separate node processes (kill -9, restart, convergence).
+e2e: build testimage
+	CSHARE_BIN=$(CURDIR)/$(BIN) $(GO) test -tags e2e -race -timeout 20m -count=1 -v ./e2e/
+
+demo: build testimage
+	bash scripts/demo.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,278 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cshare/cshare/node/api"
+)
+
+// EnvDataDir names the environment variable that sets the default data dir.
+const EnvDataDir = "CSHARE_DATA_DIR"
+
+// Main runs the CLI with args (without the program name), writing to stdout
+// and stderr, and returns the process exit code: 0 on success, 1 on a runtime
+// error, 2 on a usage error.
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a := &app{stdout: stdout, stderr: stderr}
+	root := a.rootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return 0
+	}
+	return a.report(cmd, err)
+}
+
+// app is the state one run of the CLI shares between its commands.
+type app struct {
+	stdout, stderr io.Writer
+	dataDir        string // --data-dir, defaulted in the root's PersistentPreRun
+	apiAddr        string // --api
+}
+
+// usageError is a mistake in how the command was called: exit 2.
+type usageError struct {
+	cmd string // command path, for the --help hint
+	msg string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+// usagef builds a usage error for cmd.
+func usagef(cmd *cobra.Command, format string, a ...any) error {
+	return &usageError{cmd: cmd.CommandPath(), msg: fmt.Sprintf(format, a...)}
+}
+
+// exitError carries its own exit code.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// report prints err as one line on stderr and returns the exit code.
+func (a *app) report(cmd *cobra.Command, err error) int {
+	var ue *usageError
+	var ee *exitError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintf(a.stderr, "cshare: %s (see %s --help)\n", oneLine(ue.msg), ue.cmd)
+		return 2
+	case errors.As(err, &ee):
+		fmt.Fprintf(a.stderr, "cshare: %s\n", oneLine(a.explain(ee.err)))
+		return ee.code
+	default:
+		fmt.Fprintf(a.stderr, "cshare: %s\n", oneLine(a.explain(err)))
+		return 1
+	}
+}
+
+// explain turns an error from the API client into what the user should read.
+func (a *app) explain(err error) string {
+	if errors.Is(err, api.ErrNodeNotRunning) || errors.Is(err, syscall.ECONNREFUSED) {
+		if a.apiAddr != "" {
+			return fmt.Sprintf("no node answers at %s (--api) for data dir %s; start one with: cshare node run --data-dir %s --api %s",
+				a.apiAddr, a.dataDir, a.dataDir, a.apiAddr)
+		}
+		return fmt.Sprintf("no node running for data dir %s; start one with: cshare node run --data-dir %s", a.dataDir, a.dataDir)
+	}
+	var se *api.StatusError
+	if errors.As(err, &se) {
+		return se.Msg
+	}
+	return err.Error()
+}
+
+// oneLine folds a message onto one line.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	return strings.ReplaceAll(s, "\n", "; ")
+}
+
+// defaultDataDir is $CSHARE_DATA_DIR, else ~/.cshare.
+func defaultDataDir() string {
+	if d := os.Getenv(EnvDataDir); d != "" {
+		return d
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".cshare")
+	}
+	return ".cshare"
+}
+
+// expandHome expands a leading "~/" (for a quoted --data-dir "~/x").
+func expandHome(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if h, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(h, p[1:])
+		}
+	}
+	return p
+}
+
+// client dials the node of the data dir.
+func (a *app) client() (*api.Client, error) {
+	return api.DialDataDir(a.dataDir, a.apiAddr)
+}
+
+func (a *app) rootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "cshare",
+		Short: "cshare: a peer-to-peer compute mesh",
+		Long: `cshare runs one node per machine of an organization; nodes gossip, share
+one signed ledger and schedule jobs together. Every command except
+"node run", "smartshare plan" and "version" talks to the local node.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.ArbitraryArgs,
+		RunE:          groupRun,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if a.dataDir == "" {
+				a.dataDir = defaultDataDir()
+			}
+			a.dataDir = expandHome(a.dataDir)
+			return nil
+		},
+	}
+	root.CompletionOptions.HiddenDefaultCmd = true
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if c.Name() == "submit" && strings.Contains(err.Error(), "unknown") {
+			return usagef(c, "%v; put the job's command after --, e.g. cshare job submit -- CMD ARGS", err)
+		}
+		return usagef(c, "%v", err)
+	})
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.dataDir, "data-dir", "", "the node's data dir (default $"+EnvDataDir+", else ~/.cshare)")
+	pf.StringVar(&a.apiAddr, "api", "", "the node API's HOST:PORT, instead of the data dir's api.addr (node run: where to listen, default 127.0.0.1:7480)")
+
+	root.AddCommand(
+		a.nodeCmd(),
+		a.orgCmd(),
+		a.machineCmd(),
+		a.memberCmd(),
+		a.jobCmd(),
+		a.smartshareCmd(),
+		a.versionCmd(),
+	)
+	return root
+}
+
+// group builds a command that only holds subcommands.
+func group(use, short string, subs ...*cobra.Command) *cobra.Command {
+	c := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.ArbitraryArgs,
+		RunE:  groupRun,
+	}
+	c.AddCommand(subs...)
+	return c
+}
+
+// groupRun is the RunE of commands that only hold subcommands: help without
+// arguments, a usage error for an unknown subcommand.
+func groupRun(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return cmd.Help()
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return &usageError{cmd: cmd.CommandPath(), msg: msg}
+}
+
+// exactArgs requires the named positional arguments.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) == len(names) {
+			for i, a := range args {
+				if strings.TrimSpace(a) == "" {
+					return usagef(cmd, "%s must not be empty", names[i])
+				}
+			}
+			return nil
+		}
+		if len(args) < len(names) {
+			return usagef(cmd, "missing %s", strings.Join(names[len(args):], " and "))
+		}
+		if len(names) == 0 {
+			return usagef(cmd, "unexpected argument %q", args[0])
+		}
+		return usagef(cmd, "too many arguments: want %s, got %d", strings.Join(names, " "), len(args))
+	}
+}
+
+// candidate is something an ID argument may name.
+type candidate struct{ ID, Name string }
+
+// resolveID finds what want names among cands: an exact ID, an exact name, or
+// a unique ID prefix or suffix. It returns "" when nothing matches.
+func resolveID(kind, want string, cands []candidate) (string, error) {
+	for _, c := range cands {
+		if c.ID == want {
+			return c.ID, nil
+		}
+	}
+	pick := func(match func(candidate) bool) (string, error) {
+		var ids []string
+		for _, c := range cands {
+			if match(c) {
+				ids = append(ids, c.ID)
+			}
+		}
+		switch len(ids) {
+		case 0:
+			return "", nil
+		case 1:
+			return ids[0], nil
+		}
+		return "", fmt.Errorf("%q matches %d %ss (%s); give more of the ID", want, len(ids), kind, strings.Join(ids, ", "))
+	}
+	if id, err := pick(func(c candidate) bool { return c.Name != "" && c.Name == want }); id != "" || err != nil {
+		return id, err
+	}
+	return pick(func(c candidate) bool {
+		return strings.HasPrefix(c.ID, want) || strings.HasSuffix(c.ID, want)
+	})
+}
+
+// withID calls call with the ID as given; if the node does not know it (400
+// or 404), it resolves the argument against list and retries once.
+func withID(ctx context.Context, kind, want string, list func(context.Context) ([]candidate, error), call func(id string) error) error {
+	err := call(want)
+	var se *api.StatusError
+	if err == nil || !errors.As(err, &se) || (se.Code != http.StatusNotFound && se.Code != http.StatusBadRequest) {
+		return err
+	}
+	cands, lerr := list(ctx)
+	if lerr != nil {
+		return err
+	}
+	id, rerr := resolveID(kind, want, cands)
+	if rerr != nil {
+		return rerr
+	}
+	if id == "" || id == want {
+		return err
+	}
+	return call(id)
+}

@@ -1,0 +1,344 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/api"
+)
+
+// testNow is the fixed clock of every test.
+var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func TestMain(m *testing.M) {
+	now = func() time.Time { return testNow }
+	stopInterval = 10 * time.Millisecond
+	os.Exit(m.Run())
+}
+
+const (
+	ownerID = "12D3KooWOwnerOwnerOwnerOwnerOwnerOwnerOwnerAAAAAAAAAAAA"
+	m1ID    = "12D3KooWMachineOneMachineOneMachineOne111111111111aaaa"
+	m2ID    = "12D3KooWMachineTwoMachineTwoMachineTwo222222222222bbbb"
+	m3ID    = "12D3KooWMachineThrMachineThrMachineThr333333333333cccc"
+	jobID   = "bafyreijobjobjobjobjobjobjobjobjobjobjobjobjobjob0001"
+	job2ID  = "bafyreijobjobjobjobjobjobjobjobjobjobjobjobjobjob0002"
+	orgKey  = "cshare-org-KEY-abcdef0123456789"
+	invite  = "cshare-invite-CODE-0123456789"
+)
+
+// fakeNode implements api.Service and records what the CLI asked for.
+type fakeNode struct {
+	mu       sync.Mutex
+	calls    []string
+	submit   *api.JobSubmit
+	invite   *api.InviteRequest
+	settings *api.SettingsRequest
+	join     *api.JoinRequest
+	modify   *api.JobModify
+	role     string
+	fail     error // returned by every call when set
+	onStop   func()
+
+	machines []api.MachineInfo
+	members  []api.MemberInfo
+	jobs     []api.JobInfo
+	items    []api.ItemInfo
+}
+
+func newFake() *fakeNode {
+	return &fakeNode{
+		machines: []api.MachineInfo{
+			{ID: m1ID, Name: "office-gpu-1", Status: "available", Owner: ownerID, LastHeartbeat: api.FormatTime(testNow.Add(-12 * time.Second)),
+				Hardware: ledger.Hardware{CPUs: 16, MemoryMB: 65536, DiskMB: 1 << 20, GPUs: []ledger.GPU{{Index: 0, UUID: "GPU-1", Name: "A100", MemoryMB: 40960}}},
+				Limits:   ledger.Limits{CPULimit: 100, MemoryLimit: 65536, DiskLimit: 1 << 20, MaxConcurrentJobs: 16}},
+			{ID: m2ID, Name: "render-2", Status: "busy", Owner: ownerID, LastHeartbeat: api.FormatTime(testNow.Add(-3 * time.Minute)), RunningJobs: 2, TotalJobs: 7,
+				Hardware: ledger.Hardware{CPUs: 8, MemoryMB: 16384}},
+			{ID: m3ID, Name: "laptop", Status: "pending", Owner: m3ID},
+			{ID: "12D3KooWOfflineOfflineOfflineOfflineOfflineOffline9999", Name: "old", Status: "offline", Owner: ownerID,
+				LastHeartbeat: api.FormatTime(testNow.Add(-50 * time.Hour))},
+		},
+		members: []api.MemberInfo{
+			{ID: ownerID, Role: "owner", Name: "office-gpu-1", Machines: 3},
+			{ID: m3ID, Role: "member", Name: "laptop", Machines: 1},
+		},
+		jobs: []api.JobInfo{
+			{ID: jobID, Name: "render", Submitter: ownerID, State: "running", Priority: 5, CPUs: 2, MaxCPUs: "10", Driver: "docker",
+				Cmd: []string{"sh", "-c", "echo $CSHARE_ITEM"}, Range: "1-100", Items: api.Items{Total: 100, Done: 40, Failed: 1, Running: 3, Pending: 56},
+				Instances: []api.InstanceInfo{
+					{Machine: m1ID, MachineName: "office-gpu-1", Slot: 0, Kind: "primary", State: "running", Item: 41},
+					{Machine: m1ID, MachineName: "office-gpu-1", Slot: 1, Kind: "primary", State: "running", Item: 42},
+					{Machine: m2ID, MachineName: "render-2", Slot: 0, Kind: "secondary", State: "starting"},
+				},
+				Reason: "preempted by a higher priority job", Submitted: api.FormatTime(testNow.Add(-5 * time.Minute))},
+			{ID: job2ID, Submitter: m3ID, State: "queued", Priority: 9999, CPUs: 1, MaxCPUs: "*", Driver: "exec", Cmd: []string{"true"}, Range: "1",
+				Items: api.Items{Total: 1, Pending: 1}, Submitted: api.FormatTime(testNow.Add(-3 * 24 * time.Hour))},
+		},
+		items: []api.ItemInfo{
+			{Item: 1, Status: "done", Attempts: 1, Code: 0, DurationMS: 1500, OutputSize: 2048, Machine: m1ID},
+			{Item: 2, Status: "failed", Attempts: 2, Code: 3, DurationMS: 20, OutputSize: 10, Machine: m2ID},
+			{Item: 3, Status: "pending"},
+		},
+	}
+}
+
+func (f *fakeNode) call(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, name)
+	return f.fail
+}
+
+func (f *fakeNode) called() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeNode) Status(ctx context.Context) (api.NodeStatus, error) {
+	return api.NodeStatus{ID: ownerID, Name: "office-gpu-1", Org: "bafyorg", OrgName: "acme", Status: "available", Role: "owner",
+		Peers: 2, PeerIDs: []string{m1ID, m2ID}, Heads: []string{"bafyhead1"}, Entries: 12, StateHash: "abc123", Uptime: "1m0s",
+		UptimeSeconds: 60, Version: "0.1.0-test", PlanHash: "p1", PlanAgree: 2, PlanPeers: 2, API: "127.0.0.1:1", DataDir: "/x"}, f.call("status")
+}
+
+func (f *fakeNode) Stop(ctx context.Context) error {
+	err := f.call("stop")
+	if f.onStop != nil {
+		f.onStop()
+	}
+	return err
+}
+
+func (f *fakeNode) CreateOrg(ctx context.Context, req api.OrgCreate) (api.KeyResult, error) {
+	return api.KeyResult{Org: "bafyorg", Key: orgKey}, f.call("create:" + req.Name + ":" + req.Description)
+}
+
+func (f *fakeNode) Org(ctx context.Context) (api.OrgInfo, error) {
+	return api.OrgInfo{ID: "bafyorg", Name: "acme", Owner: ownerID, StateHash: "abc123", Entries: 12, Heads: []string{"bafyhead1"},
+		Settings: ledger.DefaultSettings(), Members: 2, Machines: 4}, f.call("org")
+}
+
+func (f *fakeNode) OrgKey(ctx context.Context, rotate bool) (api.KeyResult, error) {
+	if rotate {
+		return api.KeyResult{Org: "bafyorg", Key: orgKey + "-rotated"}, f.call("rotate")
+	}
+	return api.KeyResult{Org: "bafyorg", Key: orgKey}, f.call("key")
+}
+
+func (f *fakeNode) Invite(ctx context.Context, req api.InviteRequest) (api.KeyResult, error) {
+	f.mu.Lock()
+	f.invite = &req
+	f.mu.Unlock()
+	return api.KeyResult{Org: "bafyorg", Key: invite, Role: req.Role, Expires: "2026-03-04T12:00:00Z", Uses: req.Uses}, f.call("invite")
+}
+
+func (f *fakeNode) SetSettings(ctx context.Context, req api.SettingsRequest) (api.OrgInfo, error) {
+	f.mu.Lock()
+	f.settings = &req
+	f.mu.Unlock()
+	if err := f.call("settings"); err != nil {
+		return api.OrgInfo{}, err
+	}
+	return f.Org(ctx)
+}
+
+func (f *fakeNode) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, error) {
+	f.mu.Lock()
+	f.join = &req
+	f.mu.Unlock()
+	if req.OrgKey == invite {
+		return api.JoinResult{Org: "bafyorg", OrgName: "acme", Machine: m3ID, Status: "approved", Role: "admin"}, f.call("join")
+	}
+	return api.JoinResult{Org: "bafyorg", OrgName: "acme", Machine: m3ID, Status: "pending"}, f.call("join")
+}
+
+func (f *fakeNode) Machines(ctx context.Context) ([]api.MachineInfo, error) {
+	return f.machines, f.call("machines")
+}
+
+func (f *fakeNode) Machine(ctx context.Context, id string) (api.MachineInfo, error) {
+	if err := f.call("machine:" + id); err != nil {
+		return api.MachineInfo{}, err
+	}
+	for _, m := range f.machines {
+		if m.ID == id {
+			return m, nil
+		}
+	}
+	return api.MachineInfo{}, api.Errorf(http.StatusNotFound, "unknown machine %q", id)
+}
+
+func (f *fakeNode) MachineAction(ctx context.Context, id, action string) (api.MachineInfo, error) {
+	m, err := f.Machine(ctx, id)
+	if err != nil {
+		return m, err
+	}
+	m.Status = map[string]string{"approve": "available", "reject": "rejected", "remove": "removed"}[action]
+	return m, f.call(action + ":" + id)
+}
+
+func (f *fakeNode) Members(ctx context.Context) ([]api.MemberInfo, error) {
+	return f.members, f.call("members")
+}
+
+func (f *fakeNode) member(id string) error {
+	for _, m := range f.members {
+		if m.ID == id {
+			return nil
+		}
+	}
+	return api.Errorf(http.StatusNotFound, "unknown member %q", id)
+}
+
+func (f *fakeNode) SetRole(ctx context.Context, id, role string) (api.MemberInfo, error) {
+	if err := f.member(id); err != nil {
+		return api.MemberInfo{}, err
+	}
+	f.mu.Lock()
+	f.role = role
+	f.mu.Unlock()
+	return api.MemberInfo{ID: id, Role: role}, f.call("role:" + id)
+}
+
+func (f *fakeNode) RemoveMember(ctx context.Context, id string) error {
+	if err := f.member(id); err != nil {
+		return err
+	}
+	return f.call("remove-member:" + id)
+}
+
+func (f *fakeNode) Leave(ctx context.Context) error { return f.call("leave") }
+
+func (f *fakeNode) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInfo, error) {
+	f.mu.Lock()
+	f.submit = &req
+	f.mu.Unlock()
+	return api.JobInfo{ID: jobID, Name: req.Name, State: "queued", Priority: req.Priority, CPUs: req.CPUs, MaxCPUs: req.MaxCPUs,
+		Cmd: req.Cmd, Range: req.Range}, f.call("submit")
+}
+
+func (f *fakeNode) Jobs(ctx context.Context) ([]api.JobInfo, error) { return f.jobs, f.call("jobs") }
+
+func (f *fakeNode) Job(ctx context.Context, id string) (api.JobInfo, error) {
+	if err := f.call("job:" + id); err != nil {
+		return api.JobInfo{}, err
+	}
+	for _, j := range f.jobs {
+		if j.ID == id {
+			return j, nil
+		}
+	}
+	return api.JobInfo{}, api.Errorf(http.StatusNotFound, "unknown job %q", id)
+}
+
+func (f *fakeNode) ModifyJob(ctx context.Context, id string, req api.JobModify) (api.JobInfo, error) {
+	j, err := f.Job(ctx, id)
+	if err != nil {
+		return j, err
+	}
+	f.mu.Lock()
+	f.modify = &req
+	f.mu.Unlock()
+	if req.Priority != 0 {
+		j.Priority = req.Priority
+	}
+	if req.MaxCPUs != "" {
+		j.MaxCPUs = req.MaxCPUs
+	}
+	return j, f.call("modify:" + id)
+}
+
+func (f *fakeNode) CancelJob(ctx context.Context, id string) (api.JobInfo, error) {
+	j, err := f.Job(ctx, id)
+	j.State = "cancelled"
+	return j, err
+}
+
+func (f *fakeNode) JobLogs(ctx context.Context, id string, item int64) ([]byte, error) {
+	if _, err := f.Job(ctx, id); err != nil {
+		return nil, err
+	}
+	return []byte("raw output of item " + itoa(item) + "\nline two\n"), f.call("logs")
+}
+
+func (f *fakeNode) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) {
+	if _, err := f.Job(ctx, id); err != nil {
+		return nil, err
+	}
+	if id == job2ID {
+		return []api.ItemInfo{{Item: 1, Status: "pending"}}, nil
+	}
+	return f.items, f.call("items")
+}
+
+// testNode is a fake node behind the real API handler, and a data dir that
+// points at it.
+type testNode struct {
+	*fakeNode
+	srv     *httptest.Server
+	dataDir string
+}
+
+func startNode(t *testing.T) *testNode {
+	t.Helper()
+	const token = "test-token"
+	f := newFake()
+	srv := httptest.NewServer(api.Handler(f, token))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, api.AddrFile), strings.TrimPrefix(srv.URL, "http://")+"\n")
+	writeFile(t, filepath.Join(dir, api.TokenFile), token+"\n")
+	return &testNode{fakeNode: f, srv: srv, dataDir: dir}
+}
+
+func writeFile(t *testing.T, path, s string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// result is one run of the CLI.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// lastLine is the last line of stdout.
+func (r result) lastLine() string {
+	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+func runCLI(args ...string) result {
+	var out, errb bytes.Buffer
+	code := Main(args, &out, &errb)
+	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+// run runs the CLI against n's data dir.
+func (n *testNode) run(args ...string) result {
+	return runCLI(append([]string{"--data-dir", n.dataDir}, args...)...)
+}
+
+// closedAddr is a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}

@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cshare/cshare/node/api"
+)
+
+func (a *app) machineCmd() *cobra.Command {
+	return group("machine", "List, show, approve, reject and remove the org's machines",
+		a.machineLsCmd(), a.machineShowCmd(),
+		a.machineActionCmd("approve", "Approve a pending machine (admins)", "approved"),
+		a.machineActionCmd("reject", "Reject a pending machine (admins)", "rejected"),
+		a.machineActionCmd("remove", "Take a machine out of the org (admins, or its own operator)", "removed"),
+	)
+}
+
+func machineCandidates(cl *api.Client) func(context.Context) ([]candidate, error) {
+	return func(ctx context.Context) ([]candidate, error) {
+		ms, err := cl.Machines(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]candidate, len(ms))
+		for i, m := range ms {
+			out[i] = candidate{ID: m.ID, Name: m.Name}
+		}
+		return out, nil
+	}
+}
+
+func (a *app) machineLsCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the org's machines",
+		Args:    exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			ms, err := cl.Machines(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.stdout, ms)
+			}
+			var t table
+			t.row("ID", "NAME", "STATUS", "LAST HEARTBEAT", "RUNNING", "TOTAL JOBS", "CPUS", "MEM", "GPUS", "OWNER")
+			for _, m := range ms {
+				t.row(short(m.ID), orDash(m.Name), machineStatus(m.Status), ago(m.LastHeartbeat),
+					fmt.Sprint(m.RunningJobs), itoa(m.TotalJobs), itoa(m.Hardware.CPUs),
+					mib(m.Hardware.MemoryMB), fmt.Sprint(len(m.Hardware.GPUs)), orDash(short(m.Owner)))
+			}
+			return t.write(a.stdout)
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the machines as a JSON array")
+	return c
+}
+
+func (a *app) machineShowCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one machine: hardware, limits, addresses",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			var m api.MachineInfo
+			err = withID(cmd.Context(), "machine", args[0], machineCandidates(cl), func(id string) error {
+				var err error
+				m, err = cl.Machine(cmd.Context(), id)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.stdout, m)
+			}
+			return printMachine(a, m)
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the machine as JSON")
+	return c
+}
+
+func printMachine(a *app, m api.MachineInfo) error {
+	l := m.Limits
+	pairs := [][2]string{
+		{"id", m.ID},
+		{"name", orDash(m.Name)},
+		{"status", machineStatus(m.Status)},
+		{"owner", orDash(m.Owner)},
+		{"last heartbeat", ago(m.LastHeartbeat)},
+		{"registered", orDash(m.Registered)},
+		{"version", orDash(m.Version)},
+		{"addrs", orDash(strings.Join(m.Addrs, ", "))},
+		{"running jobs", fmt.Sprint(m.RunningJobs)},
+		{"total jobs", itoa(m.TotalJobs)},
+		{"cpus", itoa(m.Hardware.CPUs)},
+		{"memory", mib(m.Hardware.MemoryMB)},
+		{"disk", mib(m.Hardware.DiskMB)},
+		{"gpus", fmt.Sprint(len(m.Hardware.GPUs))},
+		{"cpu_limit", fmt.Sprintf("%d%%", l.CPULimit)},
+		{"memory_limit", mib(l.MemoryLimit)},
+		{"disk_limit", mib(l.DiskLimit)},
+		{"max_concurrent_jobs", itoa(l.MaxConcurrentJobs)},
+	}
+	if f := m.Free; f != nil {
+		pairs = append(pairs, [2]string{"free", fmt.Sprintf("%d cores, %s memory, %s disk, %d gpus, %d slots",
+			f.Cores, mib(f.MemoryMB), mib(f.DiskMB), f.GPUs, f.Slots)})
+	}
+	if err := kv(a.stdout, pairs...); err != nil {
+		return err
+	}
+	if len(m.Hardware.GPUs) > 0 {
+		offered := map[int64]int64{}
+		for _, g := range l.GPUs {
+			offered[g.Device] = g.MemoryMB
+		}
+		fmt.Fprintln(a.stdout)
+		var t table
+		t.row("GPU", "NAME", "MEMORY", "OFFERED", "UUID")
+		for _, g := range m.Hardware.GPUs {
+			off := "-"
+			if mb, ok := offered[g.Index]; ok {
+				off = mib(mb)
+			}
+			t.row(itoa(g.Index), orDash(g.Name), mib(g.MemoryMB), off, orDash(g.UUID))
+		}
+		return t.write(a.stdout)
+	}
+	return nil
+}
+
+func (a *app) machineActionCmd(action, short, done string) *cobra.Command {
+	return &cobra.Command{
+		Use:   action + " ID",
+		Short: short,
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			var m api.MachineInfo
+			err = withID(cmd.Context(), "machine", args[0], machineCandidates(cl), func(id string) error {
+				var err error
+				m, err = cl.MachineAction(cmd.Context(), id, action)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			name := m.ID
+			if m.Name != "" {
+				name = m.Name + " (" + m.ID + ")"
+			}
+			_, err = fmt.Fprintf(a.stdout, "%s machine %s; status %s\n", done, name, orDash(m.Status))
+			return err
+		},
+	}
+}

@@ -1,0 +1,154 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cshare/cshare/node/api"
+)
+
+func (a *app) memberCmd() *cobra.Command {
+	return group("member", "List members, join with an invite, change roles, remove, leave",
+		a.memberLsCmd(), a.memberJoinCmd(), a.memberSetRoleCmd(), a.memberRemoveCmd(), a.memberLeaveCmd())
+}
+
+func memberCandidates(cl *api.Client) func(context.Context) ([]candidate, error) {
+	return func(ctx context.Context) ([]candidate, error) {
+		ms, err := cl.Members(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]candidate, len(ms))
+		for i, m := range ms {
+			out[i] = candidate{ID: m.ID, Name: m.Name}
+		}
+		return out, nil
+	}
+}
+
+func (a *app) memberLsCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List the org's members and their roles",
+		Args:    exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			ms, err := cl.Members(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.stdout, ms)
+			}
+			var t table
+			t.row("ID", "NAME", "ROLE", "MACHINES", "JOINED")
+			for _, m := range ms {
+				t.row(short(m.ID), orDash(m.Name), m.Role, fmt.Sprint(m.Machines), ago(m.Joined))
+			}
+			return t.write(a.stdout)
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the members as a JSON array")
+	return c
+}
+
+func (a *app) memberJoinCmd() *cobra.Command {
+	var code, name string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "join --invite CODE",
+		Short: "Join this node to an org with an invite code (as node join --org-key)",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			code = strings.TrimSpace(code)
+			if code == "" {
+				return usagef(cmd, "--invite is required: the code that cshare org invite printed")
+			}
+			return a.join(cmd, code, name, asJSON)
+		},
+	}
+	c.Flags().StringVar(&code, "invite", "", "the invite code (required)")
+	c.Flags().StringVar(&name, "name", "", "this machine's name in the org")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return c
+}
+
+func (a *app) memberSetRoleCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "set-role ID ROLE",
+		Short: "Change a member's role: member or admin (admins)",
+		Args:  exactArgs("ID", "ROLE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			role := strings.ToLower(args[1])
+			if role != "member" && role != "admin" && role != "owner" {
+				return usagef(cmd, "ROLE: %q is not a role; use member or admin", args[1])
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			var m api.MemberInfo
+			err = withID(cmd.Context(), "member", args[0], memberCandidates(cl), func(id string) error {
+				var err error
+				m, err = cl.SetRole(cmd.Context(), id, role)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.stdout, "member %s is now %s\n", m.ID, orDash(m.Role))
+			return err
+		},
+	}
+}
+
+func (a *app) memberRemoveCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "remove ID",
+		Short: "Remove a member from the org (admins)",
+		Args:  exactArgs("ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			removed := args[0]
+			err = withID(cmd.Context(), "member", args[0], memberCandidates(cl), func(id string) error {
+				removed = id
+				return cl.RemoveMember(cmd.Context(), id)
+			})
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.stdout, "removed member %s\n", removed)
+			return err
+		},
+	}
+}
+
+func (a *app) memberLeaveCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "leave",
+		Short: "Leave the org with this node's identity",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := cl.Leave(cmd.Context()); err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(a.stdout, "left the org")
+			return err
+		},
+	}
+}

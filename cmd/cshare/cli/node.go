@@ -1,0 +1,252 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cshare/cshare/node/api"
+)
+
+// defaultAPI is where `node run` listens when --api is not given.
+const defaultAPI = "127.0.0.1:7480"
+
+// runOptions mirror node.Options: what `node run` hands to the daemon.
+type runOptions struct {
+	DataDir           string
+	API               string
+	Listen            []string
+	ConfigPath        string
+	HeartbeatInterval time.Duration
+	Name              string
+	Logger            *slog.Logger
+}
+
+// How `node stop` waits for the API to go away; tests shorten them.
+var (
+	stopTimeout  = 30 * time.Second
+	stopInterval = 200 * time.Millisecond
+)
+
+func (a *app) nodeCmd() *cobra.Command {
+	return group("node", "Run, join, inspect and stop this machine's node",
+		a.nodeRunCmd(), a.nodeJoinCmd(), a.nodeStatusCmd(), a.nodeStopCmd())
+}
+
+func (a *app) nodeRunCmd() *cobra.Command {
+	var (
+		listen    []string
+		config    string
+		heartbeat time.Duration
+		name      string
+		logLevel  string
+	)
+	c := &cobra.Command{
+		Use:   "run",
+		Short: "Run a node in the foreground (until SIGINT, SIGTERM or cshare node stop)",
+		Long: `Run a node in the foreground. It keeps its identity, ledger and API token in
+the data dir and serves its API on --api (default 127.0.0.1:7480; port 0
+picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var lvl slog.Level
+			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
+				return usagef(cmd, "--log-level: %q is not a level; use debug, info, warn or error", logLevel)
+			}
+			if cmd.Flags().Changed("heartbeat-interval") && heartbeat <= 0 {
+				return usagef(cmd, "--heartbeat-interval: %s is not allowed; give a positive duration such as 30s", heartbeat)
+			}
+			for _, l := range listen {
+				if !strings.HasPrefix(l, "/") {
+					return usagef(cmd, "--listen: %q is not a multiaddr; use e.g. /ip4/0.0.0.0/tcp/4001", l)
+				}
+			}
+			o := runOptions{
+				DataDir:    a.dataDir,
+				API:        a.apiAddr,
+				Listen:     listen,
+				ConfigPath: config,
+				Name:       name,
+				Logger:     slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl})),
+			}
+			if o.API == "" {
+				o.API = defaultAPI
+			}
+			if cmd.Flags().Changed("heartbeat-interval") {
+				o.HeartbeatInterval = heartbeat
+			}
+			err := runNode(cmd.Context(), o)
+			if err != nil && errors.Is(err, context.Canceled) {
+				return nil
+			}
+			return err
+		},
+	}
+	f := c.Flags()
+	f.StringArrayVar(&listen, "listen", nil, "libp2p listen multiaddr, repeatable (default TCP and QUIC on port 4001, all interfaces)")
+	f.StringVar(&config, "config", "", "node.yaml with this machine's resource limits")
+	f.DurationVar(&heartbeat, "heartbeat-interval", 30*time.Second, "how often this machine sends a heartbeat (node.yaml's heartbeat_interval applies when not given)")
+	f.StringVar(&name, "name", "", "this machine's name (default node.yaml's name, else the host name)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return c
+}
+
+// joinFlags are shared by `node join` and `member join`.
+func (a *app) join(cmd *cobra.Command, key, name string, asJSON bool) error {
+	cl, err := a.client()
+	if err != nil {
+		return err
+	}
+	res, err := cl.Join(cmd.Context(), api.JoinRequest{OrgKey: key, Name: name})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return printJSON(a.stdout, res)
+	}
+	org := res.Org
+	if res.OrgName != "" {
+		org = res.OrgName + " (" + res.Org + ")"
+	}
+	switch res.Status {
+	case "pending":
+		_, err = fmt.Fprintf(a.stdout, "joined org %s as %s: pending approval by an admin (cshare machine approve %s)\n", org, res.Machine, short(res.Machine))
+	case "approved", "available", "busy":
+		role := res.Role
+		if role == "" {
+			role = "member"
+		}
+		_, err = fmt.Fprintf(a.stdout, "joined org %s as %s: approved, role %s\n", org, res.Machine, role)
+	default:
+		_, err = fmt.Fprintf(a.stdout, "joined org %s as %s: %s\n", org, res.Machine, orDash(res.Status))
+	}
+	return err
+}
+
+func (a *app) nodeJoinCmd() *cobra.Command {
+	var key, name string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "join --org-key KEY",
+		Short: "Join this node to an org with its org key or an invite code",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key = strings.TrimSpace(key)
+			if key == "" {
+				return usagef(cmd, "--org-key is required: the key that cshare org create or cshare org key printed, or an invite code")
+			}
+			return a.join(cmd, key, name, asJSON)
+		},
+	}
+	c.Flags().StringVar(&key, "org-key", "", "the org key or an invite code (required)")
+	c.Flags().StringVar(&name, "name", "", "this machine's name in the org")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return c
+}
+
+func (a *app) nodeStatusCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Show this node: identity, org, peers, ledger, plan",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			st, err := cl.Status(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.stdout, st)
+			}
+			org := "none (create one with: cshare org create --name NAME, or join one with: cshare node join --org-key KEY)"
+			if st.Org != "" {
+				org = st.Org
+				if st.OrgName != "" {
+					org = st.OrgName + " (" + st.Org + ")"
+				}
+			}
+			plan := orDash(st.PlanHash)
+			if st.PlanHash != "" {
+				plan = fmt.Sprintf("%s (%d of %d peers agree)", st.PlanHash, st.PlanAgree, st.PlanPeers)
+			}
+			return kv(a.stdout,
+				[2]string{"id", st.ID},
+				[2]string{"name", orDash(st.Name)},
+				[2]string{"org", org},
+				[2]string{"status", orDash(st.Status)},
+				[2]string{"role", orDash(st.Role)},
+				[2]string{"peers", fmt.Sprint(st.Peers)},
+				[2]string{"heads", orDash(strings.Join(st.Heads, ", "))},
+				[2]string{"entries", fmt.Sprint(st.Entries)},
+				[2]string{"state hash", orDash(st.StateHash)},
+				[2]string{"plan", plan},
+				[2]string{"uptime", orDash(st.Uptime)},
+				[2]string{"version", orDash(st.Version)},
+				[2]string{"api", orDash(st.API)},
+				[2]string{"addrs", orDash(strings.Join(st.Addrs, ", "))},
+				[2]string{"data dir", orDash(st.DataDir)},
+			)
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return c
+}
+
+func (a *app) nodeStopCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop",
+		Short: "Stop the local node gracefully and wait until it is gone",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			st, err := status(ctx, cl)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "stopping node %s\n", st.ID)
+			if err := cl.Stop(ctx); err != nil {
+				// A node that goes away while answering is what we want;
+				// only an answer that refuses is an error.
+				var se *api.StatusError
+				if errors.As(err, &se) {
+					return err
+				}
+			}
+			deadline := time.Now().Add(stopTimeout)
+			for {
+				if _, err := status(ctx, cl); errors.Is(err, api.ErrNodeNotRunning) {
+					fmt.Fprintf(a.stdout, "node %s stopped\n", st.ID)
+					return nil
+				}
+				if time.Now().After(deadline) {
+					return fmt.Errorf("node %s still answers at %s after %s; look at its log, or send it SIGTERM", st.ID, cl.Addr(), stopTimeout)
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(stopInterval):
+				}
+			}
+		},
+	}
+}
+
+// status asks for the node status with a short timeout.
+func status(ctx context.Context, cl *api.Client) (api.NodeStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	return cl.Status(ctx)
+}

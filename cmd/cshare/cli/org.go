@@ -1,0 +1,287 @@
+package cli
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/cshare/cshare/node/api"
+)
+
+func (a *app) orgCmd() *cobra.Command {
+	return group("org", "Create an org, show it, print its key, invite, change settings",
+		a.orgCreateCmd(), a.orgShowCmd(), a.orgKeyCmd(), a.orgInviteCmd(), a.orgSetCmd())
+}
+
+func (a *app) orgCreateCmd() *cobra.Command {
+	var name, desc string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "create --name NAME",
+		Short: "Create an org with this node as its owner; prints the org key last",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name = strings.TrimSpace(name)
+			if name == "" {
+				return usagef(cmd, "--name is required: the org's name, e.g. --name acme")
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			res, err := cl.CreateOrg(cmd.Context(), api.OrgCreate{Name: name, Description: desc})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.stdout, res)
+			}
+			fmt.Fprintf(a.stdout, "created org %s (%s); this node is its owner\n", name, res.Org)
+			fmt.Fprintf(a.stdout, "machines join with: cshare node join --org-key KEY; the org key:\n")
+			_, err = fmt.Fprintln(a.stdout, res.Key)
+			return err
+		},
+	}
+	c.Flags().StringVar(&name, "name", "", "the org's name (required)")
+	c.Flags().StringVar(&desc, "description", "", "a description of the org")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return c
+}
+
+func (a *app) orgShowCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "show",
+		Short: "Show the org: identity, ledger, settings",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			o, err := cl.Org(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.stdout, o)
+			}
+			return printOrg(a, o)
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the org as JSON")
+	return c
+}
+
+func printOrg(a *app, o api.OrgInfo) error {
+	s := o.Settings
+	return kv(a.stdout,
+		[2]string{"id", o.ID},
+		[2]string{"name", o.Name},
+		[2]string{"description", orDash(o.Description)},
+		[2]string{"owner", orDash(o.Owner)},
+		[2]string{"created", orDash(o.Created)},
+		[2]string{"members", fmt.Sprint(o.Members)},
+		[2]string{"machines", fmt.Sprint(o.Machines)},
+		[2]string{"state hash", orDash(o.StateHash)},
+		[2]string{"entries", fmt.Sprint(o.Entries)},
+		[2]string{"heads", orDash(strings.Join(o.Heads, ", "))},
+		[2]string{"require_machine_approval", strconv.FormatBool(s.RequireMachineApproval)},
+		[2]string{"smartshare.mode", s.SmartShare.Mode},
+		[2]string{"smartshare.preempt_policy", s.SmartShare.PreemptPolicy},
+		[2]string{"smartshare.default_max_cpus", itoa(s.SmartShare.DefaultMaxCPUs)},
+		[2]string{"smartshare.max_cpus_limit", itoa(s.SmartShare.MaxCPUsLimit)},
+	)
+}
+
+func (a *app) orgKeyCmd() *cobra.Command {
+	var rotate, asJSON bool
+	c := &cobra.Command{
+		Use:   "key",
+		Short: "Print the org key (last line); --rotate issues a new one and retires the old",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			res, err := cl.OrgKey(cmd.Context(), rotate)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.stdout, res)
+			}
+			if rotate {
+				fmt.Fprintln(a.stdout, "rotated the org key; the old key is refused from now on. The new key:")
+			}
+			_, err = fmt.Fprintln(a.stdout, res.Key)
+			return err
+		},
+	}
+	c.Flags().BoolVar(&rotate, "rotate", false, "issue a new org key; the old one stops working (admins)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return c
+}
+
+// parseExpiry reads --expires: a Go duration, whole days ("7d"), or "0" or
+// "never" for no expiry. It returns what the API takes ("0" = never).
+func parseExpiry(s string) (string, error) {
+	s = strings.TrimSpace(s)
+	switch strings.ToLower(s) {
+	case "0", "never", "none":
+		return "0", nil
+	case "":
+		return "", fmt.Errorf("--expires: give a duration such as 72h or 7d, or never")
+	}
+	var d time.Duration
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.ParseInt(n, 10, 32)
+		if err != nil {
+			return "", fmt.Errorf("--expires: %q is not a duration; use e.g. 72h, 7d or never", s)
+		}
+		d = time.Duration(days) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return "", fmt.Errorf("--expires: %q is not a duration; use e.g. 72h, 7d or never", s)
+		}
+	}
+	if d <= 0 {
+		return "", fmt.Errorf("--expires: %s is not allowed; give a positive duration, or never", s)
+	}
+	return d.String(), nil
+}
+
+func (a *app) orgInviteCmd() *cobra.Command {
+	var role, expires string
+	var uses int64
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "invite",
+		Short: "Issue an invite code (last line) for node join --org-key or member join --invite",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if role != "member" && role != "admin" {
+				return usagef(cmd, "--role: %q is not a role; use member or admin", role)
+			}
+			exp, err := parseExpiry(expires)
+			if err != nil {
+				return usagef(cmd, "%v", err)
+			}
+			if uses < 0 {
+				return usagef(cmd, "--uses: %d is not allowed; give 1 or more, or 0 for unlimited", uses)
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			res, err := cl.Invite(cmd.Context(), api.InviteRequest{Role: role, Expires: exp, Uses: uses})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.stdout, res)
+			}
+			r := orDash(res.Role)
+			e := "never"
+			if res.Expires != "" && res.Expires != "0" {
+				e = res.Expires
+			}
+			u := "unlimited"
+			if res.Uses > 0 {
+				u = fmt.Sprint(res.Uses)
+			}
+			fmt.Fprintf(a.stdout, "invite for role %s, expires %s, uses %s; join with: cshare member join --invite CODE. The code:\n", r, e, u)
+			_, err = fmt.Fprintln(a.stdout, res.Key)
+			return err
+		},
+	}
+	c.Flags().StringVar(&role, "role", "member", "the role the invite grants: member or admin")
+	c.Flags().StringVar(&expires, "expires", "72h", "how long the code is valid: a duration (72h, 7d), or 0/never")
+	c.Flags().Int64Var(&uses, "uses", 1, "how many joins the code admits; 0 = unlimited")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	return c
+}
+
+// settingKey is the shape of an org setting's name.
+var settingKey = regexp.MustCompile(`^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*$`)
+
+// parseSettings reads KEY=VALUE arguments.
+func parseSettings(args []string) (map[string]string, error) {
+	set := make(map[string]string, len(args))
+	for _, arg := range args {
+		k, v, ok := strings.Cut(arg, "=")
+		k = strings.TrimSpace(k)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%q is not KEY=VALUE, e.g. smartshare.mode=jobs", arg)
+		case !settingKey.MatchString(k):
+			return nil, fmt.Errorf("%q: %q is not a setting name; names look like smartshare.preempt_policy", arg, k)
+		case v == "":
+			return nil, fmt.Errorf("%q: the value is empty", arg)
+		}
+		if _, dup := set[k]; dup {
+			return nil, fmt.Errorf("%s is given twice", k)
+		}
+		set[k] = v
+	}
+	return set, nil
+}
+
+func (a *app) orgSetCmd() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "set KEY=VALUE...",
+		Short: "Change org settings (admins), e.g. smartshare.preempt_policy=passive",
+		Long: `Change org settings (admins). The settings:
+
+  name=NAME, description=TEXT
+  require_machine_approval=true|false
+  smartshare.mode=jobs|none
+  smartshare.preempt_policy=aggressive|passive|disabled
+  smartshare.default_max_cpus=N      (-1 = max_cpus_limit)
+  smartshare.max_cpus_limit=N
+
+The change is one ledger entry and takes effect on every node.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef(cmd, "missing KEY=VALUE, e.g. cshare org set smartshare.preempt_policy=passive")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			set, err := parseSettings(args)
+			if err != nil {
+				return usagef(cmd, "%v", err)
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			o, err := cl.SetSettings(cmd.Context(), api.SettingsRequest{Set: set})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.stdout, o)
+			}
+			keys := make([]string, 0, len(set))
+			for k := range set {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Fprintf(a.stdout, "set %s=%s\n", k, set[k])
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the org after the change as JSON")
+	return c
+}

@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/docker/go-units"
+)
+
+// now is the clock of relative times; tests replace it.
+var now = time.Now
+
+// printJSON writes v as one indented JSON value. A nil slice is written as
+// [] so that listings are always arrays.
+func printJSON(w io.Writer, v any) error {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.IsNil() {
+		v = []any{}
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	_, err = w.Write(b)
+	return err
+}
+
+// table is an aligned text table. Columns are separated by two spaces and
+// padded by display width, so wide runes (the status marks) keep alignment.
+type table struct{ rows [][]string }
+
+func (t *table) row(cells ...string) { t.rows = append(t.rows, cells) }
+
+func (t *table) write(w io.Writer) error {
+	var widths []int
+	for _, r := range t.rows {
+		for i, c := range r {
+			if i >= len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], displayWidth(c))
+		}
+	}
+	var b strings.Builder
+	for _, r := range t.rows {
+		var line strings.Builder
+		for i, c := range r {
+			line.WriteString(c)
+			if i < len(r)-1 {
+				line.WriteString(strings.Repeat(" ", widths[i]-displayWidth(c)+2))
+			}
+		}
+		b.WriteString(strings.TrimRight(line.String(), " "))
+		b.WriteByte('\n')
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// kv writes "key:  value" lines, aligned.
+func kv(w io.Writer, pairs ...[2]string) error {
+	var t table
+	for _, p := range pairs {
+		t.row(p[0]+":", p[1])
+	}
+	return t.write(w)
+}
+
+// displayWidth is the number of terminal columns s takes: wide runes (emoji,
+// CJK) count two.
+func displayWidth(s string) int {
+	n := 0
+	for _, r := range s {
+		switch {
+		case r == 0x200d || (r >= 0xfe00 && r <= 0xfe0f): // joiners and variation selectors
+		case wideRune(r):
+			n += 2
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+func wideRune(r rune) bool {
+	switch {
+	case r >= 0x1f300 && r <= 0x1faff, // pictographs, emoji, the coloured circles
+		r >= 0x1100 && r <= 0x115f,
+		r >= 0x2e80 && r <= 0xa4cf,
+		r >= 0xac00 && r <= 0xd7a3,
+		r >= 0xf900 && r <= 0xfaff,
+		r >= 0xfe30 && r <= 0xfe4f,
+		r >= 0xff00 && r <= 0xff60,
+		r >= 0xffe0 && r <= 0xffe6,
+		r >= 0x20000 && r <= 0x3fffd:
+		return true
+	}
+	switch r {
+	case 0x26aa, 0x26ab, 0x2705, 0x274c, 0x231a, 0x231b, 0x23f3, 0x26a1, 0x2b50:
+		return true
+	}
+	return false
+}
+
+// short is the table form of a long ID: its last 12 characters, which a
+// command accepts in place of the full ID.
+func short(id string) string {
+	const n = 12
+	if utf8.RuneCountInString(id) <= n+4 {
+		return id
+	}
+	return id[len(id)-n:]
+}
+
+// orDash is s, or "-" when empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// parseTime reads an API time (RFC 3339).
+func parseTime(s string) (time.Time, bool) {
+	if s == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil || t.IsZero() {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// age renders how long ago s was, e.g. "12s", "5m", "3h", "2d".
+func age(s string) string {
+	t, ok := parseTime(s)
+	if !ok {
+		return orDash(s)
+	}
+	d := now().Sub(t)
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d/time.Hour))
+	default:
+		return fmt.Sprintf("%dd", int(d/(24*time.Hour)))
+	}
+}
+
+// ago is age with " ago", or "never" when there is no time.
+func ago(s string) string {
+	if _, ok := parseTime(s); !ok {
+		if s == "" {
+			return "never"
+		}
+		return s
+	}
+	return age(s) + " ago"
+}
+
+// mib renders a size in MiB as Docker would ("16GiB").
+func mib(mb int64) string {
+	if mb <= 0 {
+		return "-"
+	}
+	return units.BytesSize(float64(mb) * 1024 * 1024)
+}
+
+// itoa is strconv.FormatInt for int64.
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// machineStatus renders a machine status with the seed's marks.
+func machineStatus(s string) string {
+	switch s {
+	case "available":
+		return "🟢 available"
+	case "busy":
+		return "🟡 busy"
+	case "offline":
+		return "⚫ offline"
+	}
+	return orDash(s)
+}
+
+// quoteArgs renders a command line, quoting words that need it.
+func quoteArgs(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`|&;<>()*?[]{}~#") {
+			out[i] = strconv.Quote(a)
+		} else {
+			out[i] = a
+		}
+	}
+	return strings.Join(out, " ")
+}

@@ -1,0 +1,411 @@
+package ledger
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mh "github.com/multiformats/go-multihash"
+)
+
+// Size caps. An entry larger than MaxEntrySize is refused at the door.
+const (
+	MaxEntrySize   = 64 << 10
+	MaxPayloadSize = 60 << 10
+	MaxParents     = 64
+	maxKindLen     = 32
+	sigDomain      = "cshare-entry-v1\x00"
+	codecCBOR      = 0x51 // multicodec "cbor"
+)
+
+// Sentinel errors callers branch on.
+var (
+	ErrTooLarge     = errors.New("ledger: entry too large")
+	ErrMalformed    = errors.New("ledger: malformed entry")
+	ErrBadSignature = errors.New("ledger: bad signature")
+	ErrCIDMismatch  = errors.New("ledger: block does not match its CID")
+	ErrNotAuthority = errors.New("ledger: not authorised")
+	ErrWrongOrg     = errors.New("ledger: entry belongs to another org")
+)
+
+var (
+	encMode cbor.EncMode
+	decMode cbor.DecMode
+)
+
+func init() {
+	var err error
+	encMode, err = cbor.CoreDetEncOptions().EncMode()
+	if err != nil {
+		panic(err)
+	}
+	decMode, err = cbor.DecOptions{
+		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
+		MaxNestedLevels:   16,
+		MaxArrayElements:  65536,
+		MaxMapPairs:       4096,
+		IndefLength:       cbor.IndefLengthForbidden,
+		TagsMd:            cbor.TagsForbidden,
+		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
+	}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+}
+
+// wire is the canonical encoding of an entry: a CBOR map with small integer
+// keys, encoded with RFC 8949 core deterministic rules.
+type wire struct {
+	Org     string          `cbor:"1,keyasint,omitempty"`
+	Kind    string          `cbor:"2,keyasint"`
+	Payload cbor.RawMessage `cbor:"3,keyasint"`
+	Author  []byte          `cbor:"4,keyasint"`
+	Parents [][]byte        `cbor:"5,keyasint,omitempty"`
+	Clock   uint64          `cbor:"6,keyasint"`
+	Time    int64           `cbor:"7,keyasint"`
+	Sig     []byte          `cbor:"8,keyasint,omitempty"`
+}
+
+// Entry is one signed, CID-addressed ledger entry. Entries are immutable once
+// built: construct them with Sign or Decode.
+type Entry struct {
+	Org     string    // org ID (the genesis CID); empty for the genesis entry
+	Kind    string    // e.g. "machine.approve"
+	Payload []byte    // canonical CBOR of the kind's payload
+	Author  []byte    // Ed25519 public key, 32 bytes
+	Parents []cid.Cid // the heads the author saw, sorted, unique
+	Clock   uint64    // 1 + max parent clock; 1 for genesis (the entry's level)
+	Time    int64     // advisory wall time, Unix milliseconds
+	Sig     []byte
+
+	raw      []byte
+	cid      cid.Cid
+	key      OrderKey
+	authorID peer.ID
+	author   string // authorID.String(), cached: the fold uses it for every entry
+}
+
+// CID is the entry's content address.
+func (e *Entry) CID() cid.Cid { return e.cid }
+
+// Bytes is the entry's canonical encoding (what its CID addresses).
+func (e *Entry) Bytes() []byte { return e.raw }
+
+// AuthorID is the peer ID of the entry's author: a machine and member ID.
+func (e *Entry) AuthorID() peer.ID { return e.authorID }
+
+// AuthorString is the author's peer ID as a string, the form State uses for
+// member and machine IDs.
+func (e *Entry) AuthorString() string { return e.author }
+
+// Key is the entry's position key in the total order: (clock, CID bytes).
+func (e *Entry) Key() OrderKey { return e.key }
+
+// OrderKey orders entries: by clock (which is the entry's level in the DAG,
+// so parents always sort first), then by CID bytes.
+type OrderKey struct {
+	Clock uint64
+	CID   string
+}
+
+// Less reports whether k sorts before o.
+func (k OrderKey) Less(o OrderKey) bool {
+	if k.Clock != o.Clock {
+		return k.Clock < o.Clock
+	}
+	return k.CID < o.CID
+}
+
+// Signer signs entries with an Ed25519 key.
+type Signer struct {
+	priv ed25519.PrivateKey
+	pub  []byte
+	id   peer.ID
+}
+
+// NewSigner wraps a libp2p Ed25519 private key.
+func NewSigner(k crypto.PrivKey) (*Signer, error) {
+	raw, err := k.Raw()
+	if err != nil {
+		return nil, err
+	}
+	if k.Type() != crypto.Ed25519 || len(raw) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("ledger: signer key must be Ed25519")
+	}
+	id, err := peer.IDFromPrivateKey(k)
+	if err != nil {
+		return nil, err
+	}
+	priv := ed25519.PrivateKey(raw)
+	return &Signer{priv: priv, pub: []byte(priv.Public().(ed25519.PublicKey)), id: id}, nil
+}
+
+// ID is the signer's peer ID.
+func (s *Signer) ID() peer.ID { return s.id }
+
+// PublicKey is the signer's raw Ed25519 public key.
+func (s *Signer) PublicKey() []byte { return s.pub }
+
+// SignBytes signs an arbitrary domain-separated message (used for capabilities).
+func (s *Signer) SignBytes(domain string, msg []byte) []byte {
+	return ed25519.Sign(s.priv, append([]byte(domain), msg...))
+}
+
+// EncodePayload encodes a payload value canonically.
+func EncodePayload(v any) ([]byte, error) { return encMode.Marshal(v) }
+
+// DecodePayload decodes a canonical payload strictly (unknown fields refused).
+func DecodePayload(data []byte, v any) error {
+	if err := decMode.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%w: payload: %v", ErrMalformed, err)
+	}
+	return nil
+}
+
+// Sign builds and signs a new entry. parents are the heads the author saw and
+// parentClock is the largest clock among them (0 for the genesis entry).
+func (s *Signer) Sign(org, kind string, payload any, parents []cid.Cid, parentClock uint64, nowMillis int64) (*Entry, error) {
+	p, err := EncodePayload(payload)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: encode %s payload: %w", kind, err)
+	}
+	ps := append([]cid.Cid(nil), parents...)
+	sortCIDs(ps)
+	w := wire{Org: org, Kind: kind, Payload: p, Author: s.pub, Clock: parentClock + 1, Time: nowMillis}
+	for i, c := range ps {
+		if i > 0 && ps[i-1].Equals(c) {
+			continue
+		}
+		w.Parents = append(w.Parents, c.Bytes())
+	}
+	unsigned, err := encMode.Marshal(w)
+	if err != nil {
+		return nil, err
+	}
+	w.Sig = ed25519.Sign(s.priv, append([]byte(sigDomain), unsigned...))
+	raw, err := encMode.Marshal(w)
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > MaxEntrySize {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(raw), MaxEntrySize)
+	}
+	return decodeTrusted(raw, w)
+}
+
+func sortCIDs(cs []cid.Cid) {
+	sort.Slice(cs, func(i, j int) bool { return cs[i].KeyString() < cs[j].KeyString() })
+}
+
+// CIDOf computes the CIDv1 (codec cbor, sha2-256) of raw bytes.
+func CIDOf(raw []byte) cid.Cid {
+	sum := sha256.Sum256(raw)
+	h, _ := mh.Encode(sum[:], mh.SHA2_256)
+	return cid.NewCidV1(codecCBOR, h)
+}
+
+// Decode parses an entry from untrusted bytes and verifies its canonical
+// form, size caps and signature. It does not check authority (that depends on
+// the State the entry is applied to) or that its parents exist. raw is copied.
+func Decode(raw []byte) (*Entry, error) {
+	e, err := decodeUnverified(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.verifySig(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// DecodeWithCID is Decode plus a check that the bytes hash to want. The hash is
+// checked first, so a block that does not match its CID costs no signature check.
+func DecodeWithCID(want cid.Cid, raw []byte) (*Entry, error) {
+	if len(raw) <= MaxEntrySize && want.Defined() {
+		if got, err := want.Prefix().Sum(raw); err != nil || !got.Equals(want) {
+			return nil, fmt.Errorf("%w: want %s", ErrCIDMismatch, want)
+		}
+	}
+	e, err := Decode(raw)
+	if err != nil {
+		return nil, err
+	}
+	if !e.cid.Equals(want) {
+		return nil, fmt.Errorf("%w: want %s, got %s", ErrCIDMismatch, want, e.cid)
+	}
+	return e, nil
+}
+
+func decodeUnverified(raw []byte) (*Entry, error) {
+	if len(raw) > MaxEntrySize {
+		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(raw), MaxEntrySize)
+	}
+	var w wire
+	if err := decMode.Unmarshal(raw, &w); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	// Canonical form: re-encoding must give the same bytes, so every entry has
+	// exactly one encoding and one CID.
+	again, err := encMode.Marshal(w)
+	if err != nil || !bytes.Equal(again, raw) {
+		return nil, fmt.Errorf("%w: not in canonical encoding", ErrMalformed)
+	}
+	return decodeTrusted(again, w)
+}
+
+// decodeTrusted checks the fields of a decoded wire value and builds the
+// entry; raw is its canonical encoding and is kept as is.
+func decodeTrusted(raw []byte, w wire) (*Entry, error) {
+	switch {
+	case len(w.Author) != ed25519.PublicKeySize:
+		return nil, fmt.Errorf("%w: author key is %d bytes, want %d", ErrMalformed, len(w.Author), ed25519.PublicKeySize)
+	case len(w.Sig) != ed25519.SignatureSize:
+		return nil, fmt.Errorf("%w: signature is %d bytes, want %d", ErrMalformed, len(w.Sig), ed25519.SignatureSize)
+	case w.Kind == "" || len(w.Kind) > maxKindLen:
+		return nil, fmt.Errorf("%w: kind %q", ErrMalformed, w.Kind)
+	case len(w.Payload) > MaxPayloadSize:
+		return nil, fmt.Errorf("%w: payload %d bytes", ErrTooLarge, len(w.Payload))
+	case len(w.Parents) > MaxParents:
+		return nil, fmt.Errorf("%w: %d parents, limit %d", ErrMalformed, len(w.Parents), MaxParents)
+	case w.Clock == 0 || w.Clock > MaxClock:
+		return nil, fmt.Errorf("%w: clock %d outside 1..%d", ErrMalformed, w.Clock, uint64(MaxClock))
+	case (w.Kind == KindGenesis) != (w.Org == ""):
+		return nil, fmt.Errorf("%w: only the genesis entry has no org", ErrMalformed)
+	case w.Kind == KindGenesis && (len(w.Parents) != 0 || w.Clock != 1):
+		return nil, fmt.Errorf("%w: genesis has parents or clock != 1", ErrMalformed)
+	case w.Kind != KindGenesis && len(w.Parents) == 0:
+		return nil, fmt.Errorf("%w: non-genesis entry without parents", ErrMalformed)
+	}
+	e := &Entry{Org: w.Org, Kind: w.Kind, Payload: w.Payload, Author: w.Author, Clock: w.Clock, Time: w.Time, Sig: w.Sig, raw: raw}
+	if len(w.Parents) > 0 {
+		e.Parents = make([]cid.Cid, 0, len(w.Parents))
+	}
+	var prev []byte
+	for _, pb := range w.Parents {
+		if prev != nil && bytes.Compare(prev, pb) >= 0 {
+			return nil, fmt.Errorf("%w: parents not sorted and unique", ErrMalformed)
+		}
+		prev = pb
+		c, err := cid.Cast(pb)
+		if err != nil {
+			return nil, fmt.Errorf("%w: parent: %v", ErrMalformed, err)
+		}
+		e.Parents = append(e.Parents, c)
+	}
+	var err error
+	if e.authorID, e.author, err = authorIDs(w.Author); err != nil {
+		return nil, fmt.Errorf("%w: author: %v", ErrMalformed, err)
+	}
+	e.cid = CIDOf(raw)
+	e.key = OrderKey{Clock: e.Clock, CID: e.cid.KeyString()}
+	return e, nil
+}
+
+// MaxClock bounds an entry's clock, far above any real ledger, so clock
+// arithmetic cannot overflow.
+const MaxClock = 1 << 53
+
+// authorIDs derives (and caches) the peer ID of an Ed25519 public key and its
+// string form. Deriving both costs a protobuf encoding and a base58 encoding,
+// and an org has few authors who write many entries.
+func authorIDs(pub []byte) (peer.ID, string, error) {
+	var k [ed25519.PublicKeySize]byte
+	copy(k[:], pub)
+	idCache.Lock()
+	v, ok := idCache.m[k]
+	idCache.Unlock()
+	if ok {
+		return v.id, v.s, nil
+	}
+	pk, err := crypto.UnmarshalEd25519PublicKey(pub)
+	if err != nil {
+		return "", "", err
+	}
+	id, err := peer.IDFromPublicKey(pk)
+	if err != nil {
+		return "", "", err
+	}
+	v = cachedID{id: id, s: id.String()}
+	idCache.Lock()
+	if len(idCache.m) >= idCacheMax {
+		clear(idCache.m)
+	}
+	idCache.m[k] = v
+	idCache.Unlock()
+	return v.id, v.s, nil
+}
+
+const idCacheMax = 1 << 14
+
+type cachedID struct {
+	id peer.ID
+	s  string
+}
+
+var idCache = struct {
+	sync.Mutex
+	m map[[ed25519.PublicKeySize]byte]cachedID
+}{m: map[[ed25519.PublicKeySize]byte]cachedID{}}
+
+// encodeWire re-encodes the entry's fields (with or without the signature).
+func (e *Entry) encodeWire(withSig bool) ([]byte, error) {
+	w := wire{Org: e.Org, Kind: e.Kind, Payload: e.Payload, Author: e.Author, Clock: e.Clock, Time: e.Time}
+	for _, p := range e.Parents {
+		w.Parents = append(w.Parents, p.Bytes())
+	}
+	if withSig {
+		w.Sig = e.Sig
+	}
+	return encMode.Marshal(w)
+}
+
+// sigTrailer is how the canonical encoding of an entry ends: key 8 and a
+// 64-byte byte string header, then the signature.
+var sigTrailer = []byte{0x08, 0x58, 0x40}
+
+// signedBytes is the message the signature covers: the domain, then the
+// canonical encoding of the entry without its signature. Since the signature
+// is the last map key, that encoding is the entry's own bytes with the map
+// header one smaller and the signature field cut off; no re-encoding needed.
+func (e *Entry) signedBytes() ([]byte, error) {
+	r := e.raw
+	n := len(r) - len(sigTrailer) - ed25519.SignatureSize
+	if n < 1 || r[0] < 0xa2 || r[0] > 0xb7 || !bytes.Equal(r[n:n+len(sigTrailer)], sigTrailer) {
+		b, err := e.encodeWire(false)
+		if err != nil {
+			return nil, err
+		}
+		return append([]byte(sigDomain), b...), nil
+	}
+	msg := make([]byte, 0, len(sigDomain)+n)
+	msg = append(msg, sigDomain...)
+	msg = append(msg, r[0]-1)
+	return append(msg, r[1:n]...), nil
+}
+
+func (e *Entry) verifySig() error {
+	msg, err := e.signedBytes()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if !ed25519.Verify(ed25519.PublicKey(e.Author), msg, e.Sig) {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// VerifyDetached checks a domain-separated signature made with SignBytes.
+func VerifyDetached(pub []byte, domain string, msg, sig []byte) bool {
+	if len(pub) != ed25519.PublicKeySize || len(sig) != ed25519.SignatureSize {
+		return false
+	}
+	return ed25519.Verify(ed25519.PublicKey(pub), append([]byte(domain), msg...), sig)
+}

@@ -1,0 +1,586 @@
+package ledger
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// RevokedAuthorError says an entry had no effect because its author had lost
+// the needed role through Revocation. The log uses it to resolve concurrent
+// power changes (DESIGN §10, "Revocation wins").
+type RevokedAuthorError struct{ Rev Revocation }
+
+func (e *RevokedAuthorError) Error() string {
+	return fmt.Sprintf("%v: author %s was revoked", ErrNotAuthority, e.Rev.Target)
+}
+
+func (e *RevokedAuthorError) Unwrap() error { return ErrNotAuthority }
+
+func denied(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrNotAuthority}, a...)...)
+}
+
+// JobIDFor derives a short, stable job ID from the submitting entry.
+func JobIDFor(e *Entry) string {
+	d := e.cid.Hash()
+	if len(d) > 8 {
+		d = d[len(d)-6:]
+	}
+	return hex.EncodeToString(d)
+}
+
+// ValidateSettings checks SmartShare values; errors name the setting.
+func ValidateSettings(s SmartShare) error {
+	switch s.Mode {
+	case "jobs", "none":
+	default:
+		return fmt.Errorf("smartshare.mode: %q unknown; allowed: jobs, none", s.Mode)
+	}
+	switch s.PreemptPolicy {
+	case "aggressive", "passive", "disabled":
+	default:
+		return fmt.Errorf("smartshare.preempt_policy: %q unknown; allowed: aggressive, passive, disabled", s.PreemptPolicy)
+	}
+	if s.MaxCPUsLimit < 0 || s.MaxCPUsLimit > 1<<20 {
+		return fmt.Errorf("smartshare.max_cpus_limit: %d out of range; allowed: 0..%d", s.MaxCPUsLimit, 1<<20)
+	}
+	if s.DefaultMaxCPUs < -1 || s.DefaultMaxCPUs > 1<<20 {
+		return fmt.Errorf("smartshare.default_max_cpus: %d out of range; allowed: -1 (\"*\") .. %d", s.DefaultMaxCPUs, 1<<20)
+	}
+	return nil
+}
+
+// MaxJobItems caps a job's agenda (its range of items).
+const MaxJobItems = 1_000_000
+
+// ValidateJobSpec checks a job spec; errors name the field.
+func ValidateJobSpec(s JobSpec) error {
+	switch {
+	case len(s.Cmd) == 0:
+		return errors.New("cmd: empty; give the command after --")
+	case s.Driver != "docker" && s.Driver != "exec":
+		return fmt.Errorf("driver: %q unknown; allowed: docker, exec", s.Driver)
+	case s.Driver == "docker" && s.Image == "":
+		return errors.New("image: required for the docker driver")
+	case s.RangeStart > s.RangeEnd:
+		return fmt.Errorf("range: %d-%d is empty; the start must not exceed the end", s.RangeStart, s.RangeEnd)
+	case uint64(s.RangeEnd)-uint64(s.RangeStart) >= MaxJobItems: // exact even where End-Start overflows int64
+		return fmt.Errorf("range: %d-%d has more than %d items", s.RangeStart, s.RangeEnd, MaxJobItems)
+	case s.Priority < 1 || s.Priority > 9999:
+		return fmt.Errorf("priority: %d outside 1..9999", s.Priority)
+	case s.CPUs < 1 || s.CPUs > 1<<20:
+		return fmt.Errorf("cpus: %d; allowed: 1..%d", s.CPUs, 1<<20)
+	case s.MaxCPUs != nil && *s.MaxCPUs < -1:
+		return fmt.Errorf("max_cpus: %d; allowed: -1 or \"*\" (no limit), 0 (no SmartShare) or more", *s.MaxCPUs)
+	case s.Retries < 0 || s.Retries > 100:
+		return fmt.Errorf("retries: %d; allowed: 0..100", s.Retries)
+	case s.Cores < 0:
+		return fmt.Errorf("cores: %d is negative", s.Cores)
+	case s.MemoryMB < 0:
+		return fmt.Errorf("memory: %d MB is negative", s.MemoryMB)
+	case s.GPUs < 0 || s.GPUs > 64:
+		return fmt.Errorf("gpus: %d; allowed: 0..64", s.GPUs)
+	}
+	return nil
+}
+
+// Apply applies one entry to st, checking the author's authority against st.
+// An error means the entry has no effect (st is unchanged); the entry stays in
+// the DAG. Apply is pure: it reads no clock and no IO.
+func Apply(st *State, e *Entry) error {
+	if e.Kind == KindGenesis {
+		return applyGenesis(st, e)
+	}
+	if st.Org == "" {
+		return fmt.Errorf("%w: no genesis yet", ErrMalformed)
+	}
+	if e.Org != st.Org {
+		return ErrWrongOrg
+	}
+	author := e.author
+	switch e.Kind {
+	case KindMachineReg:
+		var p MachineRegister
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		return applyRegister(st, e, author, p)
+	case KindMachineUpdate:
+		var p MachineUpdate
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		m := st.Machines[author]
+		if m == nil || m.Status == MachineRemoved || m.Status == MachineRejected {
+			return denied("machine.update by %s, which is not a registered machine", author)
+		}
+		if !validMachineName(p.Name) {
+			return fmt.Errorf("%w: machine name must be one line of at most 128 characters", ErrMalformed)
+		}
+		if p.Name != "" {
+			m.Name = p.Name
+		}
+		m.Hardware, m.Limits, m.HasLimits, m.Version = p.Hardware, p.Limits, true, p.Version
+		return nil
+	}
+
+	// Everything else needs a role.
+	role := st.Role(author)
+	if role == "" {
+		if r := st.Revoked[author]; r != nil {
+			return &RevokedAuthorError{Rev: *r}
+		}
+		return denied("%s is not a member", author)
+	}
+	switch e.Kind {
+	case KindOrgUpdate:
+		var p OrgUpdate
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		if err := needAdmin(st, author, "change org settings"); err != nil {
+			return err
+		}
+		set := st.Settings
+		if p.RequireMachineApproval != nil {
+			set.RequireMachineApproval = *p.RequireMachineApproval
+		}
+		if p.SmartShareMode != nil {
+			set.SmartShare.Mode = *p.SmartShareMode
+		}
+		if p.PreemptPolicy != nil {
+			set.SmartShare.PreemptPolicy = *p.PreemptPolicy
+		}
+		if p.DefaultMaxCPUs != nil {
+			set.SmartShare.DefaultMaxCPUs = *p.DefaultMaxCPUs
+		}
+		if p.MaxCPUsLimit != nil {
+			set.SmartShare.MaxCPUsLimit = *p.MaxCPUsLimit
+		}
+		if err := ValidateSettings(set.SmartShare); err != nil {
+			return fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		if p.Name != nil {
+			if *p.Name == "" || len(*p.Name) > 128 {
+				return fmt.Errorf("%w: name must be 1..128 characters", ErrMalformed)
+			}
+			st.Name = *p.Name
+		}
+		if p.Description != nil {
+			st.Description = *p.Description
+		}
+		st.Settings = set
+		return nil
+	case KindOrgKey:
+		var p OrgKey
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		if err := needAdmin(st, author, "rotate the org key"); err != nil {
+			return err
+		}
+		if p.KeyID == "" {
+			return fmt.Errorf("%w: empty key id", ErrMalformed)
+		}
+		st.OrgKeyID = p.KeyID
+		return nil
+	case KindMachineApprove, KindMachineReject:
+		var p MachineRef
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		if err := needAdmin(st, author, "approve or reject machines"); err != nil {
+			return err
+		}
+		m := st.Machines[p.Machine]
+		if m == nil {
+			return fmt.Errorf("%w: unknown machine %s", ErrMalformed, p.Machine)
+		}
+		if m.Status != MachinePending {
+			return fmt.Errorf("%w: machine %s is %s, not pending", ErrMalformed, p.Machine, m.Status)
+		}
+		if e.Kind == KindMachineReject {
+			m.Status = MachineRejected
+			return nil
+		}
+		approve(st, m, e)
+		return nil
+	case KindMachineRemove:
+		var p MachineRef
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		m := st.Machines[p.Machine]
+		if m == nil {
+			return fmt.Errorf("%w: unknown machine %s", ErrMalformed, p.Machine)
+		}
+		if !st.IsAdmin(author) && author != m.ID && author != m.Owner {
+			return denied("only an admin or the machine's operator may remove machine %s", m.ID)
+		}
+		if m.Status == MachineRemoved {
+			return fmt.Errorf("%w: machine %s already removed", ErrMalformed, m.ID)
+		}
+		m.Status = MachineRemoved
+		return nil
+	case KindMemberRole:
+		var p MemberRole
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		return applyRole(st, e, author, p)
+	case KindMemberRemove:
+		var p MemberRef
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		return applyMemberRemove(st, e, author, p)
+	case KindJobSubmit:
+		var p JobSpec
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		if err := ValidateJobSpec(p); err != nil {
+			return fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		id := JobIDFor(e)
+		if st.Jobs[id] != nil {
+			return fmt.Errorf("%w: job %s exists", ErrMalformed, id)
+		}
+		n := p.RangeEnd - p.RangeStart + 1
+		st.JobSeq++
+		var mc *int64
+		if p.MaxCPUs != nil {
+			v := *p.MaxCPUs
+			mc = &v
+		}
+		st.Jobs[id] = &Job{ID: id, Submitter: author, Spec: p, Seq: st.JobSeq, Submitted: e.Time, State: JobActive,
+			Priority: p.Priority, MaxCPUs: mc, Items: make([]Item, n), Machines: map[string]bool{}}
+		return nil
+	case KindJobModify:
+		var p JobModify
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		j, err := ownJob(st, author, p.Job, "modify")
+		if err != nil {
+			return err
+		}
+		if p.Priority != nil && (*p.Priority < 1 || *p.Priority > 9999) {
+			return fmt.Errorf("%w: priority %d outside 1..9999", ErrMalformed, *p.Priority)
+		}
+		if p.MaxCPUs != nil && *p.MaxCPUs < -1 {
+			return fmt.Errorf("%w: max_cpus %d", ErrMalformed, *p.MaxCPUs)
+		}
+		if p.Priority != nil {
+			j.Priority = *p.Priority
+		}
+		if p.MaxCPUs != nil {
+			v := *p.MaxCPUs
+			j.MaxCPUs = &v
+		}
+		return nil
+	case KindJobCancel:
+		var p JobRef
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		j, err := ownJob(st, author, p.Job, "cancel")
+		if err != nil {
+			return err
+		}
+		if j.State != JobActive {
+			return fmt.Errorf("%w: job %s is already %s", ErrMalformed, j.ID, j.State)
+		}
+		j.State, j.Ended = JobCancelled, e.Time
+		return nil
+	case KindJobResults:
+		var p JobResults
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		return applyResults(st, e, author, p)
+	}
+	return fmt.Errorf("%w: unknown kind %q", ErrMalformed, e.Kind)
+}
+
+func needAdmin(st *State, author, what string) error {
+	if !st.IsAdmin(author) {
+		if r := st.Revoked[author]; r != nil && r.TargetRank >= 2 {
+			return &RevokedAuthorError{Rev: *r}
+		}
+		return denied("only the owner and admins may %s", what)
+	}
+	return nil
+}
+
+func peerIDOf(pub []byte) (string, error) {
+	k, err := crypto.UnmarshalEd25519PublicKey(pub)
+	if err != nil {
+		return "", err
+	}
+	id, err := peer.IDFromPublicKey(k)
+	if err != nil {
+		return "", err
+	}
+	return id.String(), nil
+}
+
+func ownJob(st *State, author, id, what string) (*Job, error) {
+	j := st.Jobs[id]
+	if j == nil {
+		return nil, fmt.Errorf("%w: unknown job %s", ErrMalformed, id)
+	}
+	if j.Submitter != author && !st.IsAdmin(author) {
+		return nil, denied("only the submitter or an admin may %s job %s", what, id)
+	}
+	return j, nil
+}
+
+func applyGenesis(st *State, e *Entry) error {
+	if st.Org != "" {
+		return fmt.Errorf("%w: second genesis", ErrMalformed)
+	}
+	var p Genesis
+	if err := DecodePayload(e.Payload, &p); err != nil {
+		return err
+	}
+	if p.Name == "" || len(p.Name) > 128 {
+		return fmt.Errorf("%w: org name must be 1..128 characters", ErrMalformed)
+	}
+	if err := ValidateSettings(p.Settings.SmartShare); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	owner := e.author
+	st.Org = e.cid.String()
+	st.Name, st.Description, st.Owner, st.Created = p.Name, p.Description, owner, e.Time
+	st.Settings, st.OrgKeyID = p.Settings, p.OrgKeyID
+	st.Members[owner] = &Member{ID: owner, Role: RoleOwner, Grant: e.Key(), Joined: e.Time}
+	name := p.MachineName
+	if name == "" {
+		name = shortID(owner)
+	}
+	st.Machines[owner] = &Machine{ID: owner, Name: name, Owner: owner, Status: MachineApproved, Role: RoleOwner, Registered: e.Time}
+	return nil
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[len(id)-12:]
+	}
+	return id
+}
+
+func validMachineName(s string) bool {
+	return len(s) <= 128 && !strings.ContainsAny(s, "\n\r\t")
+}
+
+func applyRegister(st *State, e *Entry, author string, p MachineRegister) error {
+	c := p.Cap
+	if !validMachineName(p.Name) {
+		return fmt.Errorf("%w: machine name must be one line of at most 128 characters", ErrMalformed)
+	}
+	if c.Org != st.Org {
+		return fmt.Errorf("%w: capability is for org %s", ErrWrongOrg, c.Org)
+	}
+	if !c.Verify() {
+		return fmt.Errorf("%w: capability signature", ErrBadSignature)
+	}
+	issuer, err := peerIDOf(c.Issuer)
+	if err != nil {
+		return fmt.Errorf("%w: capability issuer: %v", ErrMalformed, err)
+	}
+	if !st.IsAdmin(issuer) {
+		return denied("capability issuer %s is not an admin", issuer)
+	}
+	if c.ID == "" || len(c.ID) > 64 {
+		return fmt.Errorf("%w: capability id %q", ErrMalformed, c.ID)
+	}
+	var pending bool
+	switch c.Kind {
+	case CapOrgKey:
+		if c.ID != st.OrgKeyID {
+			return denied("org key %s was rotated; ask an admin for the current one", c.ID)
+		}
+		if c.Role != RoleMember {
+			return denied("an org key admits members only")
+		}
+		pending = st.Settings.RequireMachineApproval
+	case CapInvite:
+		// An invite admits its holder approved, with its role: member or
+		// admin, never owner.
+		if c.Role != RoleMember && c.Role != RoleAdmin {
+			return denied("an invite grants member or admin, not %q", c.Role)
+		}
+	default:
+		return fmt.Errorf("%w: capability kind %q", ErrMalformed, c.Kind)
+	}
+	// Expiry is checked against the register entry's own (advisory) time: the
+	// fold has no clock. Both org keys and invites may carry limits.
+	if c.Expires != 0 && e.Time > c.Expires {
+		return denied("%s %s expired", c.Kind, c.ID)
+	}
+	if c.Uses != 0 && st.CapUses[capUseKey(c)] >= c.Uses {
+		return denied("%s %s is used up", c.Kind, c.ID)
+	}
+	m := st.Machines[author]
+	if m != nil && (m.Status == MachineApproved || m.Status == MachinePending) {
+		// Already here: a re-register only renames.
+		if p.Name != "" {
+			m.Name = p.Name
+		}
+		return nil
+	}
+	st.CapUses[capUseKey(c)]++
+	name := p.Name
+	if name == "" {
+		name = shortID(author)
+	}
+	if m == nil {
+		m = &Machine{ID: author}
+		st.Machines[author] = m
+	}
+	m.Name, m.Owner, m.Role, m.Registered, m.Status = name, author, c.Role, e.Time, MachinePending
+	if !pending {
+		approve(st, m, e)
+	}
+	return nil
+}
+
+// capUseKey counts uses per capability kind and ID.
+func capUseKey(c Capability) string { return c.Kind + "/" + c.ID }
+
+// approve approves a machine and gives its operator identity the role its
+// capability carried, unless it already has a higher one.
+func approve(st *State, m *Machine, e *Entry) {
+	m.Status = MachineApproved
+	role := m.Role
+	if role == "" {
+		role = RoleMember
+	}
+	cur := st.Members[m.Owner]
+	if cur == nil {
+		st.Members[m.Owner] = &Member{ID: m.Owner, Role: role, Grant: e.Key(), Joined: e.Time}
+		delete(st.Revoked, m.Owner)
+		return
+	}
+	if RoleRank(role) > RoleRank(cur.Role) {
+		cur.Role, cur.Grant = role, e.Key()
+	}
+}
+
+func applyRole(st *State, e *Entry, author string, p MemberRole) error {
+	if p.Role != RoleMember && p.Role != RoleAdmin {
+		return fmt.Errorf("%w: role %q; allowed: member, admin", ErrMalformed, p.Role)
+	}
+	if err := needAdmin(st, author, "change roles"); err != nil {
+		return err
+	}
+	m := st.Members[p.Member]
+	if m == nil {
+		return fmt.Errorf("%w: unknown member %s", ErrMalformed, p.Member)
+	}
+	if m.Role == RoleOwner {
+		return denied("the owner's role cannot be changed")
+	}
+	if m.Role == p.Role {
+		return nil
+	}
+	old := RoleRank(m.Role)
+	if RoleRank(p.Role) < old {
+		a := st.Members[author]
+		st.Revoked[m.ID] = &Revocation{Entry: e.Key(), By: author, ByRank: RoleRank(a.Role), ByGrant: a.Grant,
+			Target: m.ID, TargetRank: old, TargetGrant: m.Grant, NewRank: RoleRank(p.Role)}
+	}
+	m.Role, m.Grant = p.Role, e.Key()
+	return nil
+}
+
+func applyMemberRemove(st *State, e *Entry, author string, p MemberRef) error {
+	m := st.Members[p.Member]
+	if m == nil {
+		return fmt.Errorf("%w: unknown member %s", ErrMalformed, p.Member)
+	}
+	if m.Role == RoleOwner {
+		return denied("the owner cannot be removed or leave; delete the org instead")
+	}
+	if author != p.Member {
+		if err := needAdmin(st, author, "remove members"); err != nil {
+			return err
+		}
+	}
+	a := st.Members[author]
+	st.Revoked[m.ID] = &Revocation{Entry: e.Key(), By: author, ByRank: RoleRank(a.Role), ByGrant: a.Grant,
+		Target: m.ID, TargetRank: RoleRank(m.Role), TargetGrant: m.Grant, NewRank: 0}
+	delete(st.Members, m.ID)
+	for _, mc := range st.Machines {
+		if mc.Owner == m.ID && mc.Status != MachineRemoved {
+			mc.Status = MachineRemoved
+		}
+	}
+	for _, j := range st.Jobs {
+		if j.Submitter == m.ID && j.State == JobActive {
+			j.State, j.Ended, j.Error = JobCancelled, e.Time, "its submitter is no longer a member"
+		}
+	}
+	return nil
+}
+
+func applyResults(st *State, e *Entry, author string, p JobResults) error {
+	m := st.Machines[author]
+	if m == nil || m.Status != MachineApproved {
+		return denied("job results from %s, which is not an approved machine", author)
+	}
+	j := st.Jobs[p.Job]
+	if j == nil {
+		return fmt.Errorf("%w: unknown job %s", ErrMalformed, p.Job)
+	}
+	if len(p.Results) == 0 {
+		return fmt.Errorf("%w: no results", ErrMalformed)
+	}
+	for _, r := range p.Results {
+		if r.Item < j.Spec.RangeStart || r.Item > j.Spec.RangeEnd {
+			return fmt.Errorf("%w: item %d outside the job's range", ErrMalformed, r.Item)
+		}
+	}
+	if j.State != JobActive {
+		return nil // late results of a finished or cancelled job count for nothing
+	}
+	if !j.Machines[author] {
+		j.Machines[author] = true
+		m.TotalJobs++
+	}
+	for _, r := range p.Results {
+		it := &j.Items[uint64(r.Item)-uint64(j.Spec.RangeStart)]
+		if it.Status != ItemPending {
+			continue // the first completion in the total order counts
+		}
+		it.Attempts++
+		it.Code, it.DurationMS, it.OutputSize, it.Machine = r.Code, r.DurationMS, r.OutputSize, author
+		switch {
+		case r.Code == 0:
+			it.Status = ItemDone
+			j.Done++
+		case it.Attempts > j.Spec.Retries:
+			it.Status = ItemFailed
+			j.Failed++
+			if j.Error == "" {
+				j.Error = fmt.Sprintf("item %d failed with exit code %d", r.Item, r.Code)
+				if r.Error != "" {
+					j.Error = fmt.Sprintf("item %d failed: %s", r.Item, r.Error)
+				}
+			}
+		}
+	}
+	if j.Done+j.Failed == int64(len(j.Items)) {
+		j.State, j.Ended = JobDone, e.Time
+		if j.Failed > 0 {
+			j.State = JobFailed
+		}
+	}
+	return nil
+}

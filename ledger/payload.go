@@ -1,0 +1,175 @@
+package ledger
+
+// Entry kinds. Each kind has one payload type below.
+const (
+	KindGenesis        = "org.genesis"
+	KindOrgUpdate      = "org.update"
+	KindOrgKey         = "org.key"
+	KindMachineReg     = "machine.register"
+	KindMachineApprove = "machine.approve"
+	KindMachineReject  = "machine.reject"
+	KindMachineRemove  = "machine.remove"
+	KindMachineUpdate  = "machine.update"
+	KindMemberRole     = "member.role"
+	KindMemberRemove   = "member.remove"
+	KindJobSubmit      = "job.submit"
+	KindJobModify      = "job.modify"
+	KindJobCancel      = "job.cancel"
+	KindJobResults     = "job.results"
+)
+
+// Roles, from most to least powerful.
+const (
+	RoleOwner  = "owner"
+	RoleAdmin  = "admin"
+	RoleMember = "member"
+)
+
+// RoleRank orders roles: owner 3, admin 2, member 1, none 0.
+func RoleRank(r string) int {
+	switch r {
+	case RoleOwner:
+		return 3
+	case RoleAdmin:
+		return 2
+	case RoleMember:
+		return 1
+	}
+	return 0
+}
+
+// Genesis founds an org. Its author is the owner; its machine is approved.
+type Genesis struct {
+	Name        string   `cbor:"name"`
+	Description string   `cbor:"description,omitempty"`
+	MachineName string   `cbor:"machine_name,omitempty"`
+	OrgKeyID    string   `cbor:"org_key_id"`
+	Settings    Settings `cbor:"settings"`
+	Nonce       []byte   `cbor:"nonce,omitempty"`
+}
+
+// OrgUpdate changes org settings; nil fields are left alone.
+type OrgUpdate struct {
+	Name                   *string `cbor:"name,omitempty"`
+	Description            *string `cbor:"description,omitempty"`
+	RequireMachineApproval *bool   `cbor:"require_machine_approval,omitempty"`
+	SmartShareMode         *string `cbor:"smartshare_mode,omitempty"`
+	PreemptPolicy          *string `cbor:"preempt_policy,omitempty"`
+	DefaultMaxCPUs         *int64  `cbor:"default_max_cpus,omitempty"`
+	MaxCPUsLimit           *int64  `cbor:"max_cpus_limit,omitempty"`
+}
+
+// OrgKey rotates the org key: from this entry on, only capabilities of kind
+// org-key with this ID admit machines.
+type OrgKey struct {
+	KeyID string `cbor:"key_id"`
+}
+
+// MachineRegister is written by a joining machine. Cap is the capability (org
+// key or invite) it joined with, signed by an admin.
+type MachineRegister struct {
+	Name string     `cbor:"name,omitempty"`
+	Cap  Capability `cbor:"cap"`
+}
+
+// MachineRef names a machine (approve, reject, remove).
+type MachineRef struct {
+	Machine string `cbor:"machine"`
+}
+
+// MachineUpdate is written by a machine about itself: hardware and limits.
+type MachineUpdate struct {
+	Name     string   `cbor:"name,omitempty"`
+	Hardware Hardware `cbor:"hardware"`
+	Limits   Limits   `cbor:"limits"`
+	Version  string   `cbor:"version,omitempty"`
+}
+
+// Hardware is what a machine has.
+type Hardware struct {
+	CPUs     int64 `cbor:"cpus" json:"cpus"`
+	MemoryMB int64 `cbor:"memory_mb" json:"memory_mb"`
+	DiskMB   int64 `cbor:"disk_mb" json:"disk_mb"`
+	GPUs     []GPU `cbor:"gpus,omitempty" json:"gpus"`
+}
+
+// GPU is one device of a machine.
+type GPU struct {
+	Index    int64  `cbor:"index" json:"index"`
+	UUID     string `cbor:"uuid" json:"uuid"`
+	Name     string `cbor:"name" json:"name"`
+	MemoryMB int64  `cbor:"memory_mb" json:"memory_mb"`
+}
+
+// Limits is how much of a machine the org may use (seed 000's resources).
+type Limits struct {
+	CPULimit          int64      `cbor:"cpu_limit" json:"cpu_limit"`
+	MemoryLimit       int64      `cbor:"memory_limit" json:"memory_limit"`
+	DiskLimit         int64      `cbor:"disk_limit" json:"disk_limit"`
+	MaxConcurrentJobs int64      `cbor:"max_concurrent_jobs" json:"max_concurrent_jobs"`
+	GPUs              []GPULimit `cbor:"gpus,omitempty" json:"gpus,omitempty"`
+}
+
+// GPULimit is a GPU a machine offers, with the memory it offers on it.
+type GPULimit struct {
+	Device   int64 `cbor:"device" json:"device"`
+	MemoryMB int64 `cbor:"memory" json:"memory"`
+}
+
+// MemberRole sets a member's role.
+type MemberRole struct {
+	Member string `cbor:"member"`
+	Role   string `cbor:"role"`
+}
+
+// MemberRef names a member (remove; the author removing itself is leaving).
+type MemberRef struct {
+	Member string `cbor:"member"`
+}
+
+// JobSpec is what a job submission carries.
+type JobSpec struct {
+	Name       string            `cbor:"name,omitempty" json:"name,omitempty"`
+	Image      string            `cbor:"image,omitempty" json:"image,omitempty"`
+	Driver     string            `cbor:"driver" json:"driver"`
+	Cmd        []string          `cbor:"cmd" json:"cmd"`
+	Env        map[string]string `cbor:"env,omitempty" json:"env,omitempty"`
+	Cores      int64             `cbor:"cores,omitempty" json:"cores,omitempty"` // millicores per instance
+	MemoryMB   int64             `cbor:"memory_mb,omitempty" json:"memory_mb,omitempty"`
+	GPUs       int64             `cbor:"gpus,omitempty" json:"gpus,omitempty"`
+	RangeStart int64             `cbor:"range_start" json:"range_start"`
+	RangeEnd   int64             `cbor:"range_end" json:"range_end"`
+	Priority   int64             `cbor:"priority" json:"priority"`
+	CPUs       int64             `cbor:"cpus" json:"cpus"`
+	MaxCPUs    *int64            `cbor:"max_cpus,omitempty" json:"max_cpus,omitempty"` // nil: org default; -1: "*"
+	Retries    int64             `cbor:"retries,omitempty" json:"retries,omitempty"`
+	Nonce      []byte            `cbor:"nonce,omitempty" json:"-"`
+}
+
+// JobModify changes a job (qbmodify); nil fields are left alone.
+type JobModify struct {
+	Job      string `cbor:"job"`
+	MaxCPUs  *int64 `cbor:"max_cpus,omitempty"`
+	Priority *int64 `cbor:"priority,omitempty"`
+}
+
+// JobRef names a job (cancel).
+type JobRef struct {
+	Job string `cbor:"job"`
+}
+
+// JobResults is one machine's batch of finished agenda items.
+type JobResults struct {
+	Job     string       `cbor:"job"`
+	Results []ItemResult `cbor:"results"`
+}
+
+// ItemResult is the outcome of one run of one agenda item.
+type ItemResult struct {
+	Item       int64  `cbor:"item"`
+	Code       int64  `cbor:"code"`
+	DurationMS int64  `cbor:"duration_ms"`
+	OutputSize int64  `cbor:"output_size"`
+	Instance   string `cbor:"instance,omitempty"`
+	Error      string `cbor:"error,omitempty"`
+}

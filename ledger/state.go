@@ -1,0 +1,249 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+)
+
+// Machine statuses recorded in the ledger. Liveness (available, busy,
+// offline) is not a ledger fact: the node derives it from heartbeats.
+const (
+	MachinePending  = "pending"
+	MachineApproved = "approved"
+	MachineRejected = "rejected"
+	MachineRemoved  = "removed"
+)
+
+// Job states recorded in the ledger. Whether an active job is queued or
+// running is derived by the node from live instances.
+const (
+	JobActive    = "active"
+	JobDone      = "done"
+	JobFailed    = "failed"
+	JobCancelled = "cancelled"
+)
+
+// Item statuses.
+const (
+	ItemPending uint8 = iota
+	ItemDone
+	ItemFailed
+)
+
+// SmartShare settings (seed 003), kept in the ledger.
+type SmartShare struct {
+	Mode           string `cbor:"mode" json:"mode"`
+	PreemptPolicy  string `cbor:"preempt_policy" json:"preempt_policy"`
+	DefaultMaxCPUs int64  `cbor:"default_max_cpus" json:"default_max_cpus"`
+	MaxCPUsLimit   int64  `cbor:"max_cpus_limit" json:"max_cpus_limit"`
+}
+
+// Settings are the org-wide settings.
+type Settings struct {
+	RequireMachineApproval bool       `cbor:"require_machine_approval" json:"require_machine_approval"`
+	SmartShare             SmartShare `cbor:"smartshare" json:"smartshare"`
+}
+
+// DefaultSettings are a new org's settings.
+func DefaultSettings() Settings {
+	return Settings{
+		RequireMachineApproval: true,
+		SmartShare:             SmartShare{Mode: "jobs", PreemptPolicy: "aggressive", DefaultMaxCPUs: -1, MaxCPUsLimit: 100},
+	}
+}
+
+// Member is an identity with a role.
+type Member struct {
+	ID     string   `cbor:"id"`
+	Role   string   `cbor:"role"`
+	Grant  OrderKey `cbor:"grant"` // the entry that gave the current role
+	Joined int64    `cbor:"joined"`
+}
+
+// Machine is a machine as the ledger knows it.
+type Machine struct {
+	ID         string   `cbor:"id"`
+	Name       string   `cbor:"name"`
+	Owner      string   `cbor:"owner"`
+	Status     string   `cbor:"status"`
+	Role       string   `cbor:"role"` // the role its capability grants on approval
+	Hardware   Hardware `cbor:"hardware"`
+	Limits     Limits   `cbor:"limits"`
+	HasLimits  bool     `cbor:"has_limits"`
+	Version    string   `cbor:"version"`
+	Registered int64    `cbor:"registered"`
+	TotalJobs  int64    `cbor:"total_jobs"`
+}
+
+// Item is one agenda item's progress.
+type Item struct {
+	Status     uint8  `cbor:"s"`
+	Attempts   int64  `cbor:"a"`
+	Code       int64  `cbor:"c"`
+	DurationMS int64  `cbor:"d"`
+	OutputSize int64  `cbor:"o"`
+	Machine    string `cbor:"m"`
+}
+
+// Job is a submitted job and its agenda.
+type Job struct {
+	ID        string          `cbor:"id"`
+	Submitter string          `cbor:"submitter"`
+	Spec      JobSpec         `cbor:"spec"`
+	Seq       int64           `cbor:"seq"` // submission order in the org
+	Submitted int64           `cbor:"submitted"`
+	State     string          `cbor:"state"`
+	Priority  int64           `cbor:"priority"`
+	MaxCPUs   *int64          `cbor:"max_cpus"`
+	Items     []Item          `cbor:"items"`
+	Done      int64           `cbor:"done"`
+	Failed    int64           `cbor:"failed"`
+	Error     string          `cbor:"error"`
+	Machines  map[string]bool `cbor:"machines"`
+	Ended     int64           `cbor:"ended"`
+}
+
+// Revocation records how a member lost a role, for conflict resolution.
+type Revocation struct {
+	Entry       OrderKey `cbor:"entry"`
+	By          string   `cbor:"by"`
+	ByRank      int      `cbor:"by_rank"`
+	ByGrant     OrderKey `cbor:"by_grant"`
+	Target      string   `cbor:"target"`
+	TargetRank  int      `cbor:"target_rank"`
+	TargetGrant OrderKey `cbor:"target_grant"`
+	NewRank     int      `cbor:"new_rank"`
+}
+
+// State is the org as folded from the ledger.
+type State struct {
+	Org         string                 `cbor:"org"`
+	Name        string                 `cbor:"name"`
+	Description string                 `cbor:"description"`
+	Owner       string                 `cbor:"owner"`
+	Created     int64                  `cbor:"created"`
+	Settings    Settings               `cbor:"settings"`
+	OrgKeyID    string                 `cbor:"org_key_id"`
+	Members     map[string]*Member     `cbor:"members"`
+	Machines    map[string]*Machine    `cbor:"machines"`
+	CapUses     map[string]int64       `cbor:"cap_uses"`
+	Jobs        map[string]*Job        `cbor:"jobs"`
+	JobSeq      int64                  `cbor:"job_seq"`
+	Applied     int64                  `cbor:"applied"`     // entries with effect
+	Ineffective int64                  `cbor:"ineffective"` // entries kept without effect
+	Revoked     map[string]*Revocation `cbor:"revoked"`
+}
+
+// NewState is the empty state before genesis.
+func NewState() *State {
+	return &State{
+		Members:  map[string]*Member{},
+		Machines: map[string]*Machine{},
+		CapUses:  map[string]int64{},
+		Jobs:     map[string]*Job{},
+		Revoked:  map[string]*Revocation{},
+	}
+}
+
+// Hash is the hex SHA-256 of the state's canonical encoding. Converged nodes
+// have equal hashes.
+func (s *State) Hash() string {
+	b, err := encMode.Marshal(s)
+	if err != nil {
+		panic("ledger: state does not encode: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Clone deep-copies the state (for checkpoints).
+func (s *State) Clone() *State {
+	c := *s
+	c.Members = make(map[string]*Member, len(s.Members))
+	for k, v := range s.Members {
+		m := *v
+		c.Members[k] = &m
+	}
+	c.Machines = make(map[string]*Machine, len(s.Machines))
+	for k, v := range s.Machines {
+		m := *v
+		c.Machines[k] = &m
+	}
+	c.CapUses = make(map[string]int64, len(s.CapUses))
+	for k, v := range s.CapUses {
+		c.CapUses[k] = v
+	}
+	c.Jobs = make(map[string]*Job, len(s.Jobs))
+	for k, v := range s.Jobs {
+		j := *v
+		j.Items = append([]Item(nil), v.Items...)
+		j.Machines = make(map[string]bool, len(v.Machines))
+		for m := range v.Machines {
+			j.Machines[m] = true
+		}
+		c.Jobs[k] = &j
+	}
+	c.Revoked = make(map[string]*Revocation, len(s.Revoked))
+	for k, v := range s.Revoked {
+		r := *v
+		c.Revoked[k] = &r
+	}
+	return &c
+}
+
+// Role is a member's role, or "" for none.
+func (s *State) Role(id string) string {
+	if m := s.Members[id]; m != nil {
+		return m.Role
+	}
+	return ""
+}
+
+// IsAdmin reports whether id is an admin or the owner.
+func (s *State) IsAdmin(id string) bool { return RoleRank(s.Role(id)) >= 2 }
+
+// SortedMachines lists machines by ID.
+func (s *State) SortedMachines() []*Machine {
+	out := make([]*Machine, 0, len(s.Machines))
+	for _, m := range s.Machines {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// SortedMembers lists members by role rank (highest first), then ID.
+func (s *State) SortedMembers() []*Member {
+	out := make([]*Member, 0, len(s.Members))
+	for _, m := range s.Members {
+		out = append(out, m)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		ri, rj := RoleRank(out[i].Role), RoleRank(out[j].Role)
+		if ri != rj {
+			return ri > rj
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// SortedJobs lists jobs in submission order.
+func (s *State) SortedJobs() []*Job {
+	out := make([]*Job, 0, len(s.Jobs))
+	for _, j := range s.Jobs {
+		out = append(out, j)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out
+}
+
+// weight estimates the cost of cloning the state, in items.
+func (s *State) weight() int {
+	w := len(s.Members) + len(s.Machines) + len(s.Revoked) + len(s.CapUses)
+	for _, j := range s.Jobs {
+		w += 1 + len(j.Items) + len(j.Machines)
+	}
+	return w
+}

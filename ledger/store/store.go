@@ -1,0 +1,172 @@
+// Package store persists the ledger in Badger: blocks by CID (ledger entries
+// and, later, dataset chunks share one block store) and small metadata.
+// Writes of ledger entries are synchronous (SyncWrites), so an entry the API
+// acknowledged survives kill -9.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/ipfs/go-cid"
+)
+
+// ErrNotFound says a block or key is absent.
+var ErrNotFound = errors.New("store: not found")
+
+// Store is a Badger database.
+type Store struct {
+	db *badger.DB
+}
+
+var (
+	blockPrefix = []byte("b/")
+	metaPrefix  = []byte("m/")
+)
+
+type slogAdapter struct{ l *slog.Logger }
+
+func (a slogAdapter) Errorf(f string, v ...any)   { a.l.Error(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Warningf(f string, v ...any) { a.l.Warn(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Infof(string, ...any)        {}
+func (a slogAdapter) Debugf(string, ...any)       {}
+
+// Open opens (or creates) the store in dir. log may be nil.
+func Open(dir string, log *slog.Logger) (*Store, error) {
+	opts := badger.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithNumVersionsToKeep(1).
+		WithMemTableSize(8 << 20).
+		WithBlockCacheSize(8 << 20).
+		WithIndexCacheSize(4 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithNumMemtables(2).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(4).
+		WithNumCompactors(2)
+	if log != nil {
+		opts = opts.WithLogger(slogAdapter{log})
+	} else {
+		opts = opts.WithLogger(nil)
+	}
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+func blockKey(c cid.Cid) []byte { return append(append([]byte(nil), blockPrefix...), c.Bytes()...) }
+
+// Block is a CID and its bytes.
+type Block struct {
+	CID  cid.Cid
+	Data []byte
+}
+
+// PutBlocks stores blocks durably in one transaction (split when large).
+func (s *Store) PutBlocks(bs []Block) error {
+	for len(bs) > 0 {
+		txn := s.db.NewTransaction(true)
+		n := 0
+		for ; n < len(bs); n++ {
+			err := txn.Set(blockKey(bs[n].CID), bs[n].Data)
+			if errors.Is(err, badger.ErrTxnTooBig) {
+				break
+			}
+			if err != nil {
+				txn.Discard()
+				return fmt.Errorf("store: put: %w", err)
+			}
+		}
+		if n == 0 {
+			txn.Discard()
+			return fmt.Errorf("store: block too large")
+		}
+		if err := txn.Commit(); err != nil {
+			return fmt.Errorf("store: commit: %w", err)
+		}
+		bs = bs[n:]
+	}
+	return nil
+}
+
+// GetBlock returns a block's bytes.
+func (s *Store) GetBlock(c cid.Cid) ([]byte, error) {
+	var out []byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get(blockKey(c))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		out, err = it.ValueCopy(nil)
+		return err
+	})
+	return out, err
+}
+
+// HasBlock reports whether a block is stored.
+func (s *Store) HasBlock(c cid.Cid) bool {
+	err := s.db.View(func(txn *badger.Txn) error {
+		_, err := txn.Get(blockKey(c))
+		return err
+	})
+	return err == nil
+}
+
+// ForEachBlock calls fn for every stored block.
+func (s *Store) ForEachBlock(fn func(c cid.Cid, data []byte) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = blockPrefix
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			c, err := cid.Cast(item.Key()[len(blockPrefix):])
+			if err != nil {
+				return fmt.Errorf("store: bad key: %w", err)
+			}
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if err := fn(c, v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// SetMeta stores a small durable value.
+func (s *Store) SetMeta(key string, val []byte) error {
+	return s.db.Update(func(txn *badger.Txn) error {
+		return txn.Set(append(append([]byte(nil), metaPrefix...), key...), val)
+	})
+}
+
+// Meta reads a value stored with SetMeta.
+func (s *Store) Meta(key string) ([]byte, error) {
+	var out []byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get(append(append([]byte(nil), metaPrefix...), key...))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		out, err = it.ValueCopy(nil)
+		return err
+	})
+	return out, err
+}

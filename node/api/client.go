@@ -1,0 +1,242 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Files in the data dir through which the CLI finds its node.
+const (
+	AddrFile  = "api.addr"
+	TokenFile = "api.token"
+)
+
+// ErrNodeNotRunning says no node answers at the data dir's address.
+var ErrNodeNotRunning = errors.New("api: node not running")
+
+// Client is the typed client of a node's API.
+type Client struct {
+	base  string
+	token string
+	hc    *http.Client
+}
+
+// NewClient builds a client for addr (host:port) with a bearer token.
+func NewClient(addr, token string) *Client {
+	return &Client{base: "http://" + addr, token: token, hc: &http.Client{Timeout: 5 * time.Minute}}
+}
+
+// DialDataDir reads api.addr and api.token from a data dir. apiOverride, if
+// not empty, replaces the address.
+func DialDataDir(dataDir, apiOverride string) (*Client, error) {
+	tok, err := os.ReadFile(filepath.Join(dataDir, TokenFile))
+	if err != nil {
+		return nil, fmt.Errorf("%w: no %s in %s; start one with: cshare node run --data-dir %s", ErrNodeNotRunning, TokenFile, dataDir, dataDir)
+	}
+	addr := apiOverride
+	if addr == "" {
+		b, err := os.ReadFile(filepath.Join(dataDir, AddrFile))
+		if err != nil {
+			return nil, fmt.Errorf("%w: no %s in %s; start one with: cshare node run --data-dir %s", ErrNodeNotRunning, AddrFile, dataDir, dataDir)
+		}
+		addr = strings.TrimSpace(string(b))
+	}
+	return NewClient(addr, strings.TrimSpace(string(tok))), nil
+}
+
+// Addr is the API address this client talks to.
+func (c *Client) Addr() string { return strings.TrimPrefix(c.base, "http://") }
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var ne net.Error
+		var oe *net.OpError
+		if errors.As(err, &oe) || errors.As(err, &ne) {
+			return fmt.Errorf("%w at %s (%v); start it with: cshare node run", ErrNodeNotRunning, c.Addr(), unwrapAll(err))
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e Error
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			return &StatusError{Code: resp.StatusCode, Msg: e.Error}
+		}
+		return &StatusError{Code: resp.StatusCode, Msg: fmt.Sprintf("%s %s: %s", method, path, resp.Status)}
+	}
+	if raw, ok := out.(*[]byte); ok {
+		*raw = data
+		return nil
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+func unwrapAll(err error) error {
+	for {
+		u := errors.Unwrap(err)
+		if u == nil {
+			return err
+		}
+		err = u
+	}
+}
+
+func get[T any](c *Client, ctx context.Context, path string) (T, error) {
+	var v T
+	err := c.do(ctx, http.MethodGet, path, nil, &v)
+	return v, err
+}
+
+func post[T any](c *Client, ctx context.Context, path string, in any) (T, error) {
+	var v T
+	err := c.do(ctx, http.MethodPost, path, in, &v)
+	return v, err
+}
+
+func esc(s string) string { return url.PathEscape(s) }
+
+// Status is GET /v1/status.
+func (c *Client) Status(ctx context.Context) (NodeStatus, error) {
+	return get[NodeStatus](c, ctx, "/v1/status")
+}
+
+// Stop asks the node to stop.
+func (c *Client) Stop(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/v1/node/stop", nil, nil)
+}
+
+// CreateOrg creates an org with this node as owner.
+func (c *Client) CreateOrg(ctx context.Context, req OrgCreate) (KeyResult, error) {
+	return post[KeyResult](c, ctx, "/v1/org", req)
+}
+
+// Org shows the org.
+func (c *Client) Org(ctx context.Context) (OrgInfo, error) { return get[OrgInfo](c, ctx, "/v1/org") }
+
+// OrgKey prints the org key, or rotates it.
+func (c *Client) OrgKey(ctx context.Context, rotate bool) (KeyResult, error) {
+	if rotate {
+		return post[KeyResult](c, ctx, "/v1/org/key/rotate", nil)
+	}
+	return get[KeyResult](c, ctx, "/v1/org/key")
+}
+
+// Invite issues an invite code.
+func (c *Client) Invite(ctx context.Context, req InviteRequest) (KeyResult, error) {
+	return post[KeyResult](c, ctx, "/v1/org/invite", req)
+}
+
+// SetSettings changes org settings.
+func (c *Client) SetSettings(ctx context.Context, req SettingsRequest) (OrgInfo, error) {
+	return post[OrgInfo](c, ctx, "/v1/org/settings", req)
+}
+
+// Join joins this node to an org.
+func (c *Client) Join(ctx context.Context, req JoinRequest) (JoinResult, error) {
+	return post[JoinResult](c, ctx, "/v1/join", req)
+}
+
+// Machines lists machines.
+func (c *Client) Machines(ctx context.Context) ([]MachineInfo, error) {
+	return get[[]MachineInfo](c, ctx, "/v1/machines")
+}
+
+// Machine shows one machine.
+func (c *Client) Machine(ctx context.Context, id string) (MachineInfo, error) {
+	return get[MachineInfo](c, ctx, "/v1/machines/"+esc(id))
+}
+
+// MachineAction approves, rejects or removes a machine.
+func (c *Client) MachineAction(ctx context.Context, id, action string) (MachineInfo, error) {
+	return post[MachineInfo](c, ctx, "/v1/machines/"+esc(id)+"/"+esc(action), nil)
+}
+
+// Members lists members.
+func (c *Client) Members(ctx context.Context) ([]MemberInfo, error) {
+	return get[[]MemberInfo](c, ctx, "/v1/members")
+}
+
+// SetRole sets a member's role.
+func (c *Client) SetRole(ctx context.Context, id, role string) (MemberInfo, error) {
+	return post[MemberInfo](c, ctx, "/v1/members/"+esc(id)+"/role", RoleRequest{Role: role})
+}
+
+// RemoveMember removes a member.
+func (c *Client) RemoveMember(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodPost, "/v1/members/"+esc(id)+"/remove", nil, nil)
+}
+
+// Leave leaves the org.
+func (c *Client) Leave(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/v1/leave", nil, nil)
+}
+
+// SubmitJob submits a job.
+func (c *Client) SubmitJob(ctx context.Context, req JobSubmit) (JobInfo, error) {
+	return post[JobInfo](c, ctx, "/v1/jobs", req)
+}
+
+// Jobs lists jobs.
+func (c *Client) Jobs(ctx context.Context) ([]JobInfo, error) { return get[[]JobInfo](c, ctx, "/v1/jobs") }
+
+// Job shows a job.
+func (c *Client) Job(ctx context.Context, id string) (JobInfo, error) {
+	return get[JobInfo](c, ctx, "/v1/jobs/"+esc(id))
+}
+
+// JobItems lists a job's agenda items.
+func (c *Client) JobItems(ctx context.Context, id string) ([]ItemInfo, error) {
+	return get[[]ItemInfo](c, ctx, "/v1/jobs/"+esc(id)+"/items")
+}
+
+// ModifyJob changes a job's max_cpus or priority.
+func (c *Client) ModifyJob(ctx context.Context, id string, req JobModify) (JobInfo, error) {
+	return post[JobInfo](c, ctx, "/v1/jobs/"+esc(id)+"/modify", req)
+}
+
+// CancelJob cancels a job.
+func (c *Client) CancelJob(ctx context.Context, id string) (JobInfo, error) {
+	return post[JobInfo](c, ctx, "/v1/jobs/"+esc(id)+"/cancel", nil)
+}
+
+// JobLogs returns one item's output.
+func (c *Client) JobLogs(ctx context.Context, id string, item int64) ([]byte, error) {
+	var out []byte
+	err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/jobs/%s/logs?item=%d", esc(id), item), nil, &out)
+	return out, err
+}

@@ -1,0 +1,160 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+)
+
+func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
+
+// MaxBodySize caps request bodies.
+const MaxBodySize = 1 << 20
+
+// Handler returns the API's http.Handler. token is the bearer token every
+// request must carry; extra routes (the dashboard, /metrics) may be added to
+// the returned mux by the caller.
+func Handler(svc Service, token string) *http.ServeMux {
+	mux := http.NewServeMux()
+	auth := func(h func(w http.ResponseWriter, r *http.Request) (any, error)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+				writeJSON(w, http.StatusUnauthorized, Error{Error: "missing or wrong API token: the CLI reads it from <data-dir>/api.token"})
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBodySize)
+			v, err := h(w, r)
+			if err != nil {
+				code := http.StatusInternalServerError
+				var se *StatusError
+				if errors.As(err, &se) {
+					code = se.Code
+				}
+				writeJSON(w, code, Error{Error: err.Error()})
+				return
+			}
+			if raw, ok := v.([]byte); ok {
+				w.Header().Set("Content-Type", "application/octet-stream")
+				_, _ = w.Write(raw)
+				return
+			}
+			writeJSON(w, http.StatusOK, v)
+		}
+	}
+	decode := func(r *http.Request, v any) error {
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+			return Errorf(http.StatusBadRequest, "request body: %v", err)
+		}
+		return nil
+	}
+	ctx := func(r *http.Request) context.Context { return r.Context() }
+
+	mux.HandleFunc("GET /v1/status", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.Status(ctx(r)) }))
+	mux.HandleFunc("POST /v1/node/stop", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return map[string]bool{"stopping": true}, svc.Stop(ctx(r))
+	}))
+	mux.HandleFunc("POST /v1/org", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req OrgCreate
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.CreateOrg(ctx(r), req)
+	}))
+	mux.HandleFunc("GET /v1/org", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.Org(ctx(r)) }))
+	mux.HandleFunc("GET /v1/org/key", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.OrgKey(ctx(r), false) }))
+	mux.HandleFunc("POST /v1/org/key/rotate", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.OrgKey(ctx(r), true) }))
+	mux.HandleFunc("POST /v1/org/invite", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req InviteRequest
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.Invite(ctx(r), req)
+	}))
+	mux.HandleFunc("POST /v1/org/settings", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req SettingsRequest
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.SetSettings(ctx(r), req)
+	}))
+	mux.HandleFunc("POST /v1/join", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req JoinRequest
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.Join(ctx(r), req)
+	}))
+	mux.HandleFunc("GET /v1/machines", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.Machines(ctx(r)) }))
+	mux.HandleFunc("GET /v1/machines/{id}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return svc.Machine(ctx(r), r.PathValue("id"))
+	}))
+	mux.HandleFunc("POST /v1/machines/{id}/{action}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		a := r.PathValue("action")
+		if a != "approve" && a != "reject" && a != "remove" {
+			return nil, Errorf(http.StatusNotFound, "unknown machine action %q; allowed: approve, reject, remove", a)
+		}
+		return svc.MachineAction(ctx(r), r.PathValue("id"), a)
+	}))
+	mux.HandleFunc("GET /v1/members", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.Members(ctx(r)) }))
+	mux.HandleFunc("POST /v1/members/{id}/role", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req RoleRequest
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.SetRole(ctx(r), r.PathValue("id"), req.Role)
+	}))
+	mux.HandleFunc("POST /v1/members/{id}/remove", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return map[string]bool{"removed": true}, svc.RemoveMember(ctx(r), r.PathValue("id"))
+	}))
+	mux.HandleFunc("POST /v1/leave", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return map[string]bool{"left": true}, svc.Leave(ctx(r))
+	}))
+	mux.HandleFunc("POST /v1/jobs", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req JobSubmit
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.SubmitJob(ctx(r), req)
+	}))
+	mux.HandleFunc("GET /v1/jobs", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.Jobs(ctx(r)) }))
+	mux.HandleFunc("GET /v1/jobs/{id}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return svc.Job(ctx(r), r.PathValue("id"))
+	}))
+	mux.HandleFunc("GET /v1/jobs/{id}/items", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return svc.JobItems(ctx(r), r.PathValue("id"))
+	}))
+	mux.HandleFunc("POST /v1/jobs/{id}/modify", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req JobModify
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.ModifyJob(ctx(r), r.PathValue("id"), req)
+	}))
+	mux.HandleFunc("POST /v1/jobs/{id}/cancel", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return svc.CancelJob(ctx(r), r.PathValue("id"))
+	}))
+	mux.HandleFunc("GET /v1/jobs/{id}/logs", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		item, err := strconv.ParseInt(r.URL.Query().Get("item"), 10, 64)
+		if err != nil {
+			return nil, Errorf(http.StatusBadRequest, "item: %q is not a number", r.URL.Query().Get("item"))
+		}
+		return svc.JobLogs(ctx(r), r.PathValue("id"), item)
+	}))
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}

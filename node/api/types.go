@@ -1,0 +1,269 @@
+// Package api is the node's local HTTP API: the JSON types, the handlers (a
+// stdlib ServeMux with method patterns, behind a bearer token), and the typed
+// Go client that the CLI and the dashboard use. It owns the wire contract
+// between the CLI and its node; the node implements Service.
+package api
+
+import (
+	"context"
+	"time"
+
+	"github.com/cshare/cshare/ledger"
+)
+
+// NodeStatus is `cshare node status --json`.
+type NodeStatus struct {
+	ID            string   `json:"id"`
+	Name          string   `json:"name"`
+	Org           string   `json:"org"`
+	OrgName       string   `json:"org_name,omitempty"`
+	Status        string   `json:"status"`
+	Role          string   `json:"role,omitempty"`
+	Peers         int      `json:"peers"`
+	PeerIDs       []string `json:"peer_ids"`
+	Heads         []string `json:"heads"`
+	Entries       int      `json:"entries"`
+	StateHash     string   `json:"state_hash,omitempty"`
+	Uptime        string   `json:"uptime"`
+	UptimeSeconds int64    `json:"uptime_seconds"`
+	Version       string   `json:"version"`
+	PlanHash      string   `json:"plan_hash"`
+	PlanAgree     int      `json:"plan_agree"`
+	PlanPeers     int      `json:"plan_peers"`
+	API           string   `json:"api"`
+	Addrs         []string `json:"addrs"`
+	DataDir       string   `json:"data_dir"`
+}
+
+// OrgInfo is `cshare org show --json`.
+type OrgInfo struct {
+	ID          string          `json:"id"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Owner       string          `json:"owner"`
+	StateHash   string          `json:"state_hash"`
+	Entries     int             `json:"entries"`
+	Heads       []string        `json:"heads"`
+	Settings    ledger.Settings `json:"settings"`
+	Members     int             `json:"members"`
+	Machines    int             `json:"machines"`
+	Created     string          `json:"created"`
+}
+
+// OrgCreate is the body of POST /v1/org.
+type OrgCreate struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+// KeyResult carries an org key or an invite code.
+type KeyResult struct {
+	Org     string `json:"org"`
+	Key     string `json:"key"`
+	Role    string `json:"role,omitempty"`
+	Expires string `json:"expires,omitempty"`
+	Uses    int64  `json:"uses,omitempty"`
+}
+
+// InviteRequest is the body of POST /v1/org/invite.
+type InviteRequest struct {
+	Role    string `json:"role"`
+	Expires string `json:"expires"` // Go duration, "" = 72h, "0" = never
+	Uses    int64  `json:"uses"`    // 0 = unlimited
+}
+
+// SettingsRequest is the body of POST /v1/org/settings: key=value pairs such
+// as "smartshare.mode": "jobs".
+type SettingsRequest struct {
+	Set map[string]string `json:"set"`
+}
+
+// JoinRequest is the body of POST /v1/join.
+type JoinRequest struct {
+	OrgKey string `json:"org_key"`
+	Name   string `json:"name,omitempty"`
+}
+
+// JoinResult says how a join went.
+type JoinResult struct {
+	Org     string `json:"org"`
+	OrgName string `json:"org_name"`
+	Machine string `json:"machine"`
+	Status  string `json:"status"`
+	Role    string `json:"role,omitempty"`
+}
+
+// MachineInfo is one row of `cshare machine ls --json`.
+type MachineInfo struct {
+	ID            string          `json:"id"`
+	Name          string          `json:"name"`
+	Status        string          `json:"status"`
+	Owner         string          `json:"owner"`
+	LastHeartbeat string          `json:"last_heartbeat"`
+	RunningJobs   int             `json:"running_jobs"`
+	TotalJobs     int64           `json:"total_jobs"`
+	Hardware      ledger.Hardware `json:"hardware"`
+	Limits        ledger.Limits   `json:"limits"`
+	Addrs         []string        `json:"addrs,omitempty"`
+	Version       string          `json:"version,omitempty"`
+	Registered    string          `json:"registered,omitempty"`
+	Free          *Resources      `json:"free,omitempty"`
+}
+
+// Resources is a machine's free or total capacity as heartbeats report it.
+type Resources struct {
+	Cores    int64 `json:"cores"`
+	MemoryMB int64 `json:"memory_mb"`
+	DiskMB   int64 `json:"disk_mb"`
+	GPUs     int64 `json:"gpus"`
+	Slots    int64 `json:"slots"`
+}
+
+// MemberInfo is one row of `cshare member ls --json`.
+type MemberInfo struct {
+	ID       string `json:"id"`
+	Role     string `json:"role"`
+	Name     string `json:"name,omitempty"`
+	Joined   string `json:"joined,omitempty"`
+	Machines int    `json:"machines"`
+}
+
+// RoleRequest is the body of POST /v1/members/{id}/role.
+type RoleRequest struct {
+	Role string `json:"role"`
+}
+
+// JobSubmit is the body of POST /v1/jobs.
+type JobSubmit struct {
+	Name     string            `json:"name,omitempty"`
+	Image    string            `json:"image,omitempty"`
+	Driver   string            `json:"driver,omitempty"`
+	Cmd      []string          `json:"cmd"`
+	Env      map[string]string `json:"env,omitempty"`
+	Cores    string            `json:"cores,omitempty"`  // e.g. "0.5", "2"
+	Memory   string            `json:"memory,omitempty"` // e.g. "64m", "1GiB"
+	GPUs     int64             `json:"gpus,omitempty"`
+	Range    string            `json:"range,omitempty"` // "1-100", "7"
+	Priority int64             `json:"priority,omitempty"`
+	CPUs     int64             `json:"cpus,omitempty"`
+	MaxCPUs  string            `json:"max_cpus,omitempty"` // number or "*"; "" = org default
+	Retries  int64             `json:"retries,omitempty"`
+}
+
+// JobModify is the body of POST /v1/jobs/{id}/modify.
+type JobModify struct {
+	MaxCPUs  string `json:"max_cpus,omitempty"`
+	Priority int64  `json:"priority,omitempty"`
+}
+
+// Items counts a job's agenda.
+type Items struct {
+	Total   int64 `json:"total"`
+	Done    int64 `json:"done"`
+	Failed  int64 `json:"failed"`
+	Running int64 `json:"running"`
+	Pending int64 `json:"pending"`
+}
+
+// InstanceInfo is one instance of a job.
+type InstanceInfo struct {
+	Machine     string `json:"machine"`
+	MachineName string `json:"machine_name,omitempty"`
+	Slot        int    `json:"slot"`
+	Kind        string `json:"kind"`
+	State       string `json:"state"`
+	Item        int64  `json:"item,omitempty"`
+}
+
+// JobInfo is `cshare job show --json`.
+type JobInfo struct {
+	ID        string         `json:"id"`
+	Name      string         `json:"name,omitempty"`
+	Submitter string         `json:"submitter"`
+	State     string         `json:"state"`
+	Priority  int64          `json:"priority"`
+	CPUs      int64          `json:"cpus"`
+	MaxCPUs   string         `json:"max_cpus"`
+	Driver    string         `json:"driver"`
+	Image     string         `json:"image,omitempty"`
+	Cmd       []string       `json:"cmd"`
+	Range     string         `json:"range"`
+	Cores     int64          `json:"cores,omitempty"`
+	MemoryMB  int64          `json:"memory_mb,omitempty"`
+	GPUs      int64          `json:"gpus,omitempty"`
+	Retries   int64          `json:"retries"`
+	Items     Items          `json:"items"`
+	Instances []InstanceInfo `json:"instances"`
+	Reason    string         `json:"reason,omitempty"`
+	Error     string         `json:"error,omitempty"`
+	Submitted string         `json:"submitted"`
+	Ended     string         `json:"ended,omitempty"`
+}
+
+// ItemInfo is one agenda item (job show --items, logs).
+type ItemInfo struct {
+	Item       int64  `json:"item"`
+	Status     string `json:"status"`
+	Attempts   int64  `json:"attempts"`
+	Code       int64  `json:"code"`
+	DurationMS int64  `json:"duration_ms"`
+	OutputSize int64  `json:"output_size"`
+	Machine    string `json:"machine,omitempty"`
+}
+
+// Error is the body of every non-2xx answer.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// Service is what the node implements behind the handlers. Errors of type
+// *StatusError carry their HTTP status; any other error is a 500.
+type Service interface {
+	Status(ctx context.Context) (NodeStatus, error)
+	Stop(ctx context.Context) error
+
+	CreateOrg(ctx context.Context, req OrgCreate) (KeyResult, error)
+	Org(ctx context.Context) (OrgInfo, error)
+	OrgKey(ctx context.Context, rotate bool) (KeyResult, error)
+	Invite(ctx context.Context, req InviteRequest) (KeyResult, error)
+	SetSettings(ctx context.Context, req SettingsRequest) (OrgInfo, error)
+	Join(ctx context.Context, req JoinRequest) (JoinResult, error)
+
+	Machines(ctx context.Context) ([]MachineInfo, error)
+	Machine(ctx context.Context, id string) (MachineInfo, error)
+	MachineAction(ctx context.Context, id, action string) (MachineInfo, error) // approve | reject | remove
+
+	Members(ctx context.Context) ([]MemberInfo, error)
+	SetRole(ctx context.Context, id, role string) (MemberInfo, error)
+	RemoveMember(ctx context.Context, id string) error
+	Leave(ctx context.Context) error
+
+	SubmitJob(ctx context.Context, req JobSubmit) (JobInfo, error)
+	Jobs(ctx context.Context) ([]JobInfo, error)
+	Job(ctx context.Context, id string) (JobInfo, error)
+	ModifyJob(ctx context.Context, id string, req JobModify) (JobInfo, error)
+	CancelJob(ctx context.Context, id string) (JobInfo, error)
+	JobLogs(ctx context.Context, id string, item int64) ([]byte, error)
+	JobItems(ctx context.Context, id string) ([]ItemInfo, error)
+}
+
+// StatusError is an error with an HTTP status.
+type StatusError struct {
+	Code int
+	Msg  string
+}
+
+func (e *StatusError) Error() string { return e.Msg }
+
+// Errorf builds a StatusError.
+func Errorf(code int, format string, a ...any) error {
+	return &StatusError{Code: code, Msg: sprintf(format, a...)}
+}
+
+// FormatTime renders a time as RFC 3339 in UTC, or "" for the zero time.
+func FormatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}

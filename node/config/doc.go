@@ -1,0 +1,37 @@
+// Package config owns node.yaml, the file an operator gives to
+// `cshare node run --config node.yaml`: how the file is parsed, which keys it
+// has, their defaults, and how they are checked against this machine's
+// hardware (runtime/hw) before the node starts. It does not read flags or the
+// data dir, and it does not own org-wide settings, which live in the ledger.
+//
+// The format is the seed's "Resource Limits" and "GPU Support" sections plus
+// a few node keys:
+//
+//	name: office-gpu-1        # optional; empty means the node picks (hostname)
+//	heartbeat_interval: 30s   # optional Go duration, 1s..1h, default 30s
+//	resources:
+//	  cpu_limit: 80           # percent of this machine's CPUs, 1..100, default 100 ("80%" also accepted)
+//	  memory_limit: 16384     # MB, 0 < value <= machine RAM, default all of it
+//	  disk_limit: 102400      # MB, 0 < value <= data-dir filesystem size, default all of it
+//	  max_concurrent_jobs: 4  # job slots, 0..1024, default the CPU count; 0 = this machine takes no job instances
+//	  gpus:                   # default: every detected GPU with all its memory; [] = offer no GPUs
+//	    - device: 0           # NVML index; must be present; each device at most once
+//	      memory: 8192        # MB usable on that GPU, 0 < value <= the GPU's memory, default all of it
+//	runtime:
+//	  exec: false             # the exec driver (plain, unsandboxed processes) runs only when true
+//	  docker: true            # default true
+//
+// Sizes (memory_limit, disk_limit, gpus[].memory) are MB ("MB" means MiB
+// throughout cshare) given as a number, or a string with a unit like "16GB",
+// "512MiB" or "1.5T"; units are binary, like Docker's: 16GB is 16384 MB.
+// A null value (a key with nothing after it) is the same as an absent key.
+//
+// Parsing is strict: unknown keys, keys given twice, values of the wrong type
+// and more than one YAML document are errors. Every error is one line that
+// names the full key (resources.gpus[1].memory) and what is allowed, followed
+// by where it is ("(node.yaml:7)" from Load, "(line 7)" from Parse); the
+// returned error is an *Error. Parse checks what does not depend on the
+// machine (ranges of cpu_limit, heartbeat_interval, max_concurrent_jobs, the
+// name, duplicate GPU devices); File.Limits checks the rest against the
+// hardware and fills in the defaults. The node refuses to start on any error.
+package config

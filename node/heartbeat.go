@@ -1,0 +1,90 @@
+package node
+
+import (
+	"context"
+	"reflect"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/p2p"
+)
+
+// heartbeatLoop publishes this machine's heartbeat every interval while it is
+// an approved machine of an org.
+func (n *Node) heartbeatLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(n.interval)
+	defer t.Stop()
+	n.beat(n.ctx)
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+			n.beat(n.ctx)
+		}
+	}
+}
+
+// beat publishes one heartbeat now (and observes it locally).
+func (n *Node) beat(ctx context.Context) {
+	n.mu.RLock()
+	o := n.org
+	st := n.lg.State()
+	m := st.Machines[n.id.String()]
+	approved := m != nil && m.Status == ledger.MachineApproved
+	heads, _ := n.lg.Heads()
+	n.mu.RUnlock()
+	if o == nil || !approved {
+		return
+	}
+	hb := p2p.Heartbeat{Time: time.Now().UnixMilli(), Interval: n.interval.Milliseconds(), Version: Version,
+		Name: m.Name, Addrs: n.host.Addrs()}
+	for _, h := range heads {
+		hb.Heads = append(hb.Heads, h.String())
+	}
+	hb.Total, hb.Free, hb.Instances, hb.PlanHash = n.resourceReport()
+	if err := o.PublishHeartbeat(ctx, hb); err != nil && ctx.Err() == nil {
+		n.log.Debug("publish heartbeat", "err", err)
+	}
+}
+
+// onHeartbeat records an accepted heartbeat (its validator already checked
+// signature, sequence and membership).
+func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
+	id, err := peer.Decode(hb.Machine)
+	if err != nil {
+		return
+	}
+	prev, _, had := n.live.Last(id)
+	n.live.Observe(hb, time.Now())
+	n.metrics.heartbeats.Inc()
+	// A change in what a machine runs or its liveness can change the plan.
+	if !had || prev.PlanHash != hb.PlanHash || !reflect.DeepEqual(prev.Instances, hb.Instances) {
+		n.kickScheduler()
+	}
+}
+
+// publishMachineUpdate writes this machine's hardware and limits into the
+// ledger when they differ from what the ledger has.
+func (n *Node) publishMachineUpdate(ctx context.Context) {
+	want := ledger.MachineUpdate{Hardware: toLedgerHW(n.hw), Limits: toLedgerLimits(n.limits), Version: Version}
+	var have *ledger.Machine
+	n.snapshot(func(st *ledger.State) {
+		if m := st.Machines[n.id.String()]; m != nil {
+			c := *m
+			have = &c
+		}
+	})
+	if have == nil || have.Status == ledger.MachineRemoved || have.Status == ledger.MachineRejected {
+		return
+	}
+	if have.HasLimits && reflect.DeepEqual(have.Hardware, want.Hardware) && reflect.DeepEqual(have.Limits, want.Limits) && have.Version == want.Version {
+		return
+	}
+	if _, err := n.write(ctx, ledger.KindMachineUpdate, want); err != nil {
+		n.log.Warn("could not record this machine's hardware and limits", "err", err)
+	}
+}

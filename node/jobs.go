@@ -1,0 +1,487 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	units "github.com/docker/go-units"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/runtime"
+)
+
+// DefaultImage is the image of docker jobs submitted without --image: the
+// small busybox image `make test` and `make demo` build locally.
+const DefaultImage = runtime.TestImage
+
+// ParseRange reads "1-100" or "7".
+func ParseRange(s string) (int64, int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 1, 1, nil
+	}
+	a, b, found := strings.Cut(s, "-")
+	lo, err := strconv.ParseInt(strings.TrimSpace(a), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("range: %q is not START-END or N (e.g. 1-100)", s)
+	}
+	hi := lo
+	if found {
+		if hi, err = strconv.ParseInt(strings.TrimSpace(b), 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("range: %q is not START-END or N (e.g. 1-100)", s)
+		}
+	}
+	if lo > hi {
+		return 0, 0, fmt.Errorf("range: %d-%d is empty; the start must not exceed the end", lo, hi)
+	}
+	if lo < 0 {
+		return 0, 0, fmt.Errorf("range: %d is negative", lo)
+	}
+	return lo, hi, nil
+}
+
+// ParseCores reads a core count like "2" or "0.5" into millicores.
+func ParseCores(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f <= 0 || f > 4096 || math.IsNaN(f) {
+		return 0, fmt.Errorf("cores: %q; allowed: a positive number of cores such as 0.5 or 2", s)
+	}
+	return int64(math.Round(f * 1000)), nil
+}
+
+// ParseMemory reads a size the way Docker does (64m, 64MB, 64MiB = 64 MiB)
+// into whole MB (rounded up); at least 4 MB.
+func ParseMemory(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	b, err := units.RAMInBytes(s)
+	if err != nil {
+		return 0, fmt.Errorf("memory: %q is not a size like 512m or 2GiB", s)
+	}
+	if b < 4<<20 {
+		return 0, fmt.Errorf("memory: %s is below the 4MB minimum", s)
+	}
+	return (b + (1 << 20) - 1) >> 20, nil
+}
+
+func badReq(err error) error { return api.Errorf(http.StatusBadRequest, "%v", err) }
+
+// SubmitJob implements api.Service.
+func (n *Node) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInfo, error) {
+	if err := n.needOrg(); err != nil {
+		return api.JobInfo{}, err
+	}
+	me := n.id.String()
+	var role string
+	var maxGPUs int64
+	n.snapshot(func(st *ledger.State) {
+		role = st.Role(me)
+		for _, m := range st.Machines {
+			if m.Status == ledger.MachineApproved && int64(len(m.Limits.GPUs)) > maxGPUs {
+				maxGPUs = int64(len(m.Limits.GPUs))
+			}
+		}
+	})
+	if role == "" {
+		return api.JobInfo{}, api.Errorf(http.StatusForbidden, "this node's identity %s is not a member yet: an admin must approve this machine first (cshare machine approve %s)", me, me)
+	}
+	spec := ledger.JobSpec{Name: req.Name, Image: req.Image, Driver: req.Driver, Cmd: req.Cmd, Env: req.Env,
+		GPUs: req.GPUs, Priority: req.Priority, CPUs: req.CPUs, Retries: req.Retries}
+	if spec.Driver == "" {
+		spec.Driver = "docker"
+	}
+	if spec.Driver == "docker" && spec.Image == "" {
+		spec.Image = DefaultImage
+	}
+	if spec.Priority == 0 {
+		spec.Priority = 9999
+	}
+	if spec.CPUs == 0 {
+		spec.CPUs = 1
+	}
+	var err error
+	if spec.RangeStart, spec.RangeEnd, err = ParseRange(req.Range); err != nil {
+		return api.JobInfo{}, badReq(err)
+	}
+	if spec.Cores, err = ParseCores(req.Cores); err != nil {
+		return api.JobInfo{}, badReq(err)
+	}
+	if spec.MemoryMB, err = ParseMemory(req.Memory); err != nil {
+		return api.JobInfo{}, badReq(err)
+	}
+	if req.MaxCPUs != "" {
+		x, err := parseMaxCPUs(req.MaxCPUs)
+		if err != nil {
+			return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "max_cpus: %v", err)
+		}
+		spec.MaxCPUs = &x
+	}
+	for k := range spec.Env {
+		if strings.HasPrefix(k, "CSHARE_") || k == "" || strings.ContainsAny(k, "=\x00") {
+			return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "env: %q is not allowed (CSHARE_* are set by cshare)", k)
+		}
+	}
+	if err := ledger.ValidateJobSpec(spec); err != nil {
+		return api.JobInfo{}, badReq(err)
+	}
+	if spec.GPUs > maxGPUs {
+		return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "gpus: %d requested, but no machine of this org offers more than %d", spec.GPUs, maxGPUs)
+	}
+	if why, ok := n.sched.noDrv[spec.Driver]; ok && n.opts.Driver == nil {
+		if spec.Driver == "exec" {
+			return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "driver exec: refused: %s", why)
+		}
+	}
+	if err := n.checkImage(ctx, spec); err != nil {
+		return api.JobInfo{}, err
+	}
+	spec.Nonce = make([]byte, 8)
+	_, _ = rand.Read(spec.Nonce)
+	e, err := n.write(ctx, ledger.KindJobSubmit, spec)
+	if err != nil {
+		return api.JobInfo{}, refused(err)
+	}
+	return n.Job(ctx, ledger.JobIDFor(e))
+}
+
+// checkImage refuses a docker job whose image is neither present nor
+// pullable on this machine.
+func (n *Node) checkImage(ctx context.Context, spec ledger.JobSpec) error {
+	if spec.Driver != "docker" || n.opts.Driver != nil {
+		return nil
+	}
+	d, ok := n.sched.drivers["docker"].(*runtime.Docker)
+	if !ok {
+		return nil // no engine here; other machines may run it
+	}
+	cctx, c := context.WithTimeout(ctx, 2*time.Minute)
+	defer c()
+	if err := d.EnsureImage(cctx, spec.Image, nil); err != nil {
+		if errors.Is(err, runtime.ErrImageNotFound) {
+			return api.Errorf(http.StatusBadRequest, "image: %s", strings.TrimPrefix(err.Error(), "runtime: "))
+		}
+		return api.Errorf(http.StatusBadRequest, "image %q: %v", spec.Image, err)
+	}
+	return nil
+}
+
+func (n *Node) resolveJob(ref string) (*ledger.Job, error) {
+	ref = strings.TrimSpace(ref)
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	st := n.lg.State()
+	if j := st.Jobs[ref]; j != nil {
+		return j, nil
+	}
+	var hits []*ledger.Job
+	if len(ref) >= 4 {
+		for _, j := range st.SortedJobs() {
+			if strings.HasPrefix(j.ID, ref) || (j.Spec.Name != "" && j.Spec.Name == ref) {
+				hits = append(hits, j)
+			}
+		}
+	}
+	switch len(hits) {
+	case 0:
+		return nil, api.Errorf(http.StatusNotFound, "job %q: no such job (see cshare job ls)", ref)
+	case 1:
+		return hits[0], nil
+	}
+	return nil, api.Errorf(http.StatusBadRequest, "job %q is ambiguous; give the full ID", ref)
+}
+
+// jobInfo renders a job with its live instances from the current plan.
+func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
+	ji := api.JobInfo{ID: j.ID, Name: j.Spec.Name, Submitter: j.Submitter, Priority: j.Priority, CPUs: j.Spec.CPUs,
+		Driver: j.Spec.Driver, Image: j.Spec.Image, Cmd: j.Spec.Cmd, Range: fmt.Sprintf("%d-%d", j.Spec.RangeStart, j.Spec.RangeEnd),
+		Cores: j.Spec.Cores, MemoryMB: j.Spec.MemoryMB, GPUs: j.Spec.GPUs, Retries: j.Spec.Retries, Error: j.Error,
+		Submitted: api.FormatTime(time.UnixMilli(j.Submitted)), Instances: []api.InstanceInfo{}}
+	ji.MaxCPUs = "default"
+	if j.MaxCPUs != nil {
+		ji.MaxCPUs = strconv.FormatInt(*j.MaxCPUs, 10)
+		if *j.MaxCPUs < 0 {
+			ji.MaxCPUs = "*"
+		}
+	}
+	if j.Ended != 0 {
+		ji.Ended = api.FormatTime(time.UnixMilli(j.Ended))
+	}
+	ji.Items = api.Items{Total: int64(len(j.Items)), Done: j.Done, Failed: j.Failed}
+	s := n.sched
+	s.mu.Lock()
+	plan := s.plan
+	s.mu.Unlock()
+	// What actually runs: from heartbeats (others) and local truth (this node).
+	type key struct {
+		m string
+		s int
+	}
+	running := map[key]int64{}
+	now := time.Now()
+	me := n.id.String()
+	for _, seen := range n.live.All() {
+		if seen.Heartbeat.Machine == me {
+			continue
+		}
+		if _, _, online := n.liveness(seen.Heartbeat.Machine, now); !online {
+			continue
+		}
+		for _, ri := range seen.Heartbeat.Instances {
+			if ri.Job == j.ID {
+				running[key{seen.Heartbeat.Machine, int(ri.Slot)}] = ri.Item
+			}
+		}
+	}
+	s.mu.Lock()
+	for _, in := range s.slots {
+		if in.job == j.ID {
+			it, _ := in.current()
+			running[key{me, in.slot}] = it
+		}
+	}
+	s.mu.Unlock()
+	names := map[string]string{}
+	n.snapshot(func(st *ledger.State) {
+		for id, m := range st.Machines {
+			names[id] = m.Name
+		}
+	})
+	if j.State == ledger.JobActive {
+		preempt := map[key]string{}
+		for _, p := range plan.Preempt {
+			if p.Job == j.ID {
+				preempt[key{p.Machine, p.Slot}] = p.Mode
+			}
+		}
+		seen := map[key]bool{}
+		for _, pi := range plan.Instances {
+			if pi.Job != j.ID {
+				continue
+			}
+			k := key{pi.Machine, pi.Slot}
+			seen[k] = true
+			state := "starting"
+			item, ok := running[k]
+			if ok {
+				state = "running"
+			}
+			ii := api.InstanceInfo{Machine: pi.Machine, MachineName: names[pi.Machine], Slot: pi.Slot, Kind: pi.Kind, State: state}
+			if ok && item >= 0 {
+				ii.Item = item
+			}
+			ji.Instances = append(ji.Instances, ii)
+		}
+		for k, item := range running {
+			if seen[k] {
+				continue
+			}
+			state := "stopping"
+			if m := preempt[k]; m != "" {
+				state = "preempting (" + m + ")"
+			}
+			ii := api.InstanceInfo{Machine: k.m, MachineName: names[k.m], Slot: k.s, Kind: "secondary", State: state}
+			if item >= 0 {
+				ii.Item = item
+			}
+			ji.Instances = append(ji.Instances, ii)
+		}
+		sort.Slice(ji.Instances, func(a, b int) bool {
+			if ji.Instances[a].Machine != ji.Instances[b].Machine {
+				return ji.Instances[a].Machine < ji.Instances[b].Machine
+			}
+			return ji.Instances[a].Slot < ji.Instances[b].Slot
+		})
+		for _, item := range running {
+			if item >= 0 {
+				ji.Items.Running++
+			}
+		}
+		for _, js := range plan.Jobs {
+			if js.ID == j.ID {
+				ji.Reason = reasonText(js.Reason)
+			}
+		}
+		if len(plan.Jobs) == 0 && len(ji.Instances) == 0 {
+			ji.Reason = reasonText("no_machine_available")
+		}
+	}
+	ji.Items.Pending = ji.Items.Total - ji.Items.Done - ji.Items.Failed - ji.Items.Running
+	if ji.Items.Pending < 0 {
+		ji.Items.Pending = 0
+	}
+	switch j.State {
+	case ledger.JobActive:
+		ji.State = "queued"
+		if ji.Items.Running > 0 {
+			ji.State = "running"
+		}
+	default:
+		ji.State = j.State
+	}
+	return ji
+}
+
+func reasonText(code string) string {
+	switch code {
+	case "":
+		return ""
+	case "no_machine_available":
+		return "no_machine_available: no online machine has a free slot for it (all are busy with equal or higher priority work, offline, or pending approval)"
+	case "resource_limits":
+		return "resource_limits: machines have free slots but their remaining cores, memory or GPUs (resource limits) are too small for one instance"
+	case "requirements_not_met":
+		return "requirements_not_met: no machine of the org could ever fit one instance (cores, memory or GPUs per instance exceed every machine's limits)"
+	case "preempted_by_higher_priority":
+		return "preempted_by_higher_priority: its instances went to jobs of higher priority"
+	}
+	return code
+}
+
+// Jobs implements api.Service.
+func (n *Node) Jobs(ctx context.Context) ([]api.JobInfo, error) {
+	if err := n.needOrg(); err != nil {
+		return nil, err
+	}
+	var jobs []*ledger.Job
+	n.snapshot(func(st *ledger.State) { jobs = st.SortedJobs() })
+	out := make([]api.JobInfo, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, n.jobInfo(j))
+	}
+	return out, nil
+}
+
+// Job implements api.Service.
+func (n *Node) Job(ctx context.Context, id string) (api.JobInfo, error) {
+	if err := n.needOrg(); err != nil {
+		return api.JobInfo{}, err
+	}
+	j, err := n.resolveJob(id)
+	if err != nil {
+		return api.JobInfo{}, err
+	}
+	return n.jobInfo(j), nil
+}
+
+// JobItems implements api.Service.
+func (n *Node) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) {
+	j, err := n.resolveJob(id)
+	if err != nil {
+		return nil, err
+	}
+	var out []api.ItemInfo
+	n.snapshot(func(st *ledger.State) {
+		for i, it := range j.Items {
+			status := "pending"
+			switch it.Status {
+			case ledger.ItemDone:
+				status = "done"
+			case ledger.ItemFailed:
+				status = "failed"
+			}
+			out = append(out, api.ItemInfo{Item: j.Spec.RangeStart + int64(i), Status: status, Attempts: it.Attempts, Code: it.Code,
+				DurationMS: it.DurationMS, OutputSize: it.OutputSize, Machine: it.Machine})
+		}
+	})
+	return out, nil
+}
+
+func (n *Node) canManage(j *ledger.Job) error {
+	me := n.id.String()
+	var ok bool
+	n.snapshot(func(st *ledger.State) { ok = j.Submitter == me || st.IsAdmin(me) })
+	if !ok {
+		return api.Errorf(http.StatusForbidden, "only the submitter (%s) or an admin may change job %s", j.Submitter, j.ID)
+	}
+	return nil
+}
+
+// ModifyJob implements api.Service (Qube's qbmodify).
+func (n *Node) ModifyJob(ctx context.Context, id string, req api.JobModify) (api.JobInfo, error) {
+	j, err := n.resolveJob(id)
+	if err != nil {
+		return api.JobInfo{}, err
+	}
+	if err := n.canManage(j); err != nil {
+		return api.JobInfo{}, err
+	}
+	m := ledger.JobModify{Job: j.ID}
+	if req.MaxCPUs != "" {
+		x, err := parseMaxCPUs(req.MaxCPUs)
+		if err != nil {
+			return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "max_cpus: %v", err)
+		}
+		m.MaxCPUs = &x
+	}
+	if req.Priority != 0 {
+		if req.Priority < 1 || req.Priority > 9999 {
+			return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "priority: %d outside 1..9999", req.Priority)
+		}
+		p := req.Priority
+		m.Priority = &p
+	}
+	if m.MaxCPUs == nil && m.Priority == nil {
+		return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "nothing to modify; give --max-cpus or --priority")
+	}
+	if j.State != ledger.JobActive {
+		return api.JobInfo{}, api.Errorf(http.StatusConflict, "job %s is %s", j.ID, j.State)
+	}
+	if _, err := n.write(ctx, ledger.KindJobModify, m); err != nil {
+		return api.JobInfo{}, refused(err)
+	}
+	return n.Job(ctx, j.ID)
+}
+
+// CancelJob implements api.Service.
+func (n *Node) CancelJob(ctx context.Context, id string) (api.JobInfo, error) {
+	j, err := n.resolveJob(id)
+	if err != nil {
+		return api.JobInfo{}, err
+	}
+	if err := n.canManage(j); err != nil {
+		return api.JobInfo{}, err
+	}
+	if j.State != ledger.JobActive {
+		return api.JobInfo{}, api.Errorf(http.StatusConflict, "job %s is already %s", j.ID, j.State)
+	}
+	if _, err := n.write(ctx, ledger.KindJobCancel, ledger.JobRef{Job: j.ID}); err != nil {
+		return api.JobInfo{}, refused(err)
+	}
+	n.sched.reconcile(time.Now())
+	return n.Job(ctx, j.ID)
+}
+
+// JobLogs implements api.Service.
+func (n *Node) JobLogs(ctx context.Context, id string, item int64) ([]byte, error) {
+	j, err := n.resolveJob(id)
+	if err != nil {
+		return nil, err
+	}
+	if item < j.Spec.RangeStart || item > j.Spec.RangeEnd {
+		return nil, api.Errorf(http.StatusBadRequest, "item: %d is outside the job's range %d-%d", item, j.Spec.RangeStart, j.Spec.RangeEnd)
+	}
+	b, err := os.ReadFile(n.sched.logPath(j.ID, item))
+	if err == nil {
+		return b, nil
+	}
+	var it ledger.Item
+	n.snapshot(func(st *ledger.State) { it = st.Jobs[j.ID].Items[item-j.Spec.RangeStart] })
+	if it.Machine != "" && it.Machine != n.id.String() {
+		return nil, api.Errorf(http.StatusNotFound, "item %d ran on machine %s; its output is kept there (cshare --api of that node, job logs)", item, it.Machine)
+	}
+	return nil, api.Errorf(http.StatusNotFound, "item %d has no output here yet (status: %s)", item, map[uint8]string{0: "pending", 1: "done", 2: "failed"}[it.Status])
+}

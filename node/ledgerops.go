@@ -1,0 +1,397 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/store"
+	"github.com/cshare/cshare/p2p"
+)
+
+// addLocked adds entries whose parents are known (now or once they arrive),
+// keeping the others waiting. n.mu must be held. It returns the entries that
+// entered the log.
+func (n *Node) addLocked(es []*ledger.Entry) []*ledger.Entry {
+	for _, e := range es {
+		if !n.lg.Has(e.CID()) {
+			n.waiting[e.CID().KeyString()] = e
+		}
+	}
+	var added []*ledger.Entry
+	// The total order is topological, so one pass in order finds every entry
+	// whose ancestors are all present.
+	pend := make([]*ledger.Entry, 0, len(n.waiting))
+	for _, e := range n.waiting {
+		pend = append(pend, e)
+	}
+	sort.Slice(pend, func(i, j int) bool { return pend[i].Key().Less(pend[j].Key()) })
+	ready := map[string]bool{}
+	var batch []*ledger.Entry
+	for _, e := range pend {
+		ok := true
+		for _, p := range e.Parents {
+			if !ready[p.KeyString()] && !n.lg.Has(p) {
+				ok = false
+				break
+			}
+		}
+		if ok && (e.Kind == ledger.KindGenesis || n.lg.Len() > 0 || len(batch) > 0) {
+			ready[e.CID().KeyString()] = true
+			batch = append(batch, e)
+		}
+	}
+	if len(batch) > 0 {
+		for _, e := range batch {
+			delete(n.waiting, e.CID().KeyString())
+		}
+		errs, err := n.lg.AddBatch(batch)
+		if err != nil {
+			n.log.Warn("ledger: dropping entries", "err", err)
+			n.metrics.dropped.WithLabelValues("invalid").Add(float64(len(batch)))
+		}
+		for i, e := range batch {
+			if n.lg.Has(e.CID()) {
+				added = append(added, e)
+				if errs != nil && errs[i] != nil {
+					n.metrics.dropped.WithLabelValues("no_effect").Inc()
+				}
+			}
+		}
+	}
+	if len(n.waiting) > 100000 {
+		n.waiting = map[string]*ledger.Entry{} // a peer is flooding us with orphans
+	}
+	if len(added) > 0 {
+		n.metrics.entries.Set(float64(n.lg.Len()))
+		n.kickScheduler()
+	}
+	return added
+}
+
+// write signs a new entry with this node's key, stores it durably, folds it,
+// and announces the new heads. The error is the fold's verdict when the entry
+// had no effect (it stays in the DAG, as every entry does).
+func (n *Node) write(ctx context.Context, kind string, payload any) (*ledger.Entry, error) {
+	n.writeMu.Lock()
+	defer n.writeMu.Unlock()
+	n.mu.RLock()
+	org := n.lg.Org()
+	heads, clock := n.lg.Heads()
+	n.mu.RUnlock()
+	if kind == ledger.KindGenesis {
+		org, heads, clock = "", nil, 0
+	}
+	e, err := n.signer.Sign(org, kind, payload, heads, clock, time.Now().UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	if err := n.store.PutBlocks([]store.Block{{CID: e.CID(), Data: e.Bytes()}}); err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	errs, err := n.lg.AddBatch([]*ledger.Entry{e})
+	n.metrics.entries.Set(float64(n.lg.Len()))
+	n.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	n.kickScheduler()
+	n.announce(ctx)
+	return e, errs[0]
+}
+
+type headsMsg struct {
+	Heads [][]byte `cbor:"heads"`
+	Clock uint64   `cbor:"clock"`
+}
+
+// announce publishes our heads on the org's ledger topic.
+func (n *Node) announce(ctx context.Context) {
+	n.mu.RLock()
+	o := n.org
+	heads, clock := n.lg.Heads()
+	n.mu.RUnlock()
+	if o == nil {
+		return
+	}
+	msg := headsMsg{Clock: clock}
+	for _, h := range heads {
+		msg.Heads = append(msg.Heads, h.Bytes())
+	}
+	b, err := cbor.Marshal(msg)
+	if err != nil {
+		return
+	}
+	if err := o.PublishHeads(ctx, b); err != nil && ctx.Err() == nil {
+		n.log.Debug("publish heads", "err", err)
+	}
+}
+
+// headsLoop announces heads periodically (the on-change announce is in write).
+func (n *Node) headsLoop() {
+	defer n.wg.Done()
+	t := time.NewTicker(max(n.interval/3, 500*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+			n.announce(n.ctx)
+		}
+	}
+}
+
+// onHeads handles a heads announcement from a peer: fetch what we lack.
+func (n *Node) onHeads(from peer.ID, payload []byte) {
+	var msg headsMsg
+	if err := cbor.Unmarshal(payload, &msg); err != nil || len(msg.Heads) > 4096 {
+		n.metrics.dropped.WithLabelValues("bad_heads").Inc()
+		return
+	}
+	var want []cid.Cid
+	n.mu.RLock()
+	for _, b := range msg.Heads {
+		c, err := cid.Cast(b)
+		if err != nil {
+			n.mu.RUnlock()
+			n.metrics.dropped.WithLabelValues("bad_heads").Inc()
+			return
+		}
+		if !n.lg.Has(c) {
+			want = append(want, c)
+		}
+	}
+	n.mu.RUnlock()
+	if len(want) > 0 {
+		go n.syncFrom(from, want)
+	}
+}
+
+// syncFrom fetches want and its missing ancestors from peer p. At most one
+// sync per peer runs at a time.
+func (n *Node) syncFrom(p peer.ID, want []cid.Cid) {
+	n.mu.Lock()
+	if n.syncing[p] {
+		n.mu.Unlock()
+		return
+	}
+	n.syncing[p] = true
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.syncing, p)
+		n.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Minute)
+	defer cancel()
+	if err := n.fetch(ctx, p, n.orgID(), want); err != nil && ctx.Err() == nil {
+		n.log.Debug("sync", "peer", p.String(), "err", err)
+	}
+}
+
+// fetch pulls want (the peer's heads when empty) and their missing ancestors
+// from p, verifying every block against its CID and signature, in parallel on
+// every core, and storing them durably before they are folded.
+func (n *Node) fetch(ctx context.Context, p peer.ID, org string, want []cid.Cid) error {
+	n.mu.RLock()
+	_, floor := n.lg.Heads()
+	n.mu.RUnlock()
+	if floor > 0 {
+		// Entries we lack can sit below our newest head on concurrent branches;
+		// ask a margin below it, and walk further back below if parents are
+		// still missing.
+		floor = floor / 2
+	}
+	for round := 0; round < 64; round++ {
+		err := p2p.FetchBlocks(ctx, n.host.LibP2P(), p, org, want, floor, func(raw [][]byte) error {
+			es, bad := verifyParallel(raw)
+			if bad > 0 {
+				n.metrics.dropped.WithLabelValues("bad_block").Add(float64(bad))
+			}
+			for _, e := range es {
+				if e.Org != org && !(e.Kind == ledger.KindGenesis && e.CID().String() == org) {
+					return fmt.Errorf("peer %s sent an entry of another org", p)
+				}
+			}
+			blocks := make([]store.Block, len(es))
+			for i, e := range es {
+				blocks[i] = store.Block{CID: e.CID(), Data: e.Bytes()}
+			}
+			if err := n.store.PutBlocks(blocks); err != nil {
+				return err
+			}
+			n.mu.Lock()
+			n.addLocked(es)
+			n.mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		// Still missing parents?
+		n.mu.RLock()
+		var missing []cid.Cid
+		var minClock uint64
+		for _, e := range n.waiting {
+			for _, pc := range e.Parents {
+				if !n.lg.Has(pc) && n.waiting[pc.KeyString()] == nil {
+					missing = append(missing, pc)
+					if minClock == 0 || e.Clock < minClock {
+						minClock = e.Clock
+					}
+				}
+			}
+		}
+		n.mu.RUnlock()
+		if len(missing) == 0 {
+			return nil
+		}
+		want = dedupCIDs(missing)
+		if minClock > 256 {
+			floor = minClock - 256
+		} else {
+			floor = 0
+		}
+	}
+	return errors.New("sync did not converge")
+}
+
+func dedupCIDs(cs []cid.Cid) []cid.Cid {
+	seen := map[string]bool{}
+	out := cs[:0]
+	for _, c := range cs {
+		if !seen[c.KeyString()] {
+			seen[c.KeyString()] = true
+			out = append(out, c)
+		}
+	}
+	if len(out) > 4096 {
+		out = out[:4096]
+	}
+	return out
+}
+
+// verifyParallel decodes and verifies blocks on every core. It returns the
+// good entries in input order and how many were bad.
+func verifyParallel(raw [][]byte) ([]*ledger.Entry, int) {
+	out := make([]*ledger.Entry, len(raw))
+	workers := runtime.GOMAXPROCS(0)
+	if len(raw) < 64 {
+		workers = 1
+	}
+	var wg sync.WaitGroup
+	chunk := (len(raw) + workers - 1) / workers
+	for w := 0; w < workers; w++ {
+		lo, hi := w*chunk, min((w+1)*chunk, len(raw))
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				if e, err := ledger.Decode(raw[i]); err == nil {
+					out[i] = e
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	good := out[:0]
+	bad := 0
+	for _, e := range out {
+		if e == nil {
+			bad++
+			continue
+		}
+		good = append(good, e)
+	}
+	return good, bad
+}
+
+// syncSource answers the sync protocol from the node's ledger.
+type syncSource Node
+
+func (s *syncSource) SyncOrg() string { return (*Node)(s).orgID() }
+
+func (s *syncSource) Collect(want []cid.Cid, floor uint64, limit int) [][]byte {
+	n := (*Node)(s)
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	if len(want) == 0 {
+		want, _ = n.lg.Heads()
+	}
+	seen := map[string]bool{}
+	var found []*ledger.Entry
+	stack := append([]cid.Cid(nil), want...)
+	for len(stack) > 0 && len(found) < limit {
+		c := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		k := c.KeyString()
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		e := n.lg.Get(c)
+		if e == nil {
+			continue
+		}
+		found = append(found, e)
+		for _, p := range e.Parents {
+			if pe := n.lg.Get(p); pe != nil && pe.Clock > floor {
+				stack = append(stack, p)
+			}
+		}
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].Key().Less(found[j].Key()) })
+	out := make([][]byte, len(found))
+	for i, e := range found {
+		out[i] = e.Bytes()
+	}
+	return out
+}
+
+func (s *syncSource) Announced(from peer.ID, heads []cid.Cid) {
+	n := (*Node)(s)
+	var want []cid.Cid
+	n.mu.RLock()
+	for _, h := range heads {
+		if !n.lg.Has(h) {
+			want = append(want, h)
+		}
+	}
+	n.mu.RUnlock()
+	if len(want) > 0 {
+		go n.syncFrom(from, want)
+	}
+}
+
+// membership answers the gossip validators from the current State.
+type membership Node
+
+func (m *membership) IsMachine(id peer.ID) bool {
+	n := (*Node)(m)
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	mc := n.lg.State().Machines[id.String()]
+	return mc != nil && (mc.Status == ledger.MachinePending || mc.Status == ledger.MachineApproved)
+}
+
+func (m *membership) IsApproved(id peer.ID) bool {
+	n := (*Node)(m)
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	mc := n.lg.State().Machines[id.String()]
+	return mc != nil && mc.Status == ledger.MachineApproved
+}

@@ -1,0 +1,321 @@
+package node
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/p2p"
+)
+
+type cidT = cid.Cid
+
+// Machine liveness statuses shown to users.
+const (
+	StatusAvailable = "available"
+	StatusBusy      = "busy"
+	StatusOffline   = "offline"
+)
+
+func peerOf(addr string) (peer.ID, error) {
+	m, err := ma.NewMultiaddr(addr)
+	if err != nil {
+		return "", err
+	}
+	ai, err := peer.AddrInfoFromP2pAddr(m)
+	if err != nil {
+		return "", err
+	}
+	return ai.ID, nil
+}
+
+// machineStatus derives a machine's status: the ledger's pending, rejected
+// or removed; for approved machines, liveness from heartbeats.
+func (n *Node) machineStatus(id string, now time.Time) string {
+	n.mu.RLock()
+	m := n.lg.State().Machines[id]
+	n.mu.RUnlock()
+	if m == nil {
+		return ""
+	}
+	if m.Status != ledger.MachineApproved {
+		return m.Status
+	}
+	hb, _, online := n.liveness(id, now)
+	if !online {
+		return StatusOffline
+	}
+	if len(hb.Instances) > 0 {
+		return StatusBusy
+	}
+	return StatusAvailable
+}
+
+// liveness returns a machine's last heartbeat and whether it is online (a
+// heartbeat within 3 of its intervals). This node is always online to itself.
+func (n *Node) liveness(id string, now time.Time) (p2p.Heartbeat, time.Time, bool) {
+	pid, err := peer.Decode(id)
+	if err != nil {
+		return p2p.Heartbeat{}, time.Time{}, false
+	}
+	hb, at, ok := n.live.Last(pid)
+	if pid == n.id {
+		return hb, at, true
+	}
+	if !ok {
+		return hb, at, false
+	}
+	iv := time.Duration(hb.Interval) * time.Millisecond
+	if iv <= 0 {
+		iv = n.interval
+	}
+	return hb, at, now.Sub(at) <= 3*iv
+}
+
+func (n *Node) machineInfo(st *ledger.State, m *ledger.Machine, now time.Time) api.MachineInfo {
+	mi := api.MachineInfo{ID: m.ID, Name: m.Name, Owner: m.Owner, TotalJobs: m.TotalJobs, Hardware: m.Hardware,
+		Limits: m.Limits, Version: m.Version, Registered: api.FormatTime(time.UnixMilli(m.Registered))}
+	if mi.Hardware.GPUs == nil {
+		mi.Hardware.GPUs = []ledger.GPU{}
+	}
+	hb, at, _ := n.liveness(m.ID, now)
+	if !at.IsZero() {
+		mi.LastHeartbeat = api.FormatTime(at)
+		mi.Addrs = hb.Addrs
+		if hb.Version != "" {
+			mi.Version = hb.Version
+		}
+		mi.Free = &api.Resources{Cores: hb.Free.Cores, MemoryMB: hb.Free.MemoryMB, DiskMB: hb.Free.DiskMB, GPUs: hb.Free.GPUs, Slots: hb.Free.Slots}
+		jobs := map[string]bool{}
+		for _, in := range hb.Instances {
+			jobs[in.Job] = true
+		}
+		mi.RunningJobs = len(jobs)
+	}
+	if m.ID == n.id.String() {
+		mi.Addrs = n.host.Addrs()
+		mi.Version = Version
+		mi.RunningJobs = n.runningJobs()
+	}
+	return mi
+}
+
+// Machines implements api.Service.
+func (n *Node) Machines(ctx context.Context) ([]api.MachineInfo, error) {
+	if err := n.needOrg(); err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	var ms []*ledger.Machine
+	var st *ledger.State
+	n.mu.RLock()
+	st = n.lg.State()
+	for _, m := range st.SortedMachines() {
+		c := *m
+		ms = append(ms, &c)
+	}
+	n.mu.RUnlock()
+	out := make([]api.MachineInfo, 0, len(ms))
+	for _, m := range ms {
+		mi := n.machineInfo(st, m, now)
+		mi.Status = n.machineStatus(m.ID, now)
+		out = append(out, mi)
+	}
+	return out, nil
+}
+
+// resolveMachine finds a machine by full ID, name, or unique ID prefix/suffix.
+func (n *Node) resolveMachine(ref string) (*ledger.Machine, error) {
+	ref = strings.TrimSpace(ref)
+	if ref == "" {
+		return nil, api.Errorf(http.StatusBadRequest, "machine: give a machine ID or name (see cshare machine ls)")
+	}
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	st := n.lg.State()
+	if m := st.Machines[ref]; m != nil {
+		c := *m
+		return &c, nil
+	}
+	var hits []*ledger.Machine
+	for _, m := range st.SortedMachines() {
+		if m.Name == ref || (len(ref) >= 4 && (strings.HasPrefix(m.ID, ref) || strings.HasSuffix(m.ID, ref))) {
+			hits = append(hits, m)
+		}
+	}
+	switch len(hits) {
+	case 0:
+		return nil, api.Errorf(http.StatusNotFound, "machine %q: no such machine in this org (see cshare machine ls)", ref)
+	case 1:
+		c := *hits[0]
+		return &c, nil
+	}
+	return nil, api.Errorf(http.StatusBadRequest, "machine %q is ambiguous: it matches %d machines; give the full ID", ref, len(hits))
+}
+
+// Machine implements api.Service.
+func (n *Node) Machine(ctx context.Context, id string) (api.MachineInfo, error) {
+	if err := n.needOrg(); err != nil {
+		return api.MachineInfo{}, err
+	}
+	m, err := n.resolveMachine(id)
+	if err != nil {
+		return api.MachineInfo{}, err
+	}
+	now := time.Now()
+	var mi api.MachineInfo
+	n.snapshot(func(st *ledger.State) { mi = n.machineInfo(st, m, now) })
+	mi.Status = n.machineStatus(m.ID, now)
+	return mi, nil
+}
+
+// MachineAction implements api.Service.
+func (n *Node) MachineAction(ctx context.Context, id, action string) (api.MachineInfo, error) {
+	if err := n.needOrg(); err != nil {
+		return api.MachineInfo{}, err
+	}
+	m, err := n.resolveMachine(id)
+	if err != nil {
+		return api.MachineInfo{}, err
+	}
+	me := n.id.String()
+	var admin bool
+	n.snapshot(func(st *ledger.State) { admin = st.IsAdmin(me) })
+	var kind string
+	switch action {
+	case "approve", "reject":
+		if !admin {
+			return api.MachineInfo{}, api.Errorf(http.StatusForbidden, "only the owner and admins may %s machines; this node's identity %s is not an admin", action, me)
+		}
+		if m.Status != ledger.MachinePending {
+			return api.MachineInfo{}, api.Errorf(http.StatusConflict, "machine %s (%s) is %s, not pending", m.Name, m.ID, m.Status)
+		}
+		kind = ledger.KindMachineApprove
+		if action == "reject" {
+			kind = ledger.KindMachineReject
+		}
+	case "remove":
+		if !admin && m.ID != me && m.Owner != me {
+			return api.MachineInfo{}, api.Errorf(http.StatusForbidden, "only an admin or the machine's own operator may remove machine %s", m.ID)
+		}
+		if m.Status == ledger.MachineRemoved {
+			return api.MachineInfo{}, api.Errorf(http.StatusConflict, "machine %s is already removed", m.ID)
+		}
+		kind = ledger.KindMachineRemove
+	default:
+		return api.MachineInfo{}, api.Errorf(http.StatusBadRequest, "unknown action %q", action)
+	}
+	if _, err := n.write(ctx, kind, ledger.MachineRef{Machine: m.ID}); err != nil {
+		return api.MachineInfo{}, refused(err)
+	}
+	return n.Machine(ctx, m.ID)
+}
+
+// Members implements api.Service.
+func (n *Node) Members(ctx context.Context) ([]api.MemberInfo, error) {
+	if err := n.needOrg(); err != nil {
+		return nil, err
+	}
+	var out []api.MemberInfo
+	n.snapshot(func(st *ledger.State) {
+		count := map[string]int{}
+		names := map[string]string{}
+		for _, m := range st.Machines {
+			if m.Status != ledger.MachineRemoved && m.Status != ledger.MachineRejected {
+				count[m.Owner]++
+			}
+			if m.ID == m.Owner {
+				names[m.Owner] = m.Name
+			}
+		}
+		for _, m := range st.SortedMembers() {
+			out = append(out, api.MemberInfo{ID: m.ID, Role: m.Role, Name: names[m.ID], Joined: api.FormatTime(time.UnixMilli(m.Joined)), Machines: count[m.ID]})
+		}
+	})
+	if out == nil {
+		out = []api.MemberInfo{}
+	}
+	return out, nil
+}
+
+func (n *Node) resolveMember(ref string) (string, error) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	st := n.lg.State()
+	if st.Members[ref] != nil {
+		return ref, nil
+	}
+	var hits []string
+	for _, m := range st.SortedMembers() {
+		name := ""
+		if mc := st.Machines[m.ID]; mc != nil {
+			name = mc.Name
+		}
+		if name == ref || (len(ref) >= 4 && (strings.HasPrefix(m.ID, ref) || strings.HasSuffix(m.ID, ref))) {
+			hits = append(hits, m.ID)
+		}
+	}
+	sort.Strings(hits)
+	switch len(hits) {
+	case 0:
+		return "", api.Errorf(http.StatusNotFound, "member %q: no such member (see cshare member ls)", ref)
+	case 1:
+		return hits[0], nil
+	}
+	return "", api.Errorf(http.StatusBadRequest, "member %q is ambiguous; give the full ID", ref)
+}
+
+// SetRole implements api.Service.
+func (n *Node) SetRole(ctx context.Context, id, role string) (api.MemberInfo, error) {
+	if err := n.needAdmin("change roles"); err != nil {
+		return api.MemberInfo{}, err
+	}
+	if role != ledger.RoleMember && role != ledger.RoleAdmin {
+		return api.MemberInfo{}, api.Errorf(http.StatusBadRequest, "role: %q; allowed: member, admin", role)
+	}
+	mid, err := n.resolveMember(id)
+	if err != nil {
+		return api.MemberInfo{}, err
+	}
+	if _, err := n.write(ctx, ledger.KindMemberRole, ledger.MemberRole{Member: mid, Role: role}); err != nil {
+		return api.MemberInfo{}, refused(err)
+	}
+	var out api.MemberInfo
+	n.snapshot(func(st *ledger.State) { out = api.MemberInfo{ID: mid, Role: st.Role(mid)} })
+	return out, nil
+}
+
+// RemoveMember implements api.Service.
+func (n *Node) RemoveMember(ctx context.Context, id string) error {
+	if err := n.needOrg(); err != nil {
+		return err
+	}
+	mid, err := n.resolveMember(id)
+	if err != nil {
+		return err
+	}
+	if mid != n.id.String() {
+		if err := n.needAdmin("remove members"); err != nil {
+			return err
+		}
+	}
+	_, err = n.write(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: mid})
+	return refused(err)
+}
+
+// Leave implements api.Service.
+func (n *Node) Leave(ctx context.Context) error {
+	if err := n.needOrg(); err != nil {
+		return err
+	}
+	_, err := n.write(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: n.id.String()})
+	return refused(err)
+}

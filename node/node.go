@@ -1,0 +1,335 @@
+// Package node is the cshare daemon: it wires the libp2p host, the ledger
+// (Badger store + fold), gossip, the runtime and the SmartShare balancer, owns
+// every goroutine and clock, and serves the local HTTP API. Nothing imports
+// node except cmd/cshare.
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/store"
+	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/node/config"
+	"github.com/cshare/cshare/p2p"
+	"github.com/cshare/cshare/runtime/hw"
+)
+
+// Version is the agent version, shown by node status and machine show.
+var Version = "0.1.0-dev"
+
+// DefaultAPI is the default API listen address.
+const DefaultAPI = "127.0.0.1:7480"
+
+// Options configure a node. Zero values take the documented defaults.
+type Options struct {
+	DataDir           string        // required
+	API               string        // default 127.0.0.1:7480; port 0 picks a free port
+	Listen            []string      // default TCP and QUIC on port 4001, all interfaces
+	ConfigPath        string        // node.yaml; "" = defaults
+	HeartbeatInterval time.Duration // default 30s (or node.yaml's heartbeat_interval)
+	Name              string        // machine name; default node.yaml's name, else the host name
+	Logger            *slog.Logger  // default: discard
+
+	// For tests: the GPU library (default the system NVML).
+	NVML hw.NVML
+	// For tests: run instances with this driver instead of docker/exec.
+	Driver Driver
+}
+
+// Node is a running cshare node.
+type Node struct {
+	opts     Options
+	log      *slog.Logger
+	key      crypto.PrivKey
+	signer   *ledger.Signer
+	id       peer.ID
+	store    *store.Store
+	host     *p2p.Host
+	cfg      config.File
+	hw       hw.Hardware
+	limits   config.Limits
+	interval time.Duration
+	started  time.Time
+	reg      *prometheus.Registry
+	metrics  *metrics
+
+	mu      sync.RWMutex
+	lg      *ledger.Log
+	waiting map[string]*ledger.Entry // entries whose parents have not arrived
+	org     *p2p.Org
+	live    *p2p.Liveness
+	syncing map[peer.ID]bool
+
+	writeMu sync.Mutex // serialises local writes so each names the latest heads
+
+	apiSrv  *http.Server
+	apiAddr string
+	token   string
+
+	ctx     context.Context
+	cancel  context.CancelFunc
+	stopped chan struct{}
+	wg      sync.WaitGroup
+	kick    chan struct{} // wakes the scheduler
+
+	sched *scheduler
+}
+
+// Run starts a node and blocks until ctx is cancelled or the node is asked to
+// stop through its API; then it shuts down cleanly.
+func Run(ctx context.Context, opts Options) error {
+	n, err := Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-n.stopped:
+	}
+	n.log.Info("stopping node")
+	return n.Close()
+}
+
+// Start starts a node and returns once its API is serving.
+func Start(ctx context.Context, opts Options) (*Node, error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("node: data dir is required")
+	}
+	if opts.API == "" {
+		opts.API = DefaultAPI
+	}
+	if len(opts.Listen) == 0 {
+		opts.Listen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("node: data dir: %w", err)
+	}
+	cfg, err := config.Load(opts.ConfigPath)
+	if err != nil {
+		return nil, err
+	}
+	nv := opts.NVML
+	if nv == nil {
+		nv = hw.SystemNVML()
+	}
+	hwinfo, err := hw.Detect(opts.DataDir, nv, log)
+	if err != nil {
+		return nil, fmt.Errorf("node: hardware inventory: %w", err)
+	}
+	limits, err := cfg.Limits(hwinfo)
+	if err != nil {
+		return nil, fmt.Errorf("node: %s: %w", orDefault(opts.ConfigPath, "config"), err)
+	}
+	interval := opts.HeartbeatInterval
+	if interval == 0 {
+		interval = cfg.HeartbeatInterval
+	}
+	if interval == 0 {
+		interval = 30 * time.Second
+	}
+	if interval < 50*time.Millisecond || interval > time.Hour {
+		return nil, fmt.Errorf("node: --heartbeat-interval: %s outside 50ms..1h", interval)
+	}
+	key, err := p2p.LoadOrCreateKey(filepath.Join(opts.DataDir, "node.key"))
+	if err != nil {
+		return nil, err
+	}
+	signer, err := ledger.NewSigner(key)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n := &Node{opts: opts, log: log, key: key, signer: signer, id: signer.ID(), cfg: cfg, hw: hwinfo, limits: limits,
+		interval: interval, started: time.Now(), lg: ledger.NewLog(), waiting: map[string]*ledger.Entry{},
+		live: &p2p.Liveness{}, syncing: map[peer.ID]bool{}, ctx: ctx, cancel: cancel,
+		stopped: make(chan struct{}), kick: make(chan struct{}, 1)}
+	n.reg = prometheus.NewRegistry()
+	n.metrics = newMetrics(n.reg)
+	ok := false
+	defer func() {
+		if !ok {
+			_ = n.Close()
+		}
+	}()
+	if n.store, err = store.Open(filepath.Join(opts.DataDir, "ledger"), log); err != nil {
+		return nil, err
+	}
+	if err := n.loadLedger(); err != nil {
+		return nil, err
+	}
+	if n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: opts.Listen, Logger: log, Metrics: n.reg}); err != nil {
+		return nil, fmt.Errorf("node: libp2p: %w", err)
+	}
+	p2p.ServeSync(n.host.LibP2P(), (*syncSource)(n))
+	if err := n.initRuntime(); err != nil {
+		return nil, err
+	}
+	if org := n.orgID(); org != "" {
+		if err := n.joinTopics(org); err != nil {
+			return nil, err
+		}
+	}
+	if err := n.serveAPI(); err != nil {
+		return nil, err
+	}
+	n.wg.Add(2)
+	go n.headsLoop()
+	go n.heartbeatLoop()
+	n.startScheduler()
+	ok = true
+	log.Info("node started", "id", n.id.String(), "api", n.apiAddr, "org", n.orgID(), "data_dir", opts.DataDir)
+	return n, nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// ID is the node's peer ID (its machine ID).
+func (n *Node) ID() peer.ID { return n.id }
+
+// APIAddr is the address the API listens on.
+func (n *Node) APIAddr() string { return n.apiAddr }
+
+// Token is the API bearer token.
+func (n *Node) Token() string { return n.token }
+
+// Addrs are the node's libp2p addresses.
+func (n *Node) Addrs() []string { return n.host.Addrs() }
+
+// Stopped is closed when the node was asked to stop through its API.
+func (n *Node) Stopped() <-chan struct{} { return n.stopped }
+
+// Close stops the node: API, loops, instances' supervision, host, store.
+func (n *Node) Close() error {
+	n.cancel()
+	if n.apiSrv != nil {
+		sctx, c := context.WithTimeout(context.Background(), 3*time.Second)
+		_ = n.apiSrv.Shutdown(sctx)
+		c()
+		_ = os.Remove(filepath.Join(n.opts.DataDir, api.AddrFile))
+	}
+	n.wg.Wait()
+	n.mu.Lock()
+	if n.org != nil {
+		n.org.Close()
+		n.org = nil
+	}
+	n.mu.Unlock()
+	var err error
+	if n.host != nil {
+		err = n.host.Close()
+	}
+	if n.store != nil {
+		if e := n.store.Close(); e != nil && err == nil {
+			err = e
+		}
+		n.store = nil
+	}
+	return err
+}
+
+func (n *Node) serveAPI() error {
+	tokBytes := make([]byte, 24)
+	if _, err := rand.Read(tokBytes); err != nil {
+		return err
+	}
+	n.token = hex.EncodeToString(tokBytes)
+	ln, err := net.Listen("tcp", n.opts.API)
+	if err != nil {
+		return fmt.Errorf("node: --api %s: %w (is another node running? use --api 127.0.0.1:0 for a free port)", n.opts.API, err)
+	}
+	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
+		n.log.Warn("the API listens on a non-loopback address; anyone who can reach it and has the token controls this node", "addr", ln.Addr().String())
+	}
+	n.apiAddr = ln.Addr().String()
+	mux := api.Handler(n, n.token)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
+	registerWeb(mux, n)
+	n.apiSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if err := writeFileAtomic(filepath.Join(n.opts.DataDir, api.TokenFile), []byte(n.token+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(n.opts.DataDir, api.AddrFile), []byte(n.apiAddr+"\n"), 0o600); err != nil {
+		return err
+	}
+	go func() { _ = n.apiSrv.Serve(ln) }()
+	return nil
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// orgID is the org this node belongs to, or "".
+func (n *Node) orgID() string {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.lg.Org()
+}
+
+// loadLedger reads every stored entry and folds them.
+func (n *Node) loadLedger() error {
+	var es []*ledger.Entry
+	err := n.store.ForEachBlock(func(c cid.Cid, data []byte) error {
+		e, err := ledger.DecodeWithCID(c, data)
+		if err != nil {
+			n.log.Warn("dropping a stored block that does not decode", "cid", c.String(), "err", err)
+			return nil
+		}
+		es = append(es, e)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.addLocked(es)
+	return nil
+}
+
+func (n *Node) joinTopics(org string) error {
+	o, err := n.host.JoinOrg(org, (*membership)(n))
+	if err != nil {
+		return err
+	}
+	o.OnHeads(n.onHeads)
+	o.OnHeartbeat(n.onHeartbeat)
+	n.mu.Lock()
+	n.org = o
+	n.mu.Unlock()
+	return nil
+}

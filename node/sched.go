@@ -1,0 +1,754 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/p2p"
+	"github.com/cshare/cshare/runtime"
+	"github.com/cshare/cshare/smartshare"
+)
+
+// Driver runs instances; see package runtime.
+type Driver = runtime.Driver
+
+// instance is one of this machine's running instances: a worker on one slot
+// that takes the job's agenda items one at a time.
+type instance struct {
+	id      string
+	job     string
+	slot    int
+	kind    string
+	started int64 // unix ms
+	drv     Driver
+	gpus    []int
+
+	mu        sync.Mutex
+	item      int64 // current item, or -1
+	run       runtime.RunID
+	stopAfter bool // passive: finish the current item, then stop
+	killed    bool // aggressive: the current item goes back to the agenda
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (in *instance) current() (int64, runtime.RunID) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.item, in.run
+}
+
+// scheduler turns the shared plan into this machine's instances.
+type scheduler struct {
+	n       *Node
+	drivers map[string]Driver
+	noDrv   map[string]string // driver name -> why it is unavailable
+
+	mu      sync.Mutex
+	slots   map[int]*instance
+	results map[string][]ledger.ItemResult // finished, not yet in the ledger
+	plan    smartshare.Result
+	planIn  smartshare.Input
+	wake    chan struct{} // closed and replaced on every change
+	beatDue bool
+}
+
+func (n *Node) initRuntime() error {
+	s := &scheduler{n: n, drivers: map[string]Driver{}, noDrv: map[string]string{}, slots: map[int]*instance{},
+		results: map[string][]ledger.ItemResult{}, wake: make(chan struct{})}
+	n.sched = s
+	if n.opts.Driver != nil {
+		s.drivers["docker"] = n.opts.Driver
+		s.drivers["exec"] = n.opts.Driver
+		return nil
+	}
+	if n.cfg.Runtime.DockerEnabled() {
+		d, err := runtime.NewDockerFromEnv()
+		if err == nil {
+			pctx, c := context.WithTimeout(n.ctx, 5*time.Second)
+			err = d.Ping(pctx)
+			c()
+		}
+		if err != nil {
+			s.noDrv["docker"] = fmt.Sprintf("no Docker engine reachable on this machine (%v)", err)
+			n.log.Warn("docker driver unavailable", "err", err)
+		} else {
+			s.drivers["docker"] = d
+		}
+	} else {
+		s.noDrv["docker"] = "the docker driver is disabled in node.yaml (runtime: {docker: false})"
+	}
+	if n.cfg.Runtime.ExecEnabled() {
+		e := runtime.NewExec(filepath.Join(n.opts.DataDir, "exec"), n.log)
+		s.drivers["exec"] = e
+		if ok, why := e.LimitsEnforced(); !ok {
+			n.log.Warn("exec driver: memory and CPU limits are not enforced", "why", why)
+		}
+	} else {
+		s.noDrv["exec"] = "the exec driver is not enabled on this machine: it is not sandboxed; enable it with `runtime: {exec: true}` in node.yaml"
+	}
+	return nil
+}
+
+func (n *Node) kickScheduler() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (n *Node) startScheduler() {
+	n.wg.Add(1)
+	go n.sched.loop()
+}
+
+func (s *scheduler) broadcast() {
+	s.mu.Lock()
+	close(s.wake)
+	s.wake = make(chan struct{})
+	s.mu.Unlock()
+}
+
+func (s *scheduler) waitCh() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wake
+}
+
+func (s *scheduler) loop() {
+	n := s.n
+	defer n.wg.Done()
+	defer s.stopAll()
+	s.adopt()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	flushEvery := min(time.Second, n.interval)
+	lastFlush := time.Now()
+	for {
+		select {
+		case <-n.ctx.Done():
+			s.flush(context.Background())
+			return
+		case <-n.kick:
+		case <-tick.C:
+		}
+		s.reconcile(time.Now())
+		s.broadcast()
+		if time.Since(lastFlush) >= flushEvery {
+			s.flush(n.ctx)
+			lastFlush = time.Now()
+		}
+		s.mu.Lock()
+		due := s.beatDue
+		s.beatDue = false
+		s.mu.Unlock()
+		if due {
+			n.beat(n.ctx)
+		}
+	}
+}
+
+// buildInput assembles the balancer's input from the ledger State and the
+// heartbeats of online machines. Every node builds the same input from the
+// same State and heartbeats; this machine's own instances enter through its
+// own published heartbeat, like everyone else's.
+func (s *scheduler) buildInput(now time.Time) smartshare.Input {
+	n := s.n
+	n.mu.RLock()
+	st := n.lg.State()
+	in := smartshare.Input{Config: smartshare.Config{Mode: st.Settings.SmartShare.Mode, PreemptPolicy: st.Settings.SmartShare.PreemptPolicy,
+		DefaultMaxCPUs: int(st.Settings.SmartShare.DefaultMaxCPUs), MaxCPUsLimit: int(st.Settings.SmartShare.MaxCPUsLimit)}}
+	type mslots struct{ slots int }
+	machines := map[string]int{}
+	var hbs []p2p.Heartbeat
+	for _, m := range st.SortedMachines() {
+		if m.Status != ledger.MachineApproved {
+			continue
+		}
+		hb, _, online := n.liveness(m.ID, now)
+		if !online || hb.Machine == "" {
+			continue
+		}
+		slots := int(m.Limits.MaxConcurrentJobs)
+		if !m.HasLimits {
+			slots = int(m.Hardware.CPUs)
+		}
+		if slots < 0 {
+			slots = 0
+		}
+		mc := smartshare.Machine{ID: m.ID, Slots: slots}
+		if m.HasLimits {
+			mc.Cores = m.Hardware.CPUs * 1000 * m.Limits.CPULimit / 100
+			mc.MemoryMB = m.Limits.MemoryLimit
+			mc.GPUs = len(m.Limits.GPUs)
+		}
+		in.Machines = append(in.Machines, mc)
+		machines[m.ID] = slots
+		hbs = append(hbs, hb)
+	}
+	jobs := map[string]bool{}
+	for _, j := range st.SortedJobs() {
+		if j.State != ledger.JobActive {
+			continue
+		}
+		remaining := len(j.Items) - int(j.Done) - int(j.Failed)
+		sj := smartshare.Job{ID: j.ID, Priority: int(j.Priority), CPUs: int(j.Spec.CPUs), Submitted: j.Seq,
+			ItemsRemaining: remaining, Cores: j.Spec.Cores, MemoryMB: j.Spec.MemoryMB, GPUs: int(j.Spec.GPUs)}
+		if j.MaxCPUs != nil {
+			sj.MaxCPUs = smartshare.MaxCPUs{N: int(*j.MaxCPUs), Set: true}
+		}
+		in.Jobs = append(in.Jobs, sj)
+		jobs[j.ID] = true
+	}
+	n.mu.RUnlock()
+	for _, hb := range hbs {
+		used := map[int64]bool{}
+		for _, ri := range hb.Instances {
+			if !jobs[ri.Job] || ri.Slot < 0 || int(ri.Slot) >= machines[hb.Machine] || used[ri.Slot] {
+				continue
+			}
+			used[ri.Slot] = true
+			kind := ri.Kind
+			if kind != "primary" && kind != "secondary" {
+				kind = "secondary"
+			}
+			in.Instances = append(in.Instances, smartshare.Instance{Job: ri.Job, Machine: hb.Machine, Slot: int(ri.Slot), Kind: kind, Started: ri.Started})
+		}
+	}
+	return in
+}
+
+// reconcile plans and makes this machine's instances follow the plan.
+func (s *scheduler) reconcile(now time.Time) {
+	n := s.n
+	if n.orgID() == "" {
+		return
+	}
+	in := s.buildInput(now)
+	var plan smartshare.Result
+	if err := in.Validate(); err != nil {
+		n.log.Warn("balancer input invalid; keeping the previous plan", "err", err)
+		return
+	}
+	plan = smartshare.Plan(in)
+	me := n.id.String()
+	target := map[int]smartshare.Instance{}
+	for _, pi := range plan.Instances {
+		if pi.Machine == me {
+			target[pi.Slot] = pi
+		}
+	}
+	preempt := map[int]smartshare.Preemption{}
+	for _, p := range plan.Preempt {
+		if p.Machine == me {
+			preempt[p.Slot] = p
+		}
+	}
+	active := map[string]*ledger.Job{}
+	n.snapshot(func(st *ledger.State) {
+		for id, j := range st.Jobs {
+			if j.State == ledger.JobActive {
+				c := *j
+				active[id] = &c
+			}
+		}
+	})
+	s.mu.Lock()
+	s.plan, s.planIn = plan, in
+	changed := false
+	for slot, inst := range s.slots {
+		t, ok := target[slot]
+		switch {
+		case ok && t.Job == inst.job:
+			if inst.kind != t.Kind {
+				inst.kind = t.Kind
+				changed = true
+			}
+		case active[inst.job] == nil:
+			s.stopInstance(inst, true) // cancelled or finished: stop now
+		case preempt[slot].Mode == "passive":
+			s.stopInstance(inst, false)
+		case ok || preempt[slot].Mode == "aggressive":
+			s.stopInstance(inst, true)
+		default:
+			s.stopInstance(inst, false) // no longer wanted: finish the item
+		}
+	}
+	for slot, t := range target {
+		if s.slots[slot] != nil {
+			continue
+		}
+		j := active[t.Job]
+		if j == nil {
+			continue
+		}
+		drv := s.drivers[j.Spec.Driver]
+		if drv == nil {
+			continue
+		}
+		gpus, ok := s.allocGPUs(int(j.Spec.GPUs))
+		if !ok {
+			continue
+		}
+		inst := &instance{id: fmt.Sprintf("%s-s%d-%d", t.Job, slot, now.UnixNano()%1e9), job: t.Job, slot: slot, kind: t.Kind,
+			started: now.UnixMilli(), drv: drv, gpus: gpus, item: -1, done: make(chan struct{})}
+		s.slots[slot] = inst
+		changed = true
+		ctx, cancel := context.WithCancel(n.ctx)
+		inst.cancel = cancel
+		go s.work(ctx, inst, j, "")
+	}
+	if changed {
+		s.beatDue = true
+	}
+	s.mu.Unlock()
+	n.metrics.planHash.Set(float64(len(plan.Instances)))
+}
+
+// allocGPUs picks n free GPU devices of this machine. s.mu must be held.
+func (s *scheduler) allocGPUs(want int) ([]int, bool) {
+	if want == 0 {
+		return nil, true
+	}
+	used := map[int]bool{}
+	for _, in := range s.slots {
+		for _, g := range in.gpus {
+			used[g] = true
+		}
+	}
+	var out []int
+	for _, g := range s.n.limits.GPUs {
+		if !used[int(g.Device)] {
+			out = append(out, int(g.Device))
+			if len(out) == want {
+				return out, true
+			}
+		}
+	}
+	return nil, false
+}
+
+// stopInstance stops an instance: now (its item goes back to the agenda) or
+// after its current item. s.mu must be held.
+func (s *scheduler) stopInstance(in *instance, now bool) {
+	in.mu.Lock()
+	in.stopAfter = true
+	run := in.run
+	if now && !in.killed {
+		in.killed = true
+		in.mu.Unlock()
+		if run != "" {
+			go func() {
+				ctx, c := context.WithTimeout(context.Background(), 30*time.Second)
+				defer c()
+				_ = in.drv.Stop(ctx, run, 0)
+			}()
+		}
+		s.n.metrics.preempted.WithLabelValues("aggressive").Inc()
+		return
+	}
+	in.mu.Unlock()
+}
+
+// work is an instance's loop: take the next free item, run it, record it.
+func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adoptRun runtime.RunID) {
+	n := s.n
+	defer func() {
+		s.mu.Lock()
+		if s.slots[in.slot] == in {
+			delete(s.slots, in.slot)
+		}
+		s.beatDue = true
+		s.mu.Unlock()
+		close(in.done)
+		n.kickScheduler()
+	}()
+	for ctx.Err() == nil {
+		in.mu.Lock()
+		stop := in.stopAfter
+		in.mu.Unlock()
+		if stop {
+			return
+		}
+		var item int64
+		var run runtime.RunID
+		var began time.Time
+		if adoptRun != "" {
+			run, adoptRun = adoptRun, ""
+			it, _ := in.current()
+			item, began = it, time.Now()
+		} else {
+			var ok bool
+			item, ok = s.nextItem(in)
+			if !ok {
+				// Nothing free now: wait for a change, then look again.
+				select {
+				case <-ctx.Done():
+					return
+				case <-s.waitCh():
+				}
+				continue
+			}
+			in.mu.Lock()
+			in.item = item
+			in.mu.Unlock()
+			s.markBeat()
+			began = time.Now()
+			var err error
+			run, err = in.drv.Start(ctx, s.spec(in, j, item))
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				s.record(in, item, ledger.ItemResult{Item: item, Code: -1, DurationMS: time.Since(began).Milliseconds(), Instance: in.id, Error: err.Error()})
+				continue
+			}
+		}
+		in.mu.Lock()
+		in.run = run
+		in.mu.Unlock()
+		n.metrics.started.Inc()
+		st, err := in.drv.Wait(context.WithoutCancel(ctx), run)
+		dur := time.Since(began)
+		in.mu.Lock()
+		killed := in.killed
+		in.run = ""
+		in.mu.Unlock()
+		out, _ := in.drv.Logs(context.Background(), run)
+		size := int64(len(out))
+		if len(out) > 0 || err == nil {
+			_ = s.saveLog(in.job, item, out)
+		}
+		_ = in.drv.Remove(context.Background(), run)
+		if killed {
+			// Preempted or cancelled: no result; the item goes back to the agenda.
+			in.mu.Lock()
+			in.item = -1
+			in.mu.Unlock()
+			return
+		}
+		res := ledger.ItemResult{Item: item, Code: int64(st.Code), DurationMS: dur.Milliseconds(), OutputSize: size, Instance: in.id, Error: st.Err}
+		if err != nil {
+			res.Code, res.Error = -1, err.Error()
+		}
+		s.record(in, item, res)
+	}
+}
+
+func (s *scheduler) markBeat() {
+	s.mu.Lock()
+	s.beatDue = true
+	s.mu.Unlock()
+	s.n.kickScheduler()
+}
+
+func (s *scheduler) record(in *instance, item int64, r ledger.ItemResult) {
+	s.mu.Lock()
+	s.results[in.job] = append(s.results[in.job], r)
+	s.mu.Unlock()
+	in.mu.Lock()
+	in.item = -1
+	in.mu.Unlock()
+}
+
+// flush writes one job.results entry per job with everything finished since
+// the last flush: the ledger grows by batches, not by items.
+func (s *scheduler) flush(ctx context.Context) {
+	s.mu.Lock()
+	pending := s.results
+	s.results = map[string][]ledger.ItemResult{}
+	s.mu.Unlock()
+	ids := make([]string, 0, len(pending))
+	for id := range pending {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		rs := pending[id]
+		for len(rs) > 0 {
+			k := min(len(rs), 500)
+			if _, err := s.n.write(ctx, ledger.KindJobResults, ledger.JobResults{Job: id, Results: rs[:k]}); err != nil && !errors.Is(err, ledger.ErrNotAuthority) {
+				s.n.log.Debug("recording results", "job", id, "err", err)
+			}
+			rs = rs[k:]
+		}
+	}
+}
+
+// nextItem picks the instance's next agenda item: the free items (pending in
+// the ledger, not leased by any online machine's heartbeat, not running or
+// finished here), and of those the k-th, where k is the instance's rank among
+// the job's planned instances. Nodes with the same view pick different items.
+func (s *scheduler) nextItem(in *instance) (int64, bool) {
+	n := s.n
+	now := time.Now()
+	leased := map[int64]bool{}
+	s.mu.Lock()
+	for _, o := range s.slots {
+		if o.job == in.job && o != in {
+			if it, _ := o.current(); it >= 0 {
+				leased[it] = true
+			}
+		}
+	}
+	for _, r := range s.results[in.job] {
+		leased[r.Item] = true
+	}
+	rank, count := 0, 0
+	me := n.id.String()
+	for _, pi := range s.plan.Instances {
+		if pi.Job != in.job {
+			continue
+		}
+		if pi.Machine == me && pi.Slot == in.slot {
+			rank = count
+		}
+		count++
+	}
+	s.mu.Unlock()
+	for _, m := range n.live.All() {
+		if m.Heartbeat.Machine == me {
+			continue
+		}
+		if _, _, online := n.liveness(m.Heartbeat.Machine, now); !online {
+			continue
+		}
+		for _, ri := range m.Heartbeat.Instances {
+			if ri.Job == in.job && ri.Item >= 0 {
+				leased[ri.Item] = true
+			}
+		}
+	}
+	var free []int64
+	n.mu.RLock()
+	j := n.lg.State().Jobs[in.job]
+	if j != nil && j.State == ledger.JobActive {
+		for i, it := range j.Items {
+			item := j.Spec.RangeStart + int64(i)
+			if it.Status == ledger.ItemPending && !leased[item] {
+				free = append(free, item)
+				if len(free) > rank+1024 {
+					break
+				}
+			}
+		}
+	}
+	n.mu.RUnlock()
+	if len(free) == 0 {
+		return 0, false
+	}
+	return free[rank%len(free)], true
+}
+
+func (s *scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
+	n := s.n
+	sp := runtime.Spec{Org: n.orgID(), Job: j.ID, Instance: in.id, Machine: n.id.String(), Item: int(item),
+		Image: j.Spec.Image, Cmd: j.Spec.Cmd, Env: j.Spec.Env, PidsLimit: 4096,
+		WorkDir: filepath.Join(n.opts.DataDir, "work", in.id)}
+	if j.Spec.Cores > 0 {
+		sp.NanoCPUs = j.Spec.Cores * 1_000_000
+	}
+	if j.Spec.MemoryMB > 0 {
+		sp.MemoryBytes = j.Spec.MemoryMB << 20
+		sp.MemoryReservationBytes = sp.MemoryBytes
+		sp.ShmBytes = sp.MemoryBytes / 4
+	}
+	for _, g := range in.gpus {
+		for _, hg := range n.hw.GPUs {
+			if hg.Index == g {
+				sp.GPUUUIDs = append(sp.GPUUUIDs, hg.UUID)
+			}
+		}
+	}
+	return sp
+}
+
+func (s *scheduler) logPath(job string, item int64) string {
+	return filepath.Join(s.n.opts.DataDir, "logs", job, strconv.FormatInt(item, 10)+".log")
+}
+
+func (s *scheduler) saveLog(job string, item int64, out []byte) error {
+	p := s.logPath(job, item)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(p, out, 0o600)
+}
+
+// adopt finds this machine's runs left by a previous process (after a crash)
+// and adopts them: running ones are waited for, finished ones recorded, and
+// runs of cancelled or unknown jobs removed. It runs before the first plan,
+// so no item is started twice.
+func (s *scheduler) adopt() {
+	n := s.n
+	org := n.orgID()
+	if org == "" {
+		return
+	}
+	seen := map[Driver]bool{}
+	for _, drv := range s.drivers {
+		if seen[drv] {
+			continue
+		}
+		seen[drv] = true
+		ctx, c := context.WithTimeout(n.ctx, 30*time.Second)
+		runs, err := drv.List(ctx, map[string]string{runtime.LabelOrg: org, runtime.LabelMachine: n.id.String()})
+		c()
+		if err != nil {
+			n.log.Warn("adoption: listing runs failed", "driver", drv.Name(), "err", err)
+			continue
+		}
+		for _, r := range runs {
+			s.adoptOne(drv, r)
+		}
+	}
+}
+
+func (s *scheduler) adoptOne(drv Driver, r runtime.RunInfo) {
+	n := s.n
+	jobID, instID := r.Labels[runtime.LabelJob], r.Labels[runtime.LabelInstance]
+	item, err1 := strconv.ParseInt(r.Labels[runtime.LabelItem], 10, 64)
+	slot, err2 := slotOf(instID)
+	var j *ledger.Job
+	n.snapshot(func(st *ledger.State) {
+		if x := st.Jobs[jobID]; x != nil {
+			c := *x
+			j = &c
+		}
+	})
+	ctx := context.Background()
+	if j == nil || j.State != ledger.JobActive || err1 != nil || err2 != nil {
+		n.log.Info("adoption: removing a run of an unknown or ended job", "job", jobID, "run", string(r.ID))
+		_ = drv.Stop(ctx, r.ID, 0)
+		_ = drv.Remove(ctx, r.ID)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !r.Running {
+		out, _ := drv.Logs(ctx, r.ID)
+		_ = s.saveLog(jobID, item, out)
+		s.results[jobID] = append(s.results[jobID], ledger.ItemResult{Item: item, Code: int64(r.ExitCode),
+			DurationMS: r.FinishedAt.Sub(r.StartedAt).Milliseconds(), OutputSize: int64(len(out)), Instance: instID})
+		_ = drv.Remove(ctx, r.ID)
+		n.log.Info("adoption: recorded a run that finished while the node was down", "job", jobID, "item", item, "code", r.ExitCode)
+		return
+	}
+	if s.slots[slot] != nil {
+		_ = drv.Stop(ctx, r.ID, 0)
+		_ = drv.Remove(ctx, r.ID)
+		return
+	}
+	inst := &instance{id: instID, job: jobID, slot: slot, kind: "primary", started: r.StartedAt.UnixMilli(), drv: drv,
+		item: item, run: r.ID, done: make(chan struct{})}
+	s.slots[slot] = inst
+	wctx, cancel := context.WithCancel(n.ctx)
+	inst.cancel = cancel
+	go s.work(wctx, inst, j, r.ID)
+	n.log.Info("adoption: adopted a running instance", "job", jobID, "item", item, "slot", slot)
+}
+
+func slotOf(instID string) (int, error) {
+	i := strings.LastIndex(instID, "-s")
+	if i < 0 {
+		return 0, fmt.Errorf("instance %q has no slot", instID)
+	}
+	rest := instID[i+2:]
+	if k := strings.IndexByte(rest, '-'); k >= 0 {
+		rest = rest[:k]
+	}
+	return strconv.Atoi(rest)
+}
+
+// stopAll ends supervision at shutdown. Instances keep running in Docker (or
+// as processes) so a restarted node adopts them; only their goroutines stop.
+func (s *scheduler) stopAll() {
+	s.mu.Lock()
+	insts := make([]*instance, 0, len(s.slots))
+	for _, in := range s.slots {
+		insts = append(insts, in)
+	}
+	s.mu.Unlock()
+	for _, in := range insts {
+		in.cancel()
+	}
+}
+
+// resourceReport is what the heartbeat says about this machine.
+func (n *Node) resourceReport() (total, free p2p.Resources, running []p2p.RunningInstance, planHash string) {
+	total = p2p.Resources{Cores: int64(n.hw.CPUs) * 10 * int64(n.limits.CPULimit), MemoryMB: n.limits.MemoryLimit,
+		DiskMB: n.limits.DiskLimit, GPUs: int64(len(n.limits.GPUs)), Slots: int64(n.limits.MaxConcurrentJobs)}
+	free = total
+	s := n.sched
+	jobs := map[string]*ledger.Job{}
+	n.snapshot(func(st *ledger.State) {
+		for id, j := range st.Jobs {
+			jobs[id] = j
+		}
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	slots := make([]int, 0, len(s.slots))
+	for k := range s.slots {
+		slots = append(slots, k)
+	}
+	sort.Ints(slots)
+	for _, k := range slots {
+		in := s.slots[k]
+		it, _ := in.current()
+		running = append(running, p2p.RunningInstance{Job: in.job, Slot: int64(in.slot), Kind: in.kind, Item: it, Instance: in.id, Started: in.started})
+		free.Slots--
+		if j := jobs[in.job]; j != nil {
+			free.Cores -= j.Spec.Cores
+			free.MemoryMB -= j.Spec.MemoryMB
+		}
+		free.GPUs -= int64(len(in.gpus))
+	}
+	return total, free, running, s.plan.Hash
+}
+
+func (n *Node) runningJobs() int {
+	s := n.sched
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	jobs := map[string]bool{}
+	for _, in := range s.slots {
+		jobs[in.job] = true
+	}
+	return len(jobs)
+}
+
+// planAgreement is this node's plan hash and how many online peers announce
+// the same one.
+func (n *Node) planAgreement() (string, int, int) {
+	s := n.sched
+	s.mu.Lock()
+	h := s.plan.Hash
+	s.mu.Unlock()
+	agree, peers := 0, 0
+	now := time.Now()
+	me := n.id.String()
+	for _, m := range n.live.All() {
+		if m.Heartbeat.Machine == me {
+			continue
+		}
+		if _, _, online := n.liveness(m.Heartbeat.Machine, now); !online {
+			continue
+		}
+		peers++
+		if m.Heartbeat.PlanHash == h {
+			agree++
+		}
+	}
+	return h, agree, peers
+}

@@ -1,0 +1,412 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/p2p"
+)
+
+var _ api.Service = (*Node)(nil)
+
+func randomID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func errNoOrg() error {
+	return api.Errorf(http.StatusConflict, "this node is in no org yet: create one with `cshare org create --name NAME` or join with `cshare node join --org-key KEY`")
+}
+
+// refused turns a fold verdict into an API error.
+func refused(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, ledger.ErrNotAuthority) {
+		return api.Errorf(http.StatusForbidden, "%s", strings.TrimPrefix(err.Error(), "ledger: "))
+	}
+	return api.Errorf(http.StatusBadRequest, "%s", strings.TrimPrefix(err.Error(), "ledger: "))
+}
+
+// snapshot runs fn with the state under the read lock.
+func (n *Node) snapshot(fn func(st *ledger.State)) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	fn(n.lg.State())
+}
+
+func (n *Node) needOrg() error {
+	if n.orgID() == "" {
+		return errNoOrg()
+	}
+	return nil
+}
+
+func (n *Node) needAdmin(what string) error {
+	if err := n.needOrg(); err != nil {
+		return err
+	}
+	var ok bool
+	n.snapshot(func(st *ledger.State) { ok = st.IsAdmin(n.id.String()) })
+	if !ok {
+		return api.Errorf(http.StatusForbidden, "only the owner and admins may %s; this node's identity %s is not an admin", what, n.id)
+	}
+	return nil
+}
+
+// Status implements api.Service.
+func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
+	up := time.Since(n.started).Truncate(time.Second)
+	s := api.NodeStatus{ID: n.id.String(), Uptime: up.String(), UptimeSeconds: int64(up.Seconds()), Version: Version,
+		API: n.apiAddr, Addrs: n.host.Addrs(), DataDir: n.opts.DataDir, PeerIDs: []string{}, Heads: []string{}}
+	for _, p := range n.host.Peers() {
+		s.PeerIDs = append(s.PeerIDs, p.String())
+	}
+	s.Peers = len(s.PeerIDs)
+	n.mu.RLock()
+	st := n.lg.State()
+	heads, _ := n.lg.Heads()
+	for _, h := range heads {
+		s.Heads = append(s.Heads, h.String())
+	}
+	s.Entries = n.lg.Len()
+	s.Org, s.OrgName = st.Org, st.Name
+	s.Role = st.Role(s.ID)
+	s.Name = n.machineName()
+	if m := st.Machines[s.ID]; m != nil {
+		s.Name = m.Name
+	}
+	n.mu.RUnlock()
+	s.Status = n.machineStatus(s.ID, time.Now())
+	if s.Org == "" {
+		s.Status = "no org"
+	}
+	s.PlanHash, s.PlanAgree, s.PlanPeers = n.planAgreement()
+	return s, nil
+}
+
+func (n *Node) machineName() string {
+	if n.opts.Name != "" {
+		return n.opts.Name
+	}
+	if n.cfg.Name != "" {
+		return n.cfg.Name
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+// Stop implements api.Service.
+func (n *Node) Stop(ctx context.Context) error {
+	select {
+	case <-n.stopped:
+	default:
+		close(n.stopped)
+	}
+	return nil
+}
+
+// CreateOrg implements api.Service.
+func (n *Node) CreateOrg(ctx context.Context, req api.OrgCreate) (api.KeyResult, error) {
+	if org := n.orgID(); org != "" {
+		return api.KeyResult{}, api.Errorf(http.StatusConflict, "this node is already in org %s; a node belongs to one org", org)
+	}
+	req.Name = strings.TrimSpace(req.Name)
+	if req.Name == "" || len(req.Name) > 128 {
+		return api.KeyResult{}, api.Errorf(http.StatusBadRequest, "name: must be 1..128 characters")
+	}
+	if len(req.Description) > 1024 {
+		return api.KeyResult{}, api.Errorf(http.StatusBadRequest, "description: at most 1024 characters")
+	}
+	nonce := make([]byte, 16)
+	_, _ = rand.Read(nonce)
+	g := ledger.Genesis{Name: req.Name, Description: req.Description, MachineName: n.machineName(),
+		OrgKeyID: randomID(), Settings: ledger.DefaultSettings(), Nonce: nonce}
+	e, err := n.write(ctx, ledger.KindGenesis, g)
+	if err != nil {
+		return api.KeyResult{}, refused(err)
+	}
+	if err := n.joinTopics(e.CID().String()); err != nil {
+		return api.KeyResult{}, err
+	}
+	n.afterJoin(ctx)
+	return n.OrgKey(ctx, false)
+}
+
+// afterJoin publishes this machine's hardware and limits and a heartbeat.
+func (n *Node) afterJoin(ctx context.Context) {
+	n.publishMachineUpdate(ctx)
+	n.beat(ctx)
+}
+
+// Org implements api.Service.
+func (n *Node) Org(ctx context.Context) (api.OrgInfo, error) {
+	if err := n.needOrg(); err != nil {
+		return api.OrgInfo{}, err
+	}
+	var o api.OrgInfo
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	st := n.lg.State()
+	o = api.OrgInfo{ID: st.Org, Name: st.Name, Description: st.Description, Owner: st.Owner, StateHash: st.Hash(),
+		Entries: n.lg.Len(), Settings: st.Settings, Members: len(st.Members), Machines: len(st.Machines),
+		Created: api.FormatTime(time.UnixMilli(st.Created))}
+	heads, _ := n.lg.Heads()
+	for _, h := range heads {
+		o.Heads = append(o.Heads, h.String())
+	}
+	return o, nil
+}
+
+// OrgKey implements api.Service: the org key is rebuilt from the current key
+// ID and signed by this node, which must be an admin.
+func (n *Node) OrgKey(ctx context.Context, rotate bool) (api.KeyResult, error) {
+	if err := n.needAdmin("print or rotate the org key"); err != nil {
+		return api.KeyResult{}, err
+	}
+	if rotate {
+		if _, err := n.write(ctx, ledger.KindOrgKey, ledger.OrgKey{KeyID: randomID()}); err != nil {
+			return api.KeyResult{}, refused(err)
+		}
+	}
+	var org, keyID string
+	n.snapshot(func(st *ledger.State) { org, keyID = st.Org, st.OrgKeyID })
+	c := n.signer.SignCapability(ledger.Capability{Org: org, Kind: ledger.CapOrgKey, ID: keyID, Role: ledger.RoleMember})
+	return api.KeyResult{Org: org, Key: ledger.Token{Cap: c, Addrs: n.bootstrapAddrs()}.Encode(), Role: ledger.RoleMember}, nil
+}
+
+func (n *Node) bootstrapAddrs() []string {
+	addrs := n.host.Addrs()
+	sort.SliceStable(addrs, func(i, j int) bool {
+		// Prefer non-loopback addresses: they work from other machines.
+		li, lj := strings.Contains(addrs[i], "/127.0.0.1/") || strings.Contains(addrs[i], "/::1/"), strings.Contains(addrs[j], "/127.0.0.1/") || strings.Contains(addrs[j], "/::1/")
+		return !li && lj
+	})
+	if len(addrs) > 8 {
+		addrs = addrs[:8]
+	}
+	return addrs
+}
+
+// Invite implements api.Service.
+func (n *Node) Invite(ctx context.Context, req api.InviteRequest) (api.KeyResult, error) {
+	if err := n.needAdmin("issue invites"); err != nil {
+		return api.KeyResult{}, err
+	}
+	if req.Role == "" {
+		req.Role = ledger.RoleMember
+	}
+	if req.Role != ledger.RoleMember && req.Role != ledger.RoleAdmin {
+		return api.KeyResult{}, api.Errorf(http.StatusBadRequest, "role: %q; allowed: member, admin", req.Role)
+	}
+	if req.Uses < 0 || req.Uses > 1_000_000 {
+		return api.KeyResult{}, api.Errorf(http.StatusBadRequest, "uses: %d; allowed: 0 (unlimited) .. 1000000", req.Uses)
+	}
+	var expires int64
+	switch req.Expires {
+	case "":
+		req.Expires = "72h"
+		fallthrough
+	default:
+		if req.Expires == "0" || req.Expires == "never" {
+			break
+		}
+		d, err := time.ParseDuration(req.Expires)
+		if err != nil || d <= 0 {
+			return api.KeyResult{}, api.Errorf(http.StatusBadRequest, "expires: %q is not a positive duration like 72h or 30m (0 = never)", req.Expires)
+		}
+		expires = time.Now().Add(d).UnixMilli()
+	}
+	org := n.orgID()
+	c := n.signer.SignCapability(ledger.Capability{Org: org, Kind: ledger.CapInvite, ID: randomID(), Role: req.Role, Expires: expires, Uses: req.Uses})
+	res := api.KeyResult{Org: org, Key: ledger.Token{Cap: c, Addrs: n.bootstrapAddrs()}.Encode(), Role: req.Role, Uses: req.Uses}
+	if expires != 0 {
+		res.Expires = api.FormatTime(time.UnixMilli(expires))
+	}
+	return res, nil
+}
+
+// SetSettings implements api.Service.
+func (n *Node) SetSettings(ctx context.Context, req api.SettingsRequest) (api.OrgInfo, error) {
+	if err := n.needAdmin("change org settings"); err != nil {
+		return api.OrgInfo{}, err
+	}
+	if len(req.Set) == 0 {
+		return api.OrgInfo{}, api.Errorf(http.StatusBadRequest, "nothing to set; give KEY=VALUE, e.g. smartshare.mode=jobs")
+	}
+	var u ledger.OrgUpdate
+	var cur ledger.Settings
+	n.snapshot(func(st *ledger.State) { cur = st.Settings })
+	keys := make([]string, 0, len(req.Set))
+	for k := range req.Set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := req.Set[k]
+		switch k {
+		case "name":
+			s := v
+			u.Name = &s
+		case "description":
+			s := v
+			u.Description = &s
+		case "require_machine_approval":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return api.OrgInfo{}, api.Errorf(http.StatusBadRequest, "require_machine_approval: %q; allowed: true, false", v)
+			}
+			u.RequireMachineApproval = &b
+		case "smartshare.mode":
+			s := v
+			u.SmartShareMode = &s
+			cur.SmartShare.Mode = v
+		case "smartshare.preempt_policy":
+			s := v
+			u.PreemptPolicy = &s
+			cur.SmartShare.PreemptPolicy = v
+		case "smartshare.default_max_cpus", "smartshare.max_cpus_limit":
+			x, err := parseMaxCPUs(v)
+			if err != nil {
+				return api.OrgInfo{}, api.Errorf(http.StatusBadRequest, "%s: %v", k, err)
+			}
+			if k == "smartshare.default_max_cpus" {
+				u.DefaultMaxCPUs, cur.SmartShare.DefaultMaxCPUs = &x, x
+			} else {
+				u.MaxCPUsLimit, cur.SmartShare.MaxCPUsLimit = &x, x
+			}
+		default:
+			return api.OrgInfo{}, api.Errorf(http.StatusBadRequest, "unknown setting %q; allowed: name, description, require_machine_approval, smartshare.mode, smartshare.preempt_policy, smartshare.default_max_cpus, smartshare.max_cpus_limit", k)
+		}
+	}
+	if err := ledger.ValidateSettings(cur.SmartShare); err != nil {
+		return api.OrgInfo{}, api.Errorf(http.StatusBadRequest, "%v", err)
+	}
+	if _, err := n.write(ctx, ledger.KindOrgUpdate, u); err != nil {
+		return api.OrgInfo{}, refused(err)
+	}
+	return n.Org(ctx)
+}
+
+func parseMaxCPUs(v string) (int64, error) {
+	if v == "*" {
+		return -1, nil
+	}
+	x, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || x < -1 {
+		return 0, fmt.Errorf("%q; allowed: a number >= 0, or -1 or \"*\" for no limit", v)
+	}
+	return x, nil
+}
+
+// Join implements api.Service: dial the bootstrap peers in the key, fetch and
+// check the ledger against the org ID, and write machine.register.
+func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, error) {
+	tok, err := ledger.ParseToken(req.OrgKey)
+	if err != nil {
+		return api.JoinResult{}, api.Errorf(http.StatusBadRequest, "org key: %s", strings.TrimPrefix(err.Error(), "ledger: "))
+	}
+	if len(req.Name) > 128 {
+		return api.JoinResult{}, api.Errorf(http.StatusBadRequest, "name: at most 128 characters")
+	}
+	org := tok.Cap.Org
+	if cur := n.orgID(); cur != "" && cur != org {
+		return api.JoinResult{}, api.Errorf(http.StatusConflict, "this node is already in org %s; a node belongs to one org", cur)
+	}
+	if tok.Cap.Expires != 0 && time.Now().UnixMilli() > tok.Cap.Expires {
+		return api.JoinResult{}, api.Errorf(http.StatusBadRequest, "org key: this invite expired at %s; ask an admin for a new one", api.FormatTime(time.UnixMilli(tok.Cap.Expires)))
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := n.host.Connect(cctx, tok.Addrs); err != nil {
+		return api.JoinResult{}, api.Errorf(http.StatusBadGateway, "could not reach any bootstrap address in the org key (%v); is the issuing node running and reachable?", err)
+	}
+	var peers []peer.ID
+	for _, a := range tok.Addrs {
+		if id, err := peerOf(a); err == nil && id != n.id {
+			peers = append(peers, id)
+		}
+	}
+	var synced peer.ID
+	var lastErr error
+	for _, p := range peers {
+		if err := n.fetch(cctx, p, org, nil); err != nil {
+			lastErr = err
+			continue
+		}
+		synced = p
+		break
+	}
+	if synced == "" {
+		return api.JoinResult{}, api.Errorf(http.StatusBadGateway, "could not fetch the org's ledger: %v", lastErr)
+	}
+	if got := n.orgID(); got != org {
+		return api.JoinResult{}, api.Errorf(http.StatusBadGateway, "the bootstrap peer's ledger does not match org ID %s", org)
+	}
+	n.mu.RLock()
+	topicsJoined := n.org != nil
+	n.mu.RUnlock()
+	if !topicsJoined {
+		if err := n.joinTopics(org); err != nil {
+			return api.JoinResult{}, err
+		}
+	}
+	// Dry run against a copy of the state, so a refused key leaves no entry.
+	name := strings.TrimSpace(req.Name)
+	if name == "" {
+		name = n.machineName()
+	}
+	reg := ledger.MachineRegister{Name: name, Cap: tok.Cap}
+	if err := n.dryRun(ledger.KindMachineReg, reg); err != nil {
+		return api.JoinResult{}, refused(err)
+	}
+	e, err := n.write(ctx, ledger.KindMachineReg, reg)
+	if err != nil {
+		return api.JoinResult{}, refused(err)
+	}
+	heads := []cidT{e.CID()}
+	for _, p := range peers {
+		actx, c := context.WithTimeout(ctx, 10*time.Second)
+		_ = p2p.AnnounceHeads(actx, n.host.LibP2P(), p, org, heads)
+		c()
+	}
+	n.afterJoin(ctx)
+	res := api.JoinResult{Org: org, Machine: n.id.String()}
+	n.snapshot(func(st *ledger.State) {
+		res.OrgName = st.Name
+		if m := st.Machines[n.id.String()]; m != nil {
+			res.Status = m.Status
+		}
+		res.Role = st.Role(n.id.String())
+	})
+	return res, nil
+}
+
+// dryRun applies a would-be entry of this node to a copy of the state.
+func (n *Node) dryRun(kind string, payload any) error {
+	n.mu.RLock()
+	st := n.lg.State().Clone()
+	heads, clock := n.lg.Heads()
+	org := n.lg.Org()
+	n.mu.RUnlock()
+	e, err := n.signer.Sign(org, kind, payload, heads, clock, time.Now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	return ledger.Apply(st, e)
+}

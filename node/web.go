@@ -1,0 +1,34 @@
+package node
+
+import (
+	"html/template"
+	"net/http"
+	"time"
+)
+
+var dashboard = template.Must(template.New("d").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>cshare — {{.Org}}</title>
+<meta http-equiv="refresh" content="5">
+<style>body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}</style>
+</head><body>
+<h1>cshare: {{.Org}}</h1>
+<p>Node {{.ID}} · {{.Now}}</p>
+<h2>Machines</h2>
+<table><tr><th>Name</th><th>Status</th><th>Last heartbeat</th><th>Running jobs</th><th>Total jobs</th><th>CPUs</th><th>Memory MB</th><th>GPUs</th></tr>
+{{range .Machines}}<tr><td>{{.Name}}</td><td>{{.Status}}</td><td>{{.LastHeartbeat}}</td><td>{{.RunningJobs}}</td><td>{{.TotalJobs}}</td><td>{{.Hardware.CPUs}}</td><td>{{.Hardware.MemoryMB}}</td><td>{{len .Hardware.GPUs}}</td></tr>
+{{end}}</table>
+<h2>Jobs</h2>
+<table><tr><th>ID</th><th>State</th><th>Priority</th><th>Instances</th><th>Done</th><th>Failed</th><th>Total</th></tr>
+{{range .Jobs}}<tr><td>{{.ID}}</td><td>{{.State}}</td><td>{{.Priority}}</td><td>{{len .Instances}}</td><td>{{.Items.Done}}</td><td>{{.Items.Failed}}</td><td>{{.Items.Total}}</td></tr>
+{{end}}</table>
+</body></html>`))
+
+// registerWeb serves a read-only dashboard at / (loopback only, like the API).
+func registerWeb(mux *http.ServeMux, n *Node) {
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		ms, _ := n.Machines(r.Context())
+		js, _ := n.Jobs(r.Context())
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_ = dashboard.Execute(w, map[string]any{"Org": n.orgID(), "ID": n.id.String(), "Now": time.Now().UTC().Format(time.RFC3339), "Machines": ms, "Jobs": js})
+	})
+}

@@ -1,0 +1,58 @@
+// Package p2p owns cshare's networking edge: the machine identity (an
+// Ed25519 libp2p key persisted with LoadOrCreateKey; its peer ID is the
+// machine ID), the libp2p host (TCP and QUIC, Noise, yamux, a connection
+// manager with watermarks 64/256, a resource manager with libp2p's default
+// limits scaled to the machine, no relay or NAT service), the GossipSub router
+// and the org topics with their validators, heartbeats, and the heartbeat
+// catch-up stream protocol. Other stream protocols (block exchange, job RPC)
+// register on Host.LibP2P(); the ledger sync engine lives in p2p/sync*.go.
+//
+// # Gossip
+//
+// Pubsub carries only small signed signals (DESIGN §10 "Gossip load"):
+//
+//   - /cshare/<org>/ledger: heads announcements. The payload is opaque to this
+//     package (the sync layer encodes it); on the wire it is wrapped with a
+//     per-sender sequence number, so every PublishHeads call is a new
+//     message even with unchanged heads. Only registered machines
+//     (Membership.IsMachine) may announce.
+//   - /cshare/<org>/heartbeat: Heartbeat, canonical CBOR, signed by the
+//     machine's key over a domain tag and the org ID, with a Seq that grows
+//     across restarts (seeded from unix nanoseconds). Only approved machines
+//     (Membership.IsApproved) may send one.
+//
+// Router settings: message data capped at MaxPayloadSize (64 KiB; the wire
+// limit is 4 KiB more for the libp2p envelope, so a full-size payload still
+// reaches the validators, which reject anything larger and count it);
+// message IDs are sha256 of the data; every message must carry a valid
+// libp2p signature (StrictSign; pubsub itself drops unsigned or badly signed
+// messages before our validators run); peer scoring is on.
+//
+// Validators reject (which costs the forwarding peer score: about five
+// invalid messages in half an hour get a peer graylisted) messages that are
+// too large, undecodable or non-canonical, unsigned or with a bad heartbeat
+// signature, whose heartbeat Machine is not the libp2p author, from a
+// non-member, or heartbeat replays (Seq not above the last accepted from that
+// machine). A stale heads announcement is ignored rather than rejected (see
+// validateHeads). Our own messages echoed back are ignored. Rejections are
+// counted in cshare_gossip_rejected_total{topic="ledger|heartbeat",reason}
+// and per Org in Rejected(). The IP-colocation score penalty is off: the
+// machines of one office share a public address.
+//
+// Content-hash IDs mean identical data is one message whoever sends it;
+// heartbeats and heads envelopes always differ (machine, seq), so this only
+// removes true duplicates.
+//
+// # Catching up
+//
+// A node that starts or reconnects learns the state of all machines without
+// waiting an interval in two ways. (1) The node registers Org.SetBeat; when a
+// peer joins the heartbeat topic the Org calls it (coalesced, at most once per
+// BeatMinGap), so both sides of a new connection publish a fresh heartbeat at
+// once. (2) Org.FetchSeen / FetchHeartbeats ask one connected peer over
+// HeartbeatProtocol (/cshare/hb/1.0.0) for the latest heartbeat it knows of
+// every approved machine, with its age; each is re-verified before use.
+//
+// Liveness is the pure bookkeeping the node keeps of heartbeats: Observe with
+// the time passed in, Online = a heartbeat within OfflineAfter (3) intervals.
+package p2p

@@ -1,0 +1,199 @@
+package p2p
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// MaxPayloadSize is the largest pubsub message data (a heartbeat, a heads
+// announcement) that validators accept. The pubsub wire limit is this plus
+// envelopeSlack, so that a payload of exactly MaxPayloadSize still fits with
+// its libp2p envelope (from, seqno, topic, signature) and reaches the
+// validators, which reject anything larger (and count it).
+const (
+	MaxPayloadSize = 64 << 10
+	envelopeSlack  = 4 << 10
+	hbSigDomain    = "cshare-heartbeat-v1\x00"
+)
+
+// Errors returned by heartbeat decoding and verification.
+var (
+	ErrTooLarge     = errors.New("p2p: message too large")
+	ErrMalformed    = errors.New("p2p: malformed message")
+	ErrUnsigned     = errors.New("p2p: heartbeat not signed")
+	ErrBadSignature = errors.New("p2p: bad heartbeat signature")
+)
+
+// Resources is a machine's resource vector. Cores is in millicores.
+type Resources struct {
+	Cores    int64 `cbor:"cores" json:"cores"`
+	MemoryMB int64 `cbor:"memory_mb" json:"memory_mb"`
+	DiskMB   int64 `cbor:"disk_mb" json:"disk_mb"`
+	GPUs     int64 `cbor:"gpus" json:"gpus"`
+	Slots    int64 `cbor:"slots" json:"slots"`
+}
+
+// RunningInstance is one instance a machine announces as running (the lease
+// on its agenda item, see DESIGN §10).
+type RunningInstance struct {
+	Job      string `cbor:"job" json:"job"`
+	Slot     int64  `cbor:"slot" json:"slot"`
+	Kind     string `cbor:"kind" json:"kind"`
+	Item     int64  `cbor:"item" json:"item"`
+	Instance string `cbor:"instance" json:"instance"`
+	Started  int64  `cbor:"started" json:"started"`
+}
+
+// Heartbeat is the signed liveness and load signal a machine gossips on
+// /cshare/<org>/heartbeat. Sig is an Ed25519 signature by the machine's
+// libp2p key over hbSigDomain || org || 0x00 || canonical CBOR of the
+// heartbeat without Sig; binding the org stops cross-org replay.
+type Heartbeat struct {
+	Machine   string            `cbor:"machine" json:"machine"` // peer ID (base58)
+	Seq       uint64            `cbor:"seq" json:"seq"`
+	Time      int64             `cbor:"time" json:"time"`         // unix ms, advisory
+	Interval  int64             `cbor:"interval" json:"interval"` // ms
+	Free      Resources         `cbor:"free" json:"free"`
+	Total     Resources         `cbor:"total" json:"total"`
+	Instances []RunningInstance `cbor:"instances" json:"instances"`
+	Heads     []string          `cbor:"heads" json:"heads"` // ledger head CIDs
+	PlanHash  string            `cbor:"plan_hash" json:"plan_hash"`
+	Addrs     []string          `cbor:"addrs" json:"addrs"`
+	Version   string            `cbor:"version" json:"version"`
+	Name      string            `cbor:"name" json:"name"`
+	Sig       []byte            `cbor:"sig,omitempty" json:"sig,omitempty"`
+}
+
+var (
+	gossipEnc cbor.EncMode
+	gossipDec cbor.DecMode
+)
+
+func init() {
+	var err error
+	gossipEnc, err = cbor.CoreDetEncOptions().EncMode()
+	if err != nil {
+		panic(err)
+	}
+	gossipDec, err = cbor.DecOptions{
+		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
+		MaxNestedLevels:   8,
+		MaxArrayElements:  4096,
+		MaxMapPairs:       64,
+		IndefLength:       cbor.IndefLengthForbidden,
+		TagsMd:            cbor.TagsForbidden,
+		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
+	}.DecMode()
+	if err != nil {
+		panic(err)
+	}
+}
+
+// MachineID parses hb.Machine.
+func (hb *Heartbeat) MachineID() (peer.ID, error) {
+	id, err := peer.Decode(hb.Machine)
+	if err != nil {
+		return "", fmt.Errorf("%w: machine: %v", ErrMalformed, err)
+	}
+	return id, nil
+}
+
+// signingBytes is what Sig covers.
+func (hb *Heartbeat) signingBytes(org string) ([]byte, error) {
+	c := *hb
+	c.Sig = nil
+	body, err := gossipEnc.Marshal(&c)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(hbSigDomain)+len(org)+1+len(body))
+	out = append(out, hbSigDomain...)
+	out = append(out, org...)
+	out = append(out, 0)
+	return append(out, body...), nil
+}
+
+// Sign sets hb.Sig with key, for org.
+func (hb *Heartbeat) Sign(org string, key crypto.PrivKey) error {
+	b, err := hb.signingBytes(org)
+	if err != nil {
+		return err
+	}
+	sig, err := key.Sign(b)
+	if err != nil {
+		return err
+	}
+	hb.Sig = sig
+	return nil
+}
+
+// Verify checks hb.Sig against the public key embedded in hb.Machine.
+func (hb *Heartbeat) Verify(org string) error {
+	if len(hb.Sig) == 0 {
+		return ErrUnsigned
+	}
+	id, err := hb.MachineID()
+	if err != nil {
+		return err
+	}
+	pub, err := id.ExtractPublicKey()
+	if err != nil {
+		return fmt.Errorf("%w: machine key: %v", ErrMalformed, err)
+	}
+	b, err := hb.signingBytes(org)
+	if err != nil {
+		return err
+	}
+	ok, err := pub.Verify(b, hb.Sig)
+	if err != nil || !ok {
+		return ErrBadSignature
+	}
+	return nil
+}
+
+// EncodeHeartbeat returns the canonical CBOR encoding of hb (with Sig).
+func EncodeHeartbeat(hb *Heartbeat) ([]byte, error) {
+	return gossipEnc.Marshal(hb)
+}
+
+// DecodeHeartbeat strictly decodes a heartbeat: size-capped, no unknown or
+// duplicate fields, no tags or indefinite lengths, and the input must be the
+// canonical encoding (so one heartbeat has exactly one byte form and one
+// content-hash message ID). It checks schema, not the signature.
+func DecodeHeartbeat(data []byte) (Heartbeat, error) {
+	var hb Heartbeat
+	if len(data) > MaxPayloadSize {
+		return hb, ErrTooLarge
+	}
+	if err := gossipDec.Unmarshal(data, &hb); err != nil {
+		return Heartbeat{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	again, err := gossipEnc.Marshal(&hb)
+	if err != nil || !bytes.Equal(again, data) {
+		return Heartbeat{}, fmt.Errorf("%w: not canonical", ErrMalformed)
+	}
+	if _, err := hb.MachineID(); err != nil {
+		return Heartbeat{}, err
+	}
+	if hb.Seq == 0 || hb.Interval < 0 {
+		return Heartbeat{}, fmt.Errorf("%w: seq/interval", ErrMalformed)
+	}
+	return hb, nil
+}
+
+// DecodeVerifyHeartbeat decodes data and verifies its signature for org.
+func DecodeVerifyHeartbeat(org string, data []byte) (Heartbeat, error) {
+	hb, err := DecodeHeartbeat(data)
+	if err != nil {
+		return hb, err
+	}
+	if err := hb.Verify(org); err != nil {
+		return Heartbeat{}, err
+	}
+	return hb, nil
+}

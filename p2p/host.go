@@ -1,0 +1,387 @@
+package p2p
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultListenAddrs are used when Config.ListenAddrs is empty.
+var DefaultListenAddrs = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}
+
+// Connection manager watermarks.
+const (
+	ConnLow  = 64
+	ConnHigh = 256
+)
+
+// scoreInspectPeriod is how often PeerScore's snapshot is refreshed.
+var scoreInspectPeriod = time.Second
+
+// Config configures New.
+type Config struct {
+	Key         crypto.PrivKey        // required; see LoadOrCreateKey
+	ListenAddrs []string              // multiaddrs; default DefaultListenAddrs
+	Logger      *slog.Logger          // default: discard
+	Metrics     prometheus.Registerer // may be nil: no metrics registered
+}
+
+// Host is the node's libp2p host with its GossipSub router.
+type Host struct {
+	h      host.Host
+	ps     *pubsub.PubSub
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	key    crypto.PrivKey
+
+	rejected *prometheus.CounterVec
+	accepted *prometheus.CounterVec
+
+	mu     sync.Mutex
+	orgs   map[string]*Org
+	scores map[peer.ID]float64
+	closed bool
+}
+
+// New starts a libp2p host (TCP + QUIC, Noise, yamux, connection manager,
+// resource manager with the default limits scaled to the machine, no relay)
+// and a GossipSub router with peer scoring, a 64 KiB payload cap, content-hash
+// message IDs and strict message signing.
+func New(ctx context.Context, cfg Config) (*Host, error) {
+	if cfg.Key == nil {
+		return nil, errors.New("p2p: Config.Key is required")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	listen := cfg.ListenAddrs
+	if len(listen) == 0 {
+		listen = DefaultListenAddrs
+	}
+	cm, err := connmgr.NewConnManager(ConnLow, ConnHigh, connmgr.WithGracePeriod(time.Minute))
+	if err != nil {
+		return nil, err
+	}
+	var rmOpts []rcmgr.Option
+	if cfg.Metrics == nil {
+		rmOpts = append(rmOpts, rcmgr.WithMetricsDisabled())
+	}
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(rcmgr.DefaultLimits.AutoScale()), rmOpts...)
+	if err != nil {
+		return nil, err
+	}
+	opts := []libp2p.Option{
+		libp2p.Identity(cfg.Key),
+		libp2p.ListenAddrStrings(listen...),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(quic.NewTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+		libp2p.ConnectionManager(cm),
+		libp2p.ResourceManager(rm),
+		libp2p.DisableRelay(),
+		libp2p.UserAgent("cshare"),
+	}
+	if cfg.Metrics != nil {
+		opts = append(opts, libp2p.PrometheusRegisterer(cfg.Metrics))
+	} else {
+		opts = append(opts, libp2p.DisableMetrics())
+	}
+	lh, err := libp2p.New(opts...)
+	if err != nil {
+		rm.Close()
+		return nil, fmt.Errorf("p2p: start host: %w", err)
+	}
+	hctx, cancel := context.WithCancel(context.Background())
+	h := &Host{
+		h:      lh,
+		log:    logger,
+		ctx:    hctx,
+		cancel: cancel,
+		key:    cfg.Key,
+		orgs:   make(map[string]*Org),
+		scores: make(map[peer.ID]float64),
+	}
+	h.rejected, h.accepted = newCounters(cfg.Metrics)
+
+	ps, err := pubsub.NewGossipSub(hctx, lh,
+		pubsub.WithMessageIdFn(contentID),
+		pubsub.WithMaxMessageSize(MaxPayloadSize+envelopeSlack),
+		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
+		pubsub.WithPeerScore(peerScoreParams(), peerScoreThresholds()),
+		pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(h.inspectScores), scoreInspectPeriod),
+		pubsub.WithFloodPublish(true),
+		pubsub.WithLogger(logger),
+	)
+	if err != nil {
+		cancel()
+		lh.Close()
+		return nil, fmt.Errorf("p2p: start pubsub: %w", err)
+	}
+	h.ps = ps
+	lh.SetStreamHandler(HeartbeatProtocol, h.handleHeartbeatStream)
+	return h, nil
+}
+
+// contentID is the message ID: sha256 of the message data. Identical data is
+// one message whoever sends it and however often it is re-signed.
+func contentID(m *pb.Message) string {
+	s := sha256.Sum256(m.GetData())
+	return string(s[:])
+}
+
+func newCounters(reg prometheus.Registerer) (rej, acc *prometheus.CounterVec) {
+	rej = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cshare_gossip_rejected_total",
+		Help: "Gossip messages rejected by cshare validators, by topic kind and reason.",
+	}, []string{"topic", "reason"})
+	acc = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cshare_gossip_accepted_total",
+		Help: "Gossip messages accepted by cshare validators, by topic kind.",
+	}, []string{"topic"})
+	if reg != nil {
+		rej = registerOrExisting(reg, rej)
+		acc = registerOrExisting(reg, acc)
+	}
+	return rej, acc
+}
+
+func registerOrExisting(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if ex, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+				return ex
+			}
+		}
+	}
+	return c
+}
+
+func (h *Host) inspectScores(m map[peer.ID]float64) {
+	h.mu.Lock()
+	h.scores = m
+	h.mu.Unlock()
+}
+
+// PeerScore returns the GossipSub score this host gives p, as of the last
+// inspection (refreshed every second). ok is false for unknown peers.
+func (h *Host) PeerScore(p peer.ID) (score float64, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	score, ok = h.scores[p]
+	return score, ok
+}
+
+// ID is this host's peer ID, the machine ID.
+func (h *Host) ID() peer.ID { return h.h.ID() }
+
+// LibP2P exposes the underlying host (for stream protocols of other packages).
+func (h *Host) LibP2P() host.Host { return h.h }
+
+// PubSub exposes the GossipSub router.
+func (h *Host) PubSub() *pubsub.PubSub { return h.ps }
+
+// Addrs returns this host's dialable multiaddrs, each ending in /p2p/<id>:
+// listen addresses with unspecified IPs expanded to every interface address,
+// plus addresses learnt by identify. Public first, then private, then
+// loopback; sorted within each group.
+func (h *Host) Addrs() []string {
+	seen := map[string]bool{}
+	var all []ma.Multiaddr
+	add := func(as []ma.Multiaddr) {
+		for _, a := range as {
+			if manet.IsIPUnspecified(a) {
+				continue
+			}
+			if k := a.String(); !seen[k] {
+				seen[k] = true
+				all = append(all, a)
+			}
+		}
+	}
+	if ifaces, err := h.h.Network().InterfaceListenAddresses(); err == nil {
+		add(ifaces)
+	}
+	add(h.h.Addrs())
+	rank := func(a ma.Multiaddr) int {
+		switch {
+		case manet.IsIPLoopback(a):
+			return 2
+		case manet.IsPrivateAddr(a):
+			return 1
+		}
+		return 0
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		ri, rj := rank(all[i]), rank(all[j])
+		if ri != rj {
+			return ri < rj
+		}
+		return all[i].String() < all[j].String()
+	})
+	suffix := "/p2p/" + h.ID().String()
+	out := make([]string, 0, len(all))
+	for _, a := range all {
+		out = append(out, a.String()+suffix)
+	}
+	return out
+}
+
+// Connect dials the given multiaddrs, which must end in /p2p/<id>; addresses
+// of the same peer are tried together. Peers dialled this way are protected
+// from connection-manager trimming. It returns nil if at least one peer was
+// connected, else the joined errors.
+func (h *Host) Connect(ctx context.Context, addrs []string) error {
+	var errs []error
+	var mas []ma.Multiaddr
+	for _, s := range addrs {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%q: %w", s, err))
+			continue
+		}
+		mas = append(mas, a)
+	}
+	infos, err := peer.AddrInfosFromP2pAddrs(mas...)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	type result struct {
+		id  peer.ID
+		err error
+	}
+	results := make(chan result, len(infos))
+	n := 0
+	for _, ai := range infos {
+		if ai.ID == h.ID() {
+			continue
+		}
+		n++
+		go func(ai peer.AddrInfo) {
+			err := h.h.Connect(ctx, ai)
+			if err == nil {
+				h.h.ConnManager().Protect(ai.ID, "cshare-bootstrap")
+			}
+			results <- result{ai.ID, err}
+		}(ai)
+	}
+	ok := 0
+	for i := 0; i < n; i++ {
+		r := <-results
+		if r.err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", r.id, r.err))
+			continue
+		}
+		ok++
+	}
+	if ok > 0 {
+		return nil
+	}
+	if len(errs) == 0 {
+		return errors.New("p2p: no peer addresses to connect to (want multiaddrs ending in /p2p/<id>)")
+	}
+	return fmt.Errorf("p2p: could not connect to any peer: %w", errors.Join(errs...))
+}
+
+// Peers returns the connected peers, sorted.
+func (h *Host) Peers() []peer.ID {
+	ps := h.h.Network().Peers()
+	sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+	return ps
+}
+
+// Close leaves every org, stops pubsub and closes the host.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	orgs := make([]*Org, 0, len(h.orgs))
+	for _, o := range h.orgs {
+		orgs = append(orgs, o)
+	}
+	h.mu.Unlock()
+	for _, o := range orgs {
+		o.Close()
+	}
+	h.cancel()
+	return h.h.Close()
+}
+
+func peerScoreParams() *pubsub.PeerScoreParams {
+	return &pubsub.PeerScoreParams{
+		Topics:        map[string]*pubsub.TopicScoreParams{}, // set per org by JoinOrg
+		TopicScoreCap: 100,
+		AppSpecificScore: func(peer.ID) float64 {
+			return 0
+		},
+		AppSpecificWeight: 1,
+		// Disabled: the machines of one office share a public IP behind NAT,
+		// and in-process test meshes all share 127.0.0.1.
+		IPColocationFactorWeight:  0,
+		BehaviourPenaltyWeight:    -10,
+		BehaviourPenaltyThreshold: 6,
+		BehaviourPenaltyDecay:     pubsub.ScoreParameterDecay(10 * time.Minute),
+		DecayInterval:             time.Second,
+		DecayToZero:               0.01,
+		RetainScore:               10 * time.Minute, // reconnecting does not wash a bad score
+	}
+}
+
+// Thresholds: with InvalidMessageDeliveriesWeight -100 a sender's P4 term is
+// -100·n² for n recent invalid messages: 3 stop our gossip to it, 4 our
+// publishing to it, 5 and we ignore it altogether (graylist).
+func peerScoreThresholds() *pubsub.PeerScoreThresholds {
+	return &pubsub.PeerScoreThresholds{
+		GossipThreshold:             -500,
+		PublishThreshold:            -1000,
+		GraylistThreshold:           -2400,
+		AcceptPXThreshold:           10,
+		OpportunisticGraftThreshold: 3,
+	}
+}
+
+// topicScoreParams are used for both org topics: both are low-rate signal
+// topics, so the mesh-delivery-rate penalty (P3) is off; time in mesh and
+// first deliveries earn a little, invalid messages cost a lot.
+func topicScoreParams() *pubsub.TopicScoreParams {
+	return &pubsub.TopicScoreParams{
+		SkipAtomicValidation:           true,
+		TopicWeight:                    1,
+		TimeInMeshWeight:               0.01,
+		TimeInMeshQuantum:              time.Second,
+		TimeInMeshCap:                  3600,
+		FirstMessageDeliveriesWeight:   1,
+		FirstMessageDeliveriesDecay:    pubsub.ScoreParameterDecay(10 * time.Minute),
+		FirstMessageDeliveriesCap:      50,
+		InvalidMessageDeliveriesWeight: -100,
+		InvalidMessageDeliveriesDecay:  pubsub.ScoreParameterDecay(30 * time.Minute),
+	}
+}

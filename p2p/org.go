@@ -1,0 +1,501 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Membership answers from the node's current ledger State. It must be safe
+// for concurrent use: validators call it from pubsub's goroutines.
+type Membership interface {
+	// IsMachine: a registered machine of the org (pending or approved); may
+	// announce ledger heads.
+	IsMachine(id peer.ID) bool
+	// IsApproved: an approved machine; may send heartbeats.
+	IsApproved(id peer.ID) bool
+}
+
+// Topic kinds, used as the "topic" label of the gossip counters and as the
+// prefix of Rejected's keys.
+const (
+	KindLedger    = "ledger"
+	KindHeartbeat = "heartbeat"
+)
+
+// Rejection reasons (the "reason" label of cshare_gossip_rejected_total).
+const (
+	ReasonTooLarge     = "too_large"
+	ReasonUndecodable  = "undecodable"   // not strict canonical CBOR of the schema
+	ReasonUnsigned     = "unsigned"      // heartbeat without its own signature
+	ReasonBadSignature = "bad_signature" // heartbeat signature does not verify
+	ReasonFromMismatch = "from_mismatch" // libp2p From != heartbeat Machine
+	ReasonNotApproved  = "not_approved"  // heartbeat from a machine that is not approved
+	ReasonNotMachine   = "not_machine"   // heads from a peer that is not a machine of the org
+	ReasonReplay       = "replay"        // heartbeat Seq <= last accepted from that machine
+)
+
+// BeatMinGap is the least time between two beats triggered by peers joining
+// the heartbeat topic (see SetBeat).
+const BeatMinGap = time.Second
+
+// Errors of the Org API.
+var (
+	ErrNotApproved = errors.New("p2p: this machine is not approved in the org: it may not send heartbeats")
+	ErrNotMachine  = errors.New("p2p: this node is not a machine of the org: it may not announce heads")
+	ErrOrgJoined   = errors.New("p2p: org already joined on this host")
+	ErrClosed      = errors.New("p2p: closed")
+)
+
+// headsMsg is the data of a ledger-topic message: the sync layer's opaque
+// payload with a per-sender sequence number. The sequence makes every
+// PublishHeads call a distinct message (content-hash IDs would otherwise
+// swallow a periodic re-announcement of unchanged heads for the seen-cache
+// TTL) and lets validators drop stale replays.
+type headsMsg struct {
+	Seq     uint64 `cbor:"seq"`
+	Payload []byte `cbor:"payload"`
+}
+
+type cachedHB struct {
+	hb  Heartbeat
+	raw []byte
+	at  time.Time
+}
+
+// Org is this host's membership of one org's topics.
+type Org struct {
+	h      *Host
+	name   string
+	m      Membership
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	ledgerName, hbName   string
+	ledgerTopic, hbTopic *pubsub.Topic
+	ledgerSub, hbSub     *pubsub.Subscription
+	events               *pubsub.TopicEventHandler
+
+	mu        sync.Mutex
+	headsFns  []func(peer.ID, []byte)
+	hbFns     []func(Heartbeat)
+	beat      func()
+	beatTimer *time.Timer
+	lastBeat  time.Time
+	rejected  map[string]uint64
+	cache     map[string]cachedHB // latest accepted heartbeat per machine
+	closed    bool
+
+	seqMu     sync.Mutex
+	hbSeq     map[string]uint64  // validator: last accepted heartbeat Seq per machine
+	ledgerSeq map[peer.ID]uint64 // validator: last accepted heads Seq per sender
+
+	pubMu     sync.Mutex // serialises our own publications so Seq order = validation order
+	mySeq     uint64
+	myHeadSeq uint64
+}
+
+// TopicLedger and TopicHeartbeat name an org's pubsub topics.
+func TopicLedger(org string) string    { return "/cshare/" + org + "/ledger" }
+func TopicHeartbeat(org string) string { return "/cshare/" + org + "/heartbeat" }
+
+// JoinOrg joins the org's ledger and heartbeat topics with validators that
+// consult m, and starts delivering accepted messages to the registered
+// callbacks.
+func (h *Host) JoinOrg(org string, m Membership) (*Org, error) {
+	if org == "" || strings.ContainsAny(org, "/\x00") || len(org) > 256 {
+		return nil, fmt.Errorf("p2p: invalid org ID %q", org)
+	}
+	if m == nil {
+		return nil, errors.New("p2p: JoinOrg needs a Membership")
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if _, ok := h.orgs[org]; ok {
+		h.mu.Unlock()
+		return nil, ErrOrgJoined
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	o := &Org{
+		h: h, name: org, m: m, ctx: ctx, cancel: cancel,
+		ledgerName: TopicLedger(org), hbName: TopicHeartbeat(org),
+		rejected:  make(map[string]uint64),
+		cache:     make(map[string]cachedHB),
+		hbSeq:     make(map[string]uint64),
+		ledgerSeq: make(map[peer.ID]uint64),
+	}
+	h.orgs[org] = o
+	h.mu.Unlock()
+
+	if err := o.join(); err != nil {
+		o.Close()
+		return nil, err
+	}
+	o.wg.Add(3)
+	go o.ledgerLoop()
+	go o.heartbeatLoop()
+	go o.eventLoop()
+	return o, nil
+}
+
+func (o *Org) join() error {
+	ps := o.h.ps
+	var err error
+	if err = ps.RegisterTopicValidator(o.ledgerName, pubsub.ValidatorEx(o.validateHeads)); err != nil {
+		return err
+	}
+	if err = ps.RegisterTopicValidator(o.hbName, pubsub.ValidatorEx(o.validateHeartbeat)); err != nil {
+		return err
+	}
+	if o.ledgerTopic, err = ps.Join(o.ledgerName); err != nil {
+		return err
+	}
+	if o.hbTopic, err = ps.Join(o.hbName); err != nil {
+		return err
+	}
+	for _, t := range []*pubsub.Topic{o.ledgerTopic, o.hbTopic} {
+		if err = t.SetScoreParams(topicScoreParams()); err != nil {
+			return err
+		}
+	}
+	if o.ledgerSub, err = o.ledgerTopic.Subscribe(pubsub.WithBufferSize(256)); err != nil {
+		return err
+	}
+	if o.hbSub, err = o.hbTopic.Subscribe(pubsub.WithBufferSize(256)); err != nil {
+		return err
+	}
+	o.events, err = o.hbTopic.EventHandler()
+	return err
+}
+
+// Name is the org ID.
+func (o *Org) Name() string { return o.name }
+
+// Close leaves the org's topics. Callbacks are not called after it returns.
+func (o *Org) Close() {
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return
+	}
+	o.closed = true
+	if o.beatTimer != nil {
+		o.beatTimer.Stop()
+	}
+	o.mu.Unlock()
+
+	o.cancel()
+	if o.ledgerSub != nil {
+		o.ledgerSub.Cancel()
+	}
+	if o.hbSub != nil {
+		o.hbSub.Cancel()
+	}
+	if o.events != nil {
+		o.events.Cancel()
+	}
+	o.wg.Wait()
+	ps := o.h.ps
+	_ = ps.UnregisterTopicValidator(o.ledgerName)
+	_ = ps.UnregisterTopicValidator(o.hbName)
+	if o.ledgerTopic != nil {
+		_ = o.ledgerTopic.Close()
+	}
+	if o.hbTopic != nil {
+		_ = o.hbTopic.Close()
+	}
+	o.h.mu.Lock()
+	if o.h.orgs[o.name] == o {
+		delete(o.h.orgs, o.name)
+	}
+	o.h.mu.Unlock()
+}
+
+// OnHeads registers fn for every valid heads announcement from another peer.
+// Callbacks run on one goroutine per topic, in arrival order; a slow callback
+// delays the next (and pubsub drops messages for a subscriber 256 behind).
+func (o *Org) OnHeads(fn func(from peer.ID, payload []byte)) {
+	o.mu.Lock()
+	o.headsFns = append(o.headsFns, fn)
+	o.mu.Unlock()
+}
+
+// OnHeartbeat registers fn for every accepted heartbeat, others' and our own.
+func (o *Org) OnHeartbeat(fn func(hb Heartbeat)) {
+	o.mu.Lock()
+	o.hbFns = append(o.hbFns, fn)
+	o.mu.Unlock()
+}
+
+// SetBeat registers the node's "publish my heartbeat now" function. Whenever
+// a peer joins the org's heartbeat topic (a peer connected, or it restarted),
+// Org calls fn so that the newcomer learns our state without waiting a full
+// interval. Calls are coalesced: at most one per BeatMinGap, on a timer
+// goroutine. fn would normally build the current Heartbeat and call
+// PublishHeartbeat.
+func (o *Org) SetBeat(fn func()) {
+	o.mu.Lock()
+	o.beat = fn
+	o.mu.Unlock()
+}
+
+// Rejected returns the number of rejected messages by "<kind>/<reason>",
+// e.g. "heartbeat/replay". It counts this Org only.
+func (o *Org) Rejected() map[string]uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[string]uint64, len(o.rejected))
+	for k, v := range o.rejected {
+		out[k] = v
+	}
+	return out
+}
+
+// PublishHeads announces ledger heads on /cshare/<org>/ledger. payload is
+// opaque here (the sync layer encodes it) and at most MaxPayloadSize bytes.
+// Every call is a new message, even with an unchanged payload.
+func (o *Org) PublishHeads(ctx context.Context, payload []byte) error {
+	if len(payload) > MaxPayloadSize {
+		return fmt.Errorf("%w: heads payload is %d bytes, limit %d", ErrTooLarge, len(payload), MaxPayloadSize)
+	}
+	if !o.m.IsMachine(o.h.ID()) {
+		return ErrNotMachine
+	}
+	o.pubMu.Lock()
+	defer o.pubMu.Unlock()
+	o.myHeadSeq = nextSeq(o.myHeadSeq)
+	data, err := gossipEnc.Marshal(&headsMsg{Seq: o.myHeadSeq, Payload: payload})
+	if err != nil {
+		return err
+	}
+	return o.ledgerTopic.Publish(ctx, data)
+}
+
+// PublishHeartbeat signs and publishes hb on /cshare/<org>/heartbeat. It
+// fills Machine, Seq (strictly increasing and, being seeded from the clock in
+// unix nanoseconds, larger after a restart), Time if zero (unix ms now),
+// Addrs if empty (Host.Addrs), and Sig. Our own heartbeat is also delivered
+// to OnHeartbeat.
+func (o *Org) PublishHeartbeat(ctx context.Context, hb Heartbeat) error {
+	if !o.m.IsApproved(o.h.ID()) {
+		return ErrNotApproved
+	}
+	hb.Machine = o.h.ID().String()
+	if hb.Time == 0 {
+		hb.Time = time.Now().UnixMilli()
+	}
+	if len(hb.Addrs) == 0 {
+		hb.Addrs = o.h.Addrs()
+	}
+	o.pubMu.Lock()
+	defer o.pubMu.Unlock()
+	o.mySeq = nextSeq(o.mySeq)
+	hb.Seq = o.mySeq
+	if err := hb.Sign(o.name, o.h.key); err != nil {
+		return err
+	}
+	data, err := EncodeHeartbeat(&hb)
+	if err != nil {
+		return err
+	}
+	if len(data) > MaxPayloadSize {
+		return fmt.Errorf("%w: heartbeat is %d bytes, limit %d", ErrTooLarge, len(data), MaxPayloadSize)
+	}
+	return o.hbTopic.Publish(ctx, data)
+}
+
+// nextSeq is max(now in unix ns, last+1).
+func nextSeq(last uint64) uint64 {
+	s := uint64(time.Now().UnixNano())
+	if s <= last {
+		s = last + 1
+	}
+	return s
+}
+
+func (o *Org) reject(kind, reason string) pubsub.ValidationResult {
+	o.h.rejected.WithLabelValues(kind, reason).Inc()
+	o.mu.Lock()
+	o.rejected[kind+"/"+reason]++
+	o.mu.Unlock()
+	o.h.log.Debug("gossip message rejected", "org", o.name, "topic", kind, "reason", reason)
+	return pubsub.ValidationReject
+}
+
+func (o *Org) validateHeartbeat(_ context.Context, src peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+	self := o.h.ID()
+	from := msg.GetFrom()
+	local := src == self
+	if from == self && !local {
+		return pubsub.ValidationIgnore // our own message coming back (e.g. after a restart)
+	}
+	data := msg.GetData()
+	if len(data) > MaxPayloadSize {
+		return o.reject(KindHeartbeat, ReasonTooLarge)
+	}
+	hb, err := DecodeHeartbeat(data)
+	if err != nil {
+		return o.reject(KindHeartbeat, ReasonUndecodable)
+	}
+	if hb.Machine != from.String() {
+		return o.reject(KindHeartbeat, ReasonFromMismatch)
+	}
+	if !local && !o.m.IsApproved(from) {
+		return o.reject(KindHeartbeat, ReasonNotApproved)
+	}
+	if err := hb.Verify(o.name); err != nil {
+		if errors.Is(err, ErrUnsigned) {
+			return o.reject(KindHeartbeat, ReasonUnsigned)
+		}
+		return o.reject(KindHeartbeat, ReasonBadSignature)
+	}
+	o.seqMu.Lock()
+	if hb.Seq <= o.hbSeq[hb.Machine] {
+		o.seqMu.Unlock()
+		return o.reject(KindHeartbeat, ReasonReplay)
+	}
+	o.hbSeq[hb.Machine] = hb.Seq
+	o.seqMu.Unlock()
+	msg.ValidatorData = hb
+	o.h.accepted.WithLabelValues(KindHeartbeat).Inc()
+	return pubsub.ValidationAccept
+}
+
+// validateHeads checks a heads announcement. A stale one (Seq not above the
+// last accepted from that sender) is ignored, not rejected: announcements
+// are frequent and may overtake each other on different mesh paths, a
+// rejection would punish the honest forwarder, and an old heads announcement
+// is harmless (it names entries we already have).
+func (o *Org) validateHeads(_ context.Context, src peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+	self := o.h.ID()
+	from := msg.GetFrom()
+	local := src == self
+	if from == self && !local {
+		return pubsub.ValidationIgnore
+	}
+	data := msg.GetData()
+	if len(data) > MaxPayloadSize+64 {
+		return o.reject(KindLedger, ReasonTooLarge)
+	}
+	var hm headsMsg
+	if err := gossipDec.Unmarshal(data, &hm); err != nil || hm.Seq == 0 {
+		return o.reject(KindLedger, ReasonUndecodable)
+	}
+	if len(hm.Payload) > MaxPayloadSize {
+		return o.reject(KindLedger, ReasonTooLarge)
+	}
+	if !local && !o.m.IsMachine(from) {
+		return o.reject(KindLedger, ReasonNotMachine)
+	}
+	o.seqMu.Lock()
+	if hm.Seq <= o.ledgerSeq[from] {
+		o.seqMu.Unlock()
+		return pubsub.ValidationIgnore
+	}
+	o.ledgerSeq[from] = hm.Seq
+	o.seqMu.Unlock()
+	msg.ValidatorData = hm.Payload
+	o.h.accepted.WithLabelValues(KindLedger).Inc()
+	return pubsub.ValidationAccept
+}
+
+func (o *Org) ledgerLoop() {
+	defer o.wg.Done()
+	self := o.h.ID()
+	for {
+		msg, err := o.ledgerSub.Next(o.ctx)
+		if err != nil {
+			return
+		}
+		from := msg.GetFrom()
+		payload, ok := msg.ValidatorData.([]byte)
+		if from == self || !ok {
+			continue
+		}
+		o.mu.Lock()
+		fns := o.headsFns
+		o.mu.Unlock()
+		for _, fn := range fns {
+			fn(from, payload)
+		}
+	}
+}
+
+func (o *Org) heartbeatLoop() {
+	defer o.wg.Done()
+	for {
+		msg, err := o.hbSub.Next(o.ctx)
+		if err != nil {
+			return
+		}
+		hb, ok := msg.ValidatorData.(Heartbeat)
+		if !ok {
+			continue
+		}
+		o.remember(hb, msg.GetData(), time.Now())
+		o.mu.Lock()
+		fns := o.hbFns
+		o.mu.Unlock()
+		for _, fn := range fns {
+			fn(hb)
+		}
+	}
+}
+
+// remember keeps hb (verified) as the latest of its machine if it is newer.
+func (o *Org) remember(hb Heartbeat, raw []byte, at time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if cur, ok := o.cache[hb.Machine]; ok && cur.hb.Seq >= hb.Seq {
+		return
+	}
+	o.cache[hb.Machine] = cachedHB{hb: hb, raw: append([]byte(nil), raw...), at: at}
+}
+
+func (o *Org) eventLoop() {
+	defer o.wg.Done()
+	for {
+		ev, err := o.events.NextPeerEvent(o.ctx)
+		if err != nil {
+			return
+		}
+		if ev.Type == pubsub.PeerJoin {
+			o.kickBeat()
+		}
+	}
+}
+
+func (o *Org) kickBeat() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.beat == nil || o.beatTimer != nil || o.closed {
+		return
+	}
+	delay := time.Until(o.lastBeat.Add(BeatMinGap))
+	if delay < 0 {
+		delay = 0
+	}
+	o.beatTimer = time.AfterFunc(delay, o.runBeat)
+}
+
+func (o *Org) runBeat() {
+	o.mu.Lock()
+	fn := o.beat
+	o.beatTimer = nil
+	o.lastBeat = time.Now()
+	closed := o.closed
+	o.mu.Unlock()
+	if fn != nil && !closed {
+		fn()
+	}
+}

@@ -1,0 +1,207 @@
+package p2p
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// SyncProtocol is the block-exchange stream protocol of the ledger: a peer
+// asks for the entries reachable back from some CIDs and gets them in batches,
+// ancestors first, in as few round trips as the DAG allows; or it pushes its
+// heads so the other side fetches from it.
+const SyncProtocol = protocol.ID("/cshare/sync/1.0.0")
+
+// Sync limits.
+const (
+	SyncBatch    = 2048     // blocks per response frame
+	maxFrameSize = 16 << 20 // bytes per frame
+	syncTimeout  = 2 * time.Minute
+)
+
+// SyncSource is the node's side of the protocol: it answers from its ledger.
+type SyncSource interface {
+	// SyncOrg is the org the node's ledger belongs to ("" before it has one).
+	SyncOrg() string
+	// Collect returns the raw entries reachable back from want (the heads
+	// when want is empty), including want, skipping those with clock <=
+	// floor, in the total order (ancestors first), at most limit of them.
+	Collect(want []cid.Cid, floor uint64, limit int) [][]byte
+	// Announced is called when a peer pushes its heads.
+	Announced(from peer.ID, heads []cid.Cid)
+}
+
+type syncReq struct {
+	Op    string   `cbor:"op"` // "get" | "announce"
+	Org   string   `cbor:"org"`
+	Want  [][]byte `cbor:"want,omitempty"`
+	Floor uint64   `cbor:"floor,omitempty"`
+	Limit int      `cbor:"limit,omitempty"`
+}
+
+type syncResp struct {
+	Blocks [][]byte `cbor:"blocks,omitempty"`
+	Done   bool     `cbor:"done,omitempty"`
+	Err    string   `cbor:"err,omitempty"`
+}
+
+var syncDec, _ = cbor.DecOptions{MaxArrayElements: 1 << 20}.DecMode()
+
+func writeSyncFrame(w *bufio.Writer, v any) error {
+	b, err := cbor.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var hdr [binary.MaxVarintLen64]byte
+	n := binary.PutUvarint(hdr[:], uint64(len(b)))
+	if _, err := w.Write(hdr[:n]); err != nil {
+		return err
+	}
+	if _, err := w.Write(b); err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+func readSyncFrame(r *bufio.Reader, v any) error {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return err
+	}
+	if n > maxFrameSize {
+		return fmt.Errorf("p2p: sync frame of %d bytes exceeds %d", n, maxFrameSize)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return err
+	}
+	return syncDec.Unmarshal(b, v)
+}
+
+func toCIDs(bs [][]byte) ([]cid.Cid, error) {
+	out := make([]cid.Cid, 0, len(bs))
+	for _, b := range bs {
+		c, err := cid.Cast(b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func fromCIDs(cs []cid.Cid) [][]byte {
+	out := make([][]byte, len(cs))
+	for i, c := range cs {
+		out[i] = c.Bytes()
+	}
+	return out
+}
+
+// ServeSync registers the sync protocol handler on h.
+func ServeSync(h host.Host, src SyncSource) {
+	h.SetStreamHandler(SyncProtocol, func(s network.Stream) {
+		defer s.Close()
+		_ = s.SetDeadline(time.Now().Add(syncTimeout))
+		r, w := bufio.NewReader(s), bufio.NewWriter(s)
+		var req syncReq
+		if err := readSyncFrame(r, &req); err != nil {
+			_ = s.Reset()
+			return
+		}
+		org := src.SyncOrg()
+		if org == "" || req.Org != org {
+			_ = writeSyncFrame(w, syncResp{Err: "not a node of org " + req.Org, Done: true})
+			return
+		}
+		want, err := toCIDs(req.Want)
+		if err != nil || len(want) > 4096 {
+			_ = writeSyncFrame(w, syncResp{Err: "bad want list", Done: true})
+			return
+		}
+		switch req.Op {
+		case "announce":
+			src.Announced(s.Conn().RemotePeer(), want)
+			_ = writeSyncFrame(w, syncResp{Done: true})
+		case "get":
+			limit := req.Limit
+			if limit <= 0 || limit > 1<<20 {
+				limit = 1 << 20
+			}
+			blocks := src.Collect(want, req.Floor, limit)
+			for len(blocks) > 0 {
+				n := min(len(blocks), SyncBatch)
+				if err := writeSyncFrame(w, syncResp{Blocks: blocks[:n]}); err != nil {
+					return
+				}
+				blocks = blocks[n:]
+			}
+			_ = writeSyncFrame(w, syncResp{Done: true})
+		default:
+			_ = writeSyncFrame(w, syncResp{Err: "unknown op " + req.Op, Done: true})
+		}
+	})
+}
+
+// ErrSyncRefused says the peer refused the request.
+var ErrSyncRefused = errors.New("p2p: sync refused")
+
+// FetchBlocks asks peer p for the entries reachable back from want (its heads
+// when want is empty) above floor, and calls fn with each batch as it arrives.
+func FetchBlocks(ctx context.Context, h host.Host, p peer.ID, org string, want []cid.Cid, floor uint64, fn func([][]byte) error) error {
+	return syncCall(ctx, h, p, syncReq{Op: "get", Org: org, Want: fromCIDs(want), Floor: floor}, fn)
+}
+
+// AnnounceHeads pushes our heads to peer p directly (used by a joining node,
+// whose gossip is not yet accepted).
+func AnnounceHeads(ctx context.Context, h host.Host, p peer.ID, org string, heads []cid.Cid) error {
+	return syncCall(ctx, h, p, syncReq{Op: "announce", Org: org, Want: fromCIDs(heads)}, nil)
+}
+
+func syncCall(ctx context.Context, h host.Host, p peer.ID, req syncReq, fn func([][]byte) error) error {
+	s, err := h.NewStream(network.WithAllowLimitedConn(ctx, "sync"), p, SyncProtocol)
+	if err != nil {
+		return fmt.Errorf("p2p: open sync stream to %s: %w", p, err)
+	}
+	defer s.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(dl)
+	} else {
+		_ = s.SetDeadline(time.Now().Add(syncTimeout))
+	}
+	r, w := bufio.NewReader(s), bufio.NewWriter(s)
+	if err := writeSyncFrame(w, req); err != nil {
+		_ = s.Reset()
+		return fmt.Errorf("p2p: sync request: %w", err)
+	}
+	for {
+		var resp syncResp
+		if err := readSyncFrame(r, &resp); err != nil {
+			_ = s.Reset()
+			return fmt.Errorf("p2p: sync response from %s: %w", p, err)
+		}
+		if resp.Err != "" {
+			return fmt.Errorf("%w: %s", ErrSyncRefused, resp.Err)
+		}
+		if len(resp.Blocks) > 0 && fn != nil {
+			if err := fn(resp.Blocks); err != nil {
+				_ = s.Reset()
+				return err
+			}
+		}
+		if resp.Done {
+			return nil
+		}
+	}
+}

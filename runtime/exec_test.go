@@ -1,0 +1,565 @@
+package runtime
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// recordHandler is a slog.Handler that keeps the records it gets.
+type recordHandler struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (h *recordHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recordHandler) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	h.recs = append(h.recs, r)
+	h.mu.Unlock()
+	return nil
+}
+func (h *recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recordHandler) WithGroup(string) slog.Handler      { return h }
+
+func (h *recordHandler) count(level slog.Level, msgContains string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, r := range h.recs {
+		if r.Level == level && strings.Contains(r.Message, msgContains) {
+			n++
+		}
+	}
+	return n
+}
+
+func newTestExec(t *testing.T, root string) (*Exec, *recordHandler) {
+	t.Helper()
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("exec driver needs /bin/sh")
+	}
+	h := &recordHandler{}
+	e := NewExec(root, slog.New(h))
+	return e, h
+}
+
+// stopAll kills whatever the test left running under root.
+func stopAll(t *testing.T, root string) {
+	t.Cleanup(func() {
+		e := NewExec(root, slog.New(slog.DiscardHandler))
+		runs, _ := e.List(context.Background(), nil)
+		for _, r := range runs {
+			if r.Running {
+				_ = e.Stop(context.Background(), r.ID, 0)
+			}
+		}
+	})
+}
+
+func execSpec(item int, cmd ...string) Spec {
+	return Spec{Org: "org1", Job: "job1", Instance: "inst-1", Machine: "machine-1", Item: item, Cmd: cmd}
+}
+
+func waitCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestExecEnvLogsAndExitCodes(t *testing.T) {
+	root := t.TempDir()
+	e, _ := newTestExec(t, root)
+	stopAll(t, root)
+	ctx := waitCtx(t)
+
+	s := execSpec(7, "sh", "-c", `echo "job=$CSHARE_JOB_ID item=$CSHARE_ITEM inst=$CSHARE_INSTANCE machine=$CSHARE_MACHINE extra=$EXTRA"
+echo "home=$HOME pwd=$(pwd) path=$PATH"
+echo to-stderr >&2
+exit 4`)
+	s.Env = map[string]string{"EXTRA": "yes"}
+	id, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := e.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es.Code != 4 {
+		t.Errorf("exit code = %d, want 4", es.Code)
+	}
+	logs, err := e.Logs(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(root, "instances", "inst-1")
+	for _, want := range []string{
+		"job=job1 item=7 inst=inst-1 machine=machine-1 extra=yes",
+		"home=" + work + " pwd=" + work,
+		"path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"to-stderr",
+	} {
+		if !strings.Contains(string(logs), want) {
+			t.Errorf("logs %q lack %q", logs, want)
+		}
+	}
+	if env := os.Getenv("HOME"); env != "" && env != work && strings.Contains(string(logs), "HOME="+env) {
+		t.Errorf("the node's environment leaked into the run")
+	}
+
+	// Exit 0, and a command that does not exist (127, like a shell).
+	ok, err := e.Start(ctx, execSpec(8, "true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es, err := e.Wait(ctx, ok); err != nil || es.Code != 0 {
+		t.Errorf("true: %+v, %v; want code 0", es, err)
+	}
+	missing, err := e.Start(ctx, execSpec(9, "cshare-no-such-command"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es, err := e.Wait(ctx, missing); err != nil || es.Code != 127 {
+		t.Errorf("missing command: %+v, %v; want code 127", es, err)
+	}
+
+	runs, err := e.List(ctx, map[string]string{LabelJob: "job1", LabelItem: "7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 1 || runs[0].ID != id || runs[0].Running || runs[0].ExitCode != 4 ||
+		runs[0].Labels[LabelOrg] != "org1" || runs[0].Labels[LabelMachine] != "machine-1" ||
+		runs[0].StartedAt.IsZero() || runs[0].FinishedAt.Before(runs[0].StartedAt) {
+		t.Errorf("List(item 7) = %+v", runs)
+	}
+	if all, _ := e.List(ctx, nil); len(all) != 3 {
+		t.Errorf("List(nil) = %d runs, want 3", len(all))
+	}
+
+	if _, err := e.Start(ctx, execSpec(1)); !errors.Is(err, ErrInvalidSpec) {
+		t.Errorf("Start without cmd = %v, want ErrInvalidSpec", err)
+	}
+	for _, bad := range []RunID{"nope", "../../etc", ""} {
+		if _, err := e.Wait(ctx, bad); !errors.Is(err, ErrNotFound) {
+			t.Errorf("Wait(%q) = %v, want ErrNotFound", bad, err)
+		}
+	}
+}
+
+func TestExecWorkDirAndMounts(t *testing.T) {
+	root := t.TempDir()
+	e, _ := newTestExec(t, root)
+	stopAll(t, root)
+	ctx := waitCtx(t)
+
+	ds := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ds, "hello.txt"), []byte("dataset-ok\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(t.TempDir(), "w")
+	s := execSpec(1, "sh", "-c", "pwd; cat data/hello.txt")
+	s.WorkDir = work
+	s.Mounts = []Mount{{Source: ds, Target: "/data", ReadOnly: true}}
+	id, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es, err := e.Wait(ctx, id); err != nil || es.Code != 0 {
+		t.Fatalf("Wait = %+v, %v", es, err)
+	}
+	logs, _ := e.Logs(ctx, id)
+	if want := work + "\ndataset-ok\n"; string(logs) != want {
+		t.Errorf("logs = %q, want %q", logs, want)
+	}
+	// A second run of the same instance reuses the directory and the link.
+	id2, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es, err := e.Wait(ctx, id2); err != nil || es.Code != 0 {
+		t.Fatalf("second run: %+v, %v", es, err)
+	}
+}
+
+func TestExecStopKillsProcessGroup(t *testing.T) {
+	root := t.TempDir()
+	e, _ := newTestExec(t, root)
+	stopAll(t, root)
+	ctx := waitCtx(t)
+	work := t.TempDir()
+
+	// The command leaves a grandchild in the background: Stop must kill it too.
+	s := execSpec(1, "sh", "-c", "sleep 60 & echo $! > child.pid; wait")
+	s.WorkDir = work
+	id, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child int
+	eventually(t, 10*time.Second, "child.pid", func() bool {
+		b, err := os.ReadFile(filepath.Join(work, "child.pid"))
+		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && child > 0
+	})
+	if runs, _ := e.List(ctx, nil); len(runs) != 1 || !runs[0].Running {
+		t.Fatalf("List before stop = %+v, want one running run", runs)
+	}
+	start := time.Now()
+	if err := e.Stop(ctx, id, 0); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("Stop(grace 0) took %v", el)
+	}
+	es, err := e.Wait(ctx, id)
+	if err != nil || es.Code != 137 {
+		t.Errorf("Wait after kill = %+v, %v; want code 137", es, err)
+	}
+	eventually(t, 5*time.Second, "the background sleep to die", func() bool { return !pidAlive(child, 0) })
+	if err := e.Stop(ctx, id, 0); err != nil {
+		t.Errorf("Stop(exited) = %v, want nil", err)
+	}
+}
+
+func TestExecStopGrace(t *testing.T) {
+	root := t.TempDir()
+	e, _ := newTestExec(t, root)
+	stopAll(t, root)
+	ctx := waitCtx(t)
+
+	// sleep dies of SIGTERM at once: the wrapper records 143.
+	polite, err := e.Start(ctx, execSpec(1, "sleep", "60"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := e.Stop(ctx, polite, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("Stop of a command that obeys SIGTERM took %v", el)
+	}
+	if es, _ := e.Wait(ctx, polite); es.Code != 143 {
+		t.Errorf("terminated run code = %d, want 143", es.Code)
+	}
+
+	// A command that ignores SIGTERM is killed when the grace has passed.
+	work := t.TempDir()
+	s := execSpec(2, "sh", "-c", `trap "" TERM; touch ready; while :; do sleep 1; done`)
+	s.WorkDir = work
+	stubborn, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "ready", func() bool {
+		_, err := os.Stat(filepath.Join(work, "ready"))
+		return err == nil
+	})
+	start = time.Now()
+	if err := e.Stop(ctx, stubborn, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < 300*time.Millisecond {
+		t.Errorf("Stop returned after %v, before the grace", el)
+	}
+	if es, _ := e.Wait(ctx, stubborn); es.Code != 137 {
+		t.Errorf("killed run code = %d, want 137", es.Code)
+	}
+}
+
+func TestExecRemoveAndStats(t *testing.T) {
+	root := t.TempDir()
+	e, _ := newTestExec(t, root)
+	stopAll(t, root)
+	ctx := waitCtx(t)
+
+	id, err := e.Start(ctx, execSpec(1, "sleep", "60"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Stats(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.MemoryBytes <= 0 || st.CPUPercent < 0 {
+		t.Errorf("Stats of a running sleep = %+v", st)
+	}
+	if err := e.Remove(ctx, id); !errors.Is(err, ErrRunning) {
+		t.Errorf("Remove(running) = %v, want ErrRunning", err)
+	}
+	if err := e.Stop(ctx, id, 0); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := e.Stats(ctx, id); err != nil || st != (Stats{}) {
+		t.Errorf("Stats of an exited run = %+v, %v", st, err)
+	}
+	if err := e.Remove(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "runs", string(id))); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("run dir still there: %v", err)
+	}
+	if _, err := e.Logs(ctx, id); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Logs(removed) = %v, want ErrNotFound", err)
+	}
+	if runs, _ := e.List(ctx, nil); len(runs) != 0 {
+		t.Errorf("List after Remove = %+v", runs)
+	}
+}
+
+// TestExecLimits checks the machine's real cgroup situation: limits are
+// written to a cgroup v2 group, or exactly one warning says they are not.
+func TestExecLimits(t *testing.T) {
+	root := t.TempDir()
+	e, h := newTestExec(t, root)
+	stopAll(t, root)
+	ctx := waitCtx(t)
+
+	s := execSpec(1, "true")
+	s.NanoCPUs, s.MemoryBytes, s.MemoryReservationBytes, s.PidsLimit = 5e8, 64<<20, 32<<20, 50
+	var ids []RunID
+	for i := 0; i < 2; i++ {
+		id, err := e.Start(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		if _, err := e.Wait(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enforced, reason := e.LimitsEnforced()
+	t.Logf("limits enforced: %v (%s)", enforced, reason)
+	warnings := h.count(slog.LevelWarn, "not enforced")
+	if !enforced {
+		if warnings != 1 {
+			t.Errorf("got %d 'not enforced' warnings for two runs, want exactly 1", warnings)
+		}
+		return
+	}
+	if warnings != 0 {
+		t.Errorf("limits are enforced but %d warnings were logged", warnings)
+	}
+	st, err := e.loadState(ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertCgroupFiles(t, st.Cgroup)
+	for _, id := range ids {
+		_ = e.Remove(ctx, id)
+	}
+}
+
+func assertCgroupFiles(t *testing.T, dir string) {
+	t.Helper()
+	for file, want := range map[string]string{
+		"memory.max": "67108864",
+		"memory.low": "33554432",
+		"cpu.max":    "50000 100000",
+		"pids.max":   "50",
+	} {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Errorf("read %s: %v", file, err)
+			continue
+		}
+		if got := strings.TrimSpace(string(b)); got != want {
+			t.Errorf("%s = %q, want %q", file, got, want)
+		}
+	}
+}
+
+// TestExecCgroupWiring runs the cgroup path against a directory of plain
+// files standing in for cgroupfs, so that the limit values and the wrapper
+// joining its group are checked on machines without cgroup v2.
+func TestExecCgroupWiring(t *testing.T) {
+	root := t.TempDir()
+	e, h := newTestExec(t, root)
+	stopAll(t, root)
+	ctx := waitCtx(t)
+	base := t.TempDir()
+	e.cgOnce.Do(func() { e.cgBase, e.cgReason = base, "test tree" })
+
+	s := execSpec(1, "sh", "-c", "echo $$")
+	s.NanoCPUs, s.MemoryBytes, s.MemoryReservationBytes, s.PidsLimit = 5e8, 64<<20, 32<<20, 50
+	id, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es, err := e.Wait(ctx, id); err != nil || es.Code != 0 {
+		t.Fatalf("Wait = %+v, %v", es, err)
+	}
+	dir := filepath.Join(base, string(id))
+	assertCgroupFiles(t, dir)
+	st, _ := e.loadState(id)
+	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if err != nil || strings.TrimSpace(string(procs)) != strconv.Itoa(st.Pid) {
+		t.Errorf("cgroup.procs = %q, %v; want the wrapper's pid %d", procs, err, st.Pid)
+	}
+	if n := h.count(slog.LevelWarn, "not enforced"); n != 0 {
+		t.Errorf("%d warnings with cgroups available", n)
+	}
+	if err := e.Remove(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("cgroup dir survived Remove: %v", err)
+	}
+}
+
+func TestParseProcStat(t *testing.T) {
+	line := "1234 (we ird) name)) S 1 1234 1234 0 -1 4194304 100 0 0 0 7 3 0 0 20 0 1 0 98765 1000000 250 18446744073709551615"
+	ps, err := parseProcStat(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps.state != 'S' || ps.pgrp != 1234 || ps.utime != 7 || ps.stime != 3 || ps.starttime != 98765 || ps.rssPages != 250 {
+		t.Errorf("parseProcStat = %+v", ps)
+	}
+	if _, err := parseProcStat("garbage"); err == nil {
+		t.Error("parseProcStat(garbage) = nil error")
+	}
+}
+
+func TestSafeName(t *testing.T) {
+	if got := safeName("inst-1.a_b"); got != "inst-1.a_b" {
+		t.Errorf("safeName kept-as-is = %q", got)
+	}
+	a, b := safeName("a/b"), safeName("a_b")
+	if a == b || strings.ContainsAny(a, "/") {
+		t.Errorf("safeName(a/b) = %q, safeName(a_b) = %q", a, b)
+	}
+	if got := safeName(".."); got == ".." || strings.Contains(got, "/") {
+		t.Errorf("safeName(..) = %q", got)
+	}
+}
+
+// TestExecAdoptionAfterNodeKill starts runs from a separate "node" process,
+// kills that process with SIGKILL, and checks that a fresh driver over the
+// same root still sees the runs, their exit codes, and can wait for and stop
+// the ones still running.
+func TestExecAdoptionAfterNodeKill(t *testing.T) {
+	if os.Getenv("CSHARE_EXEC_NODE_ROOT") != "" {
+		t.Skip("running as the helper node")
+	}
+	root := t.TempDir()
+	stopAll(t, root)
+	work := t.TempDir()
+
+	node := exec.Command(os.Args[0], "-test.run=^TestExecHelperNode$", "-test.v")
+	node.Env = append(os.Environ(), "CSHARE_EXEC_NODE_ROOT="+root, "CSHARE_EXEC_NODE_WORK="+work)
+	out, err := node.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Stderr = os.Stderr
+	if err := node.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = node.Process.Kill(); _ = node.Wait() })
+
+	ids := map[string]RunID{}
+	sc := bufio.NewScanner(out)
+	for len(ids) < 3 && sc.Scan() {
+		if name, id, ok := strings.Cut(sc.Text(), "="); ok && strings.HasPrefix(name, "RUN_") {
+			ids[strings.TrimPrefix(name, "RUN_")] = RunID(id)
+		}
+	}
+	if len(ids) < 3 {
+		t.Fatalf("helper node reported %v (scan err %v)", ids, sc.Err())
+	}
+	// "done" exits 7 on its own; wait for that before the crash so List must
+	// report a finished run too.
+	e, _ := newTestExec(t, root)
+	eventually(t, 10*time.Second, "run done to exit", func() bool {
+		_, err := os.Stat(filepath.Join(root, "runs", string(ids["done"]), execExitFile))
+		return err == nil
+	})
+	if err := node.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = node.Wait()
+
+	ctx := waitCtx(t)
+	runs, err := e.List(ctx, map[string]string{LabelJob: "job1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[RunID]RunInfo{}
+	for _, r := range runs {
+		byID[r.ID] = r
+	}
+	if r := byID[ids["done"]]; r.Running || r.ExitCode != 7 {
+		t.Errorf("done after crash: %+v, want exited with 7", r)
+	}
+	if r := byID[ids["gated"]]; !r.Running {
+		t.Errorf("gated after crash: %+v, want running", r)
+	}
+	if r := byID[ids["sleeper"]]; !r.Running || r.Labels[LabelItem] != "3" {
+		t.Errorf("sleeper after crash: %+v, want running item 3", r)
+	}
+
+	// The gated run finishes while only the new driver watches.
+	if err := os.WriteFile(filepath.Join(work, "release"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	es, err := e.Wait(ctx, ids["gated"])
+	if err != nil || es.Code != 9 {
+		t.Errorf("Wait(gated) = %+v, %v; want code 9", es, err)
+	}
+	if logs, _ := e.Logs(ctx, ids["gated"]); !strings.Contains(string(logs), "gated-start") {
+		t.Errorf("gated logs = %q", logs)
+	}
+
+	// Stop an adopted run: not our child, so the driver records the exit.
+	if err := e.Stop(ctx, ids["sleeper"], 0); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := e.Wait(ctx, ids["sleeper"]); err != nil || es.Code != 137 {
+		t.Errorf("Wait(sleeper) after Stop = %+v, %v; want 137", es, err)
+	}
+	runs, _ = e.List(ctx, nil)
+	for _, r := range runs {
+		if r.Running {
+			t.Errorf("run %s still running", r.ID)
+		}
+	}
+}
+
+// TestExecHelperNode is the "node" of TestExecAdoptionAfterNodeKill. It
+// starts the runs, prints their IDs and waits to be killed.
+func TestExecHelperNode(t *testing.T) {
+	root := os.Getenv("CSHARE_EXEC_NODE_ROOT")
+	if root == "" {
+		t.Skip("helper for TestExecAdoptionAfterNodeKill")
+	}
+	work := os.Getenv("CSHARE_EXEC_NODE_WORK")
+	e := NewExec(root, slog.New(slog.DiscardHandler))
+	ctx := context.Background()
+	start := func(name string, s Spec) {
+		s.WorkDir = work
+		id, err := e.Start(ctx, s)
+		if err != nil {
+			fmt.Printf("ERR=%v\n", err)
+			os.Exit(1)
+		}
+		fmt.Printf("RUN_%s=%s\n", name, id)
+	}
+	start("done", execSpec(1, "sh", "-c", "exit 7"))
+	start("gated", execSpec(2, "sh", "-c", "echo gated-start; while [ ! -e release ]; do sleep 0.05; done; exit 9"))
+	start("sleeper", execSpec(3, "sleep", "60"))
+	_ = os.Stdout.Sync()
+	time.Sleep(time.Minute) // killed by the parent test long before
+}
