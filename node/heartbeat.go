@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/cshare/cshare/ledger"
@@ -60,6 +61,15 @@ func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
 	}
 	prev, _, had := n.live.Last(id)
 	n.live.Observe(hb, time.Now())
+	n.rememberPeer(hb.Machine, hb.Addrs)
+	if id != n.id && len(hb.Addrs) > 0 && n.host.LibP2P().Network().Connectedness(id) != network.Connected {
+		// Full mesh within the org: dial machines we learn about from gossip.
+		go func() {
+			ctx, c := context.WithTimeout(n.ctx, 10*time.Second)
+			defer c()
+			_ = n.host.Connect(ctx, hb.Addrs)
+		}()
+	}
 	n.metrics.heartbeats.Inc()
 	// A change in what a machine runs or its liveness can change the plan.
 	if !had || prev.PlanHash != hb.PlanHash || !reflect.DeepEqual(prev.Instances, hb.Instances) {

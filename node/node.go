@@ -80,6 +80,9 @@ type Node struct {
 
 	writeMu sync.Mutex // serialises local writes so each names the latest heads
 
+	peersMu sync.Mutex
+	known   map[string][]string // machine ID -> last known addresses
+
 	apiSrv  *http.Server
 	apiAddr string
 	token   string
@@ -191,6 +194,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 			return nil, err
 		}
 	}
+	n.dialKnownPeers()
 	if err := n.serveAPI(); err != nil {
 		return nil, err
 	}

@@ -340,6 +340,7 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 	for _, a := range tok.Addrs {
 		if id, err := peerOf(a); err == nil && id != n.id {
 			peers = append(peers, id)
+			n.rememberPeer(id.String(), []string{a})
 		}
 	}
 	var synced peer.ID

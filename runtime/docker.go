@@ -146,6 +146,7 @@ func intPtr(v int) *int         { return &v }
 func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
 func isConflict(err error) bool { return cerrdefs.IsConflict(err) }
 func idShort(id RunID) string   { return truncate(string(id), 12) }
+
 func truncate(s string, n int) string {
 	if len(s) > n {
 		return s[:n]

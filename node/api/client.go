@@ -212,7 +212,9 @@ func (c *Client) SubmitJob(ctx context.Context, req JobSubmit) (JobInfo, error) 
 }
 
 // Jobs lists jobs.
-func (c *Client) Jobs(ctx context.Context) ([]JobInfo, error) { return get[[]JobInfo](c, ctx, "/v1/jobs") }
+func (c *Client) Jobs(ctx context.Context) ([]JobInfo, error) {
+	return get[[]JobInfo](c, ctx, "/v1/jobs")
+}
 
 // Job shows a job.
 func (c *Client) Job(ctx context.Context, id string) (JobInfo, error) {

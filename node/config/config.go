@@ -85,7 +85,7 @@ func (f File) Heartbeat() time.Duration {
 type Error struct {
 	File string // path given to Load; "" from Parse
 	Line int    // 1-based; 0 when unknown
-	Key  string // full key path, e.g. "resources.gpus[0].device"; "" for syntax errors
+	Key  string // full key path, e.g. "resources.gpus[0].device"; "" for syntax and top-level errors
 	Msg  string // one line, without location
 }
 
@@ -267,9 +267,9 @@ func kindName(n *yaml.Node) string {
 	}
 	switch n.ShortTag() {
 	case "!!str":
-		return show(n) + ", a string,"
+		return show(n) + " (a string)"
 	case "!!bool":
-		return show(n) + ", a boolean,"
+		return show(n) + " (a boolean)"
 	}
 	return show(n)
 }
@@ -291,11 +291,12 @@ func (p *parser) mapping(n *yaml.Node, path string, allowed ...string) ([]entry,
 		return nil, nil
 	}
 	if n.Kind != yaml.MappingNode {
-		what := path
-		if what == "" {
-			what = "the top level"
+		if path == "" {
+			e := p.errf(n, "the top level", "is %s; expected a mapping with keys %s", kindName(n), strings.Join(allowed, ", "))
+			e.Key = ""
+			return nil, e
 		}
-		return nil, p.errf(n, what, "is %s; expected a mapping with keys %s", kindName(n), strings.Join(allowed, ", "))
+		return nil, p.errf(n, path, "is %s; expected a mapping with keys %s", kindName(n), strings.Join(allowed, ", "))
 	}
 	var out []entry
 	seen := map[string]int{}
