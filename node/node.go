@@ -143,7 +143,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 	limits, err := cfg.Limits(hwinfo)
 	if err != nil {
-		return nil, fmt.Errorf("node: %s: %w", orDefault(opts.ConfigPath, "config"), err)
+		return nil, err
 	}
 	interval := opts.HeartbeatInterval
 	if interval == 0 {
@@ -205,13 +205,6 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	ok = true
 	log.Info("node started", "id", n.id.String(), "api", n.apiAddr, "org", n.orgID(), "data_dir", opts.DataDir)
 	return n, nil
-}
-
-func orDefault(s, d string) string {
-	if s == "" {
-		return d
-	}
-	return s
 }
 
 // ID is the node's peer ID (its machine ID).
