@@ -138,6 +138,9 @@ func (n *Node) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInfo, e
 	if err := ledger.ValidateJobSpec(spec); err != nil {
 		return api.JobInfo{}, badReq(err)
 	}
+	if spec.Driver == "docker" && spec.MemoryMB > 0 && spec.MemoryMB < 6 {
+		return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "memory: %s is below Docker's 6MiB minimum for a container", req.Memory)
+	}
 	if spec.GPUs > maxGPUs {
 		return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "gpus: %d requested, but no machine of this org offers more than %d", spec.GPUs, maxGPUs)
 	}

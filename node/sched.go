@@ -89,11 +89,7 @@ func (n *Node) initRuntime() error {
 		s.noDrv["docker"] = "the docker driver is disabled in node.yaml (runtime: {docker: false})"
 	}
 	if n.cfg.Runtime.ExecEnabled() {
-		e := runtime.NewExec(filepath.Join(n.opts.DataDir, "exec"), n.log)
-		s.drivers["exec"] = e
-		if ok, why := e.LimitsEnforced(); !ok {
-			n.log.Warn("exec driver: memory and CPU limits are not enforced", "why", why)
-		}
+		s.drivers["exec"] = runtime.NewExec(filepath.Join(n.opts.DataDir, "exec"), n.log)
 	} else {
 		s.noDrv["exec"] = "the exec driver is not enabled on this machine: it is not sandboxed; enable it with `runtime: {exec: true}` in node.yaml"
 	}
