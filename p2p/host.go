@@ -58,6 +58,7 @@ type Host struct {
 	key    crypto.PrivKey
 
 	rejected *prometheus.CounterVec
+	ignored  *prometheus.CounterVec
 	accepted *prometheus.CounterVec
 
 	mu     sync.Mutex
@@ -126,7 +127,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		orgs:   make(map[string]*Org),
 		scores: make(map[peer.ID]float64),
 	}
-	h.rejected, h.accepted = newCounters(cfg.Metrics)
+	h.rejected, h.ignored, h.accepted = newCounters(cfg.Metrics)
 
 	ps, err := pubsub.NewGossipSub(hctx, lh,
 		pubsub.WithMessageIdFn(contentID),
@@ -154,10 +155,14 @@ func contentID(m *pb.Message) string {
 	return string(s[:])
 }
 
-func newCounters(reg prometheus.Registerer) (rej, acc *prometheus.CounterVec) {
+func newCounters(reg prometheus.Registerer) (rej, ign, acc *prometheus.CounterVec) {
 	rej = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cshare_gossip_rejected_total",
-		Help: "Gossip messages rejected by cshare validators, by topic kind and reason.",
+		Help: "Gossip messages rejected by cshare validators (the forwarder's peer score is lowered), by topic kind and reason.",
+	}, []string{"topic", "reason"})
+	ign = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cshare_gossip_ignored_total",
+		Help: "Gossip messages dropped without penalty by cshare validators, by topic kind and reason.",
 	}, []string{"topic", "reason"})
 	acc = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cshare_gossip_accepted_total",
@@ -165,9 +170,10 @@ func newCounters(reg prometheus.Registerer) (rej, acc *prometheus.CounterVec) {
 	}, []string{"topic"})
 	if reg != nil {
 		rej = registerOrExisting(reg, rej)
+		ign = registerOrExisting(reg, ign)
 		acc = registerOrExisting(reg, acc)
 	}
-	return rej, acc
+	return rej, ign, acc
 }
 
 func registerOrExisting(reg prometheus.Registerer, c *prometheus.CounterVec) *prometheus.CounterVec {

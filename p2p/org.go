@@ -38,8 +38,20 @@ const (
 	ReasonFromMismatch = "from_mismatch" // libp2p From != heartbeat Machine
 	ReasonNotApproved  = "not_approved"  // heartbeat from a machine that is not approved
 	ReasonNotMachine   = "not_machine"   // heads from a peer that is not a machine of the org
-	ReasonReplay       = "replay"        // heartbeat Seq <= last accepted from that machine
+	ReasonReplay       = "replay"        // heartbeat Seq == last accepted, or older than it by more than ReorderWindow
 )
+
+// Reasons for ignoring (cshare_gossip_ignored_total): no penalty, not delivered.
+const (
+	IgnoreReordered = "reordered" // heartbeat Seq a little below the last accepted: overtaken on another path
+	IgnoreStale     = "stale"     // heads Seq not above the last accepted from that sender
+)
+
+// ReorderWindow: a heartbeat whose Seq is below the last accepted one from
+// its machine by less than this (Seq counts unix nanoseconds) is taken to be
+// overtaken by its successor (another mesh path, or parallel validation) and
+// ignored without penalty; one older than that is a replay and rejected.
+const ReorderWindow = 5 * time.Second
 
 // BeatMinGap is the least time between two beats triggered by peers joining
 // the heartbeat topic (see SetBeat).
@@ -90,6 +102,7 @@ type Org struct {
 	beatTimer *time.Timer
 	lastBeat  time.Time
 	rejected  map[string]uint64
+	ignored   map[string]uint64
 	cache     map[string]cachedHB // latest accepted heartbeat per machine
 	closed    bool
 
@@ -130,6 +143,7 @@ func (h *Host) JoinOrg(org string, m Membership) (*Org, error) {
 		h: h, name: org, m: m, ctx: ctx, cancel: cancel,
 		ledgerName: TopicLedger(org), hbName: TopicHeartbeat(org),
 		rejected:  make(map[string]uint64),
+		ignored:   make(map[string]uint64),
 		cache:     make(map[string]cachedHB),
 		hbSeq:     make(map[string]uint64),
 		ledgerSeq: make(map[peer.ID]uint64),
@@ -261,6 +275,18 @@ func (o *Org) Rejected() map[string]uint64 {
 	return out
 }
 
+// Ignored returns the number of messages ignored (dropped without penalty)
+// by "<kind>/<reason>", e.g. "ledger/stale".
+func (o *Org) Ignored() map[string]uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[string]uint64, len(o.ignored))
+	for k, v := range o.ignored {
+		out[k] = v
+	}
+	return out
+}
+
 // PublishHeads announces ledger heads on /cshare/<org>/ledger. payload is
 // opaque here (the sync layer encodes it) and at most MaxPayloadSize bytes.
 // Every call is a new message, even with an unchanged payload.
@@ -332,6 +358,14 @@ func (o *Org) reject(kind, reason string) pubsub.ValidationResult {
 	return pubsub.ValidationReject
 }
 
+func (o *Org) ignore(kind, reason string) pubsub.ValidationResult {
+	o.h.ignored.WithLabelValues(kind, reason).Inc()
+	o.mu.Lock()
+	o.ignored[kind+"/"+reason]++
+	o.mu.Unlock()
+	return pubsub.ValidationIgnore
+}
+
 func (o *Org) validateHeartbeat(_ context.Context, src peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	self := o.h.ID()
 	from := msg.GetFrom()
@@ -360,8 +394,11 @@ func (o *Org) validateHeartbeat(_ context.Context, src peer.ID, msg *pubsub.Mess
 		return o.reject(KindHeartbeat, ReasonBadSignature)
 	}
 	o.seqMu.Lock()
-	if hb.Seq <= o.hbSeq[hb.Machine] {
+	if last := o.hbSeq[hb.Machine]; hb.Seq <= last {
 		o.seqMu.Unlock()
+		if hb.Seq < last && last-hb.Seq < uint64(ReorderWindow) {
+			return o.ignore(KindHeartbeat, IgnoreReordered)
+		}
 		return o.reject(KindHeartbeat, ReasonReplay)
 	}
 	o.hbSeq[hb.Machine] = hb.Seq
@@ -400,7 +437,7 @@ func (o *Org) validateHeads(_ context.Context, src peer.ID, msg *pubsub.Message)
 	o.seqMu.Lock()
 	if hm.Seq <= o.ledgerSeq[from] {
 		o.seqMu.Unlock()
-		return pubsub.ValidationIgnore
+		return o.ignore(KindLedger, IgnoreStale)
 	}
 	o.ledgerSeq[from] = hm.Seq
 	o.seqMu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"hash"
 	"io"
 	"text/tabwriter"
 )
@@ -21,39 +22,56 @@ func (p *planner) result() Result {
 		}
 	}
 	res := Result{
-		Instances: make([]Instance, 0, nInst),
+		Instances: make([]Instance, nInst),
 		Preempt:   make([]Preemption, 0, nPre),
 		Jobs:      make([]JobSummary, len(p.jobs)),
+	}
+	ids := make([]string, len(p.jobs))
+	for r := range p.jobs {
+		ids[r] = in.Jobs[p.jobs[r].in].ID
 	}
 	mode := PolicyAggressive
 	if p.policy == polPassive {
 		mode = PolicyPassive
 	}
+	kinds := [3]string{"", KindPrimary, KindSecondary}
+	tags := [3]byte{0, 'p', 's'}
+	var e planEncoder
+	e.begin('I', nInst)
 	preempted := make([]int32, len(p.jobs))
+	k := 0
 	for r := range p.mach {
 		m := &p.mach[r]
 		mid := in.Machines[m.in].ID
+		first := true
 		for s := int32(0); s < m.slots; s++ {
 			g := m.off + s
-			if jr := p.slotJob[g]; jr != 0 {
-				kind := KindSecondary
-				if p.slotKind[g] == kPrimary {
-					kind = KindPrimary
+			jr := p.slotJob[g]
+			if jr != 0 {
+				x := &res.Instances[k]
+				k++
+				x.Job, x.Machine, x.Slot, x.Kind = ids[jr-1], mid, int(s), kinds[p.slotKind[g]]
+				if first {
+					e.machine(mid)
+					first = false
 				}
-				res.Instances = append(res.Instances, Instance{Job: in.Jobs[p.jobs[jr-1].in].ID, Machine: mid, Slot: int(s), Kind: kind})
+				e.entry(tags[p.slotKind[g]], int(s), x.Job)
 			}
-			if p.slotFlag[g]&fPreempted != 0 && p.slotJob[g] != p.slotRun[g] {
+			if p.slotFlag[g]&fPreempted != 0 && jr != p.slotRun[g] {
 				vr := p.slotRun[g] - 1
 				preempted[vr]++
-				res.Preempt = append(res.Preempt, Preemption{Job: in.Jobs[p.jobs[vr].in].ID, Machine: mid, Slot: int(s), Mode: mode})
+				res.Preempt = append(res.Preempt, Preemption{Job: ids[vr], Machine: mid, Slot: int(s), Mode: mode})
 			}
 		}
 	}
+	e.begin('P', len(res.Preempt))
+	e.preemptions(res.Preempt)
+	res.Hash = e.sum()
 	everFits := make([]int8, p.nShapes) // 0 unknown, 1 yes, -1 no
 	for r := range p.jobs {
 		j := &p.jobs[r]
 		sum := &res.Jobs[r]
-		sum.ID = in.Jobs[j.in].ID
+		sum.ID = ids[r]
 		sum.Primaries, sum.Secondaries = j.P, j.S
 		sum.Wanted = j.wanted
 		sum.Preempted = int(preempted[r])
@@ -74,7 +92,6 @@ func (p *planner) result() Result {
 			sum.Reason = ReasonNoMachine
 		}
 	}
-	res.Hash = hashResult(res.Instances, res.Preempt)
 	return res
 }
 
@@ -98,77 +115,87 @@ func (p *planner) everFits(j *jobState, memo []int8) bool {
 const hashDomain = "cshare/smartshare/plan/v1\n"
 
 // hashResult is the hex SHA-256 of the canonical encoding of a plan's
-// instances and preemptions (both sorted by machine ID, then slot):
+// instances and preemptions, both sorted by machine ID, then slot:
 //
 //	"cshare/smartshare/plan/v1\n"
-//	'I' uvarint(#instances)
-//	  per run of instances on one machine:
-//	    str(machine) uvarint(#in run)
-//	    per instance: uvarint(slot) str(job) kind ('p' primary, 's' secondary)
-//	'P' uvarint(#preemptions)
-//	  per run of preemptions on one machine:
-//	    str(machine) uvarint(#in run)
-//	    per preemption: uvarint(slot) str(job) mode ('a' aggressive, 'p' passive)
+//	'I' uvarint(number of instances)
+//	  per instance: ['M' str(machine), when the machine differs from the
+//	  previous instance's] kind ('p' primary, 's' secondary) uvarint(slot) str(job)
+//	'P' uvarint(number of preemptions)
+//	  per preemption: ['M' str(machine), likewise] mode ('a' aggressive,
+//	  'p' passive) uvarint(slot) str(job)
 //
 // where str(s) is uvarint(len(s)) followed by the bytes of s, and uvarint
 // is encoding/binary's unsigned varint. The encoding is fixed: changing it
-// changes every hash, so it needs a new domain string.
+// changes every hash, so it needs a new domain string. Plan computes the
+// same bytes while it builds the Result.
 func hashResult(insts []Instance, pre []Preemption) string {
-	h := sha256.New()
-	buf := make([]byte, 0, 16<<10)
-	flush := func() {
-		if len(buf) > 15<<10 {
-			h.Write(buf)
-			buf = buf[:0]
+	var e planEncoder
+	e.begin('I', len(insts))
+	for i := range insts {
+		x := &insts[i]
+		if i == 0 || insts[i-1].Machine != x.Machine {
+			e.machine(x.Machine)
 		}
+		tag := byte('s')
+		if x.Kind == KindPrimary {
+			tag = 'p'
+		}
+		e.entry(tag, x.Slot, x.Job)
 	}
-	buf = append(buf, hashDomain...)
-	buf = append(buf, 'I')
-	buf = binary.AppendUvarint(buf, uint64(len(insts)))
-	for i := 0; i < len(insts); {
-		m := insts[i].Machine
-		k := i
-		for k < len(insts) && insts[k].Machine == m {
-			k++
-		}
-		buf = appendStr(buf, m)
-		buf = binary.AppendUvarint(buf, uint64(k-i))
-		for ; i < k; i++ {
-			x := &insts[i]
-			buf = binary.AppendUvarint(buf, uint64(x.Slot))
-			buf = appendStr(buf, x.Job)
-			if x.Kind == KindPrimary {
-				buf = append(buf, 'p')
-			} else {
-				buf = append(buf, 's')
-			}
-			flush()
-		}
+	e.begin('P', len(pre))
+	e.preemptions(pre)
+	return e.sum()
+}
+
+// planEncoder streams the canonical encoding into SHA-256.
+type planEncoder struct {
+	h   hash.Hash
+	buf []byte
+}
+
+func (e *planEncoder) begin(section byte, n int) {
+	if e.h == nil {
+		e.h = sha256.New()
+		e.buf = make([]byte, 0, 32<<10)
+		e.buf = append(e.buf, hashDomain...)
 	}
-	buf = append(buf, 'P')
-	buf = binary.AppendUvarint(buf, uint64(len(pre)))
-	for i := 0; i < len(pre); {
-		m := pre[i].Machine
-		k := i
-		for k < len(pre) && pre[k].Machine == m {
-			k++
-		}
-		buf = appendStr(buf, m)
-		buf = binary.AppendUvarint(buf, uint64(k-i))
-		for ; i < k; i++ {
-			x := &pre[i]
-			buf = binary.AppendUvarint(buf, uint64(x.Slot))
-			buf = appendStr(buf, x.Job)
-			if x.Mode == PolicyPassive {
-				buf = append(buf, 'p')
-			} else {
-				buf = append(buf, 'a')
-			}
-			flush()
-		}
+	e.buf = append(e.buf, section)
+	e.buf = binary.AppendUvarint(e.buf, uint64(n))
+}
+
+func (e *planEncoder) machine(id string) {
+	e.buf = append(e.buf, 'M')
+	e.buf = appendStr(e.buf, id)
+}
+
+func (e *planEncoder) entry(tag byte, slot int, job string) {
+	e.buf = append(e.buf, tag)
+	e.buf = binary.AppendUvarint(e.buf, uint64(slot))
+	e.buf = appendStr(e.buf, job)
+	if len(e.buf) >= 31<<10 {
+		e.h.Write(e.buf)
+		e.buf = e.buf[:0]
 	}
-	h.Write(buf)
-	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (e *planEncoder) preemptions(pre []Preemption) {
+	for i := range pre {
+		x := &pre[i]
+		if i == 0 || pre[i-1].Machine != x.Machine {
+			e.machine(x.Machine)
+		}
+		tag := byte('a')
+		if x.Mode == PolicyPassive {
+			tag = 'p'
+		}
+		e.entry(tag, x.Slot, x.Job)
+	}
+}
+
+func (e *planEncoder) sum() string {
+	e.h.Write(e.buf)
+	return hex.EncodeToString(e.h.Sum(nil))
 }
 
 func appendStr(b []byte, s string) []byte {

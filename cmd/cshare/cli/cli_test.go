@@ -559,7 +559,9 @@ func TestNodeRun(t *testing.T) {
 		t.Errorf("default options %+v", got)
 	}
 
-	runNode = func(ctx context.Context, o runOptions) error { return errors.New("node: config: resources.cpu_limit: 120 is outside 1..100") }
+	runNode = func(ctx context.Context, o runOptions) error {
+		return errors.New("node: config: resources.cpu_limit: 120 is outside 1..100")
+	}
 	oneErrorLine(t, runCLI("node", "run", "--data-dir", dir), 1, "resources.cpu_limit")
 }
 
@@ -591,9 +593,6 @@ func TestNodeStop(t *testing.T) {
 }
 
 func TestSmartsharePlan(t *testing.T) {
-	if stubbed {
-		t.Skip("built with cshare_stubs: smartshare is a stand-in")
-	}
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
 	writeFile(t, bad, `{"config": {"mode": "sometimes"}, "machines": [{"id": "m1", "slots": 4}], "jobs": [], "instances": []}`)

@@ -1,5 +1,3 @@
-//go:build !cshare_stubs
-
 package cli
 
 import (
@@ -29,6 +27,3 @@ var (
 	// agentVersion is the version of this binary.
 	agentVersion = node.Version
 )
-
-// stubbed says whether node and smartshare are stand-ins (tests skip).
-const stubbed = false

@@ -268,8 +268,12 @@ SmartShare adds secondary ones up to --max-cpus.
 			if maxc == "" {
 				maxc = "org default"
 			}
-			fmt.Fprintf(a.stdout, "submitted %s: %d items (%s), priority %d, cpus %d, max_cpus %s\n",
-				what, items, req.Range, req.Priority, req.CPUs, maxc)
+			plural := "s"
+			if items == 1 {
+				plural = ""
+			}
+			fmt.Fprintf(a.stdout, "submitted %s: %d item%s (%s), priority %d, cpus %d, max_cpus %s\n",
+				what, items, plural, req.Range, req.Priority, req.CPUs, maxc)
 			fmt.Fprintf(a.stdout, "follow it with: cshare job show %s\n", short(j.ID))
 			_, err = fmt.Fprintln(a.stdout, j.ID)
 			return err

@@ -32,7 +32,7 @@ on stderr and exit code 2. No node is needed.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&input, "input", "", "the scenario JSON file (required)")
+	c.Flags().StringVar(&input, "input", "", "the scenario JSON file, or - for standard input (required)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
 	return c
 }

@@ -1,0 +1,149 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Three node processes form an org through the CLI and converge.
+func TestThreeProcessesCLI(t *testing.T) {
+	ps := mesh(t, 3)
+	eventually(t, 20*time.Second, "one state_hash on all nodes", func() bool {
+		var a, b, c orgInfo
+		ps[0].json(&a, "org", "show")
+		ps[1].json(&b, "org", "show")
+		ps[2].json(&c, "org", "show")
+		return a.StateHash == b.StateHash && b.StateHash == c.StateHash && a.Entries == c.Entries
+	})
+
+	// A member cannot approve: one line on stderr, non-zero exit.
+	_, errs, code := ps[1].cli("machine", "approve", "nobody")
+	if code == 0 || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+		t.Fatalf("member approve: exit %d, stderr %q", code, errs)
+	}
+	// A member cannot invite.
+	if _, errs, code := ps[1].cli("org", "invite"); code == 0 || !strings.Contains(errs, "admin") {
+		t.Fatalf("member invite: exit %d, stderr %q", code, errs)
+	}
+
+	// Bad org keys are refused with one line.
+	extra := startNode(t, "extra")
+	for _, bad := range []string{"garbage", "cshare1AAAA", "cshare1" + strings.Repeat("x", 50)} {
+		_, errs, code := extra.cli("node", "join", "--org-key", bad)
+		if code == 0 || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "org key") {
+			t.Fatalf("join with %q: exit %d, stderr %q", bad, code, errs)
+		}
+	}
+	// An invite with one use admits one machine, approved, with its role.
+	code1 := lastLine(ps[0].must("org", "invite", "--role", "admin", "--uses", "1"))
+	extra.must("node", "join", "--org-key", code1)
+	var st status
+	extra.json(&st, "node", "status")
+	var ms []machine
+	eventually(t, 20*time.Second, "invited machine approved on node 1", func() bool {
+		ps[0].json(&ms, "machine", "ls")
+		for _, m := range ms {
+			if m.ID == st.ID {
+				return m.Status == "available" || m.Status == "busy"
+			}
+		}
+		return false
+	})
+	var members []struct{ ID, Role string }
+	ps[0].json(&members, "member", "ls")
+	found := false
+	for _, m := range members {
+		if m.ID == st.ID {
+			found = m.Role == "admin"
+		}
+	}
+	if !found {
+		t.Fatalf("invited member is not an admin: %+v", members)
+	}
+	// The used-up invite is refused for the next machine.
+	another := startNode(t, "another")
+	if _, errs, code := another.cli("node", "join", "--org-key", code1); code == 0 || !strings.Contains(errs, "used up") {
+		t.Fatalf("second use of a one-use invite: exit %d, stderr %q", code, errs)
+	}
+	// The org key rotated: the old one is refused.
+	oldKey := lastLine(ps[0].must("org", "key"))
+	ps[0].must("org", "key", "--rotate")
+	if _, errs, code := another.cli("node", "join", "--org-key", oldKey); code == 0 || !strings.Contains(errs, "rotated") {
+		t.Fatalf("join with a rotated key: exit %d, stderr %q", code, errs)
+	}
+	newKey := lastLine(ps[0].must("org", "key"))
+	another.must("node", "join", "--org-key", newKey)
+}
+
+// A node killed with SIGKILL while Docker instances run restarts, adopts its
+// containers (no second copy) and records their results.
+func TestKill9AdoptsDockerInstances(t *testing.T) {
+	dockerAvailable(t)
+	p := startNode(t, "solo")
+	p.must("org", "create", "--name", "adopt")
+	out := p.must("job", "submit", "--cpus", "2", "--max-cpus", "2", "--range", "1-4", "--", "sh", "-c", "sleep 2; echo item $CSHARE_ITEM")
+	id := lastLine(out)
+	running := func() int {
+		ps, _ := exec.Command("docker", "ps", "-q", "--filter", "label=cshare.job="+id).Output()
+		return len(strings.Fields(string(ps)))
+	}
+	eventually(t, 30*time.Second, "two containers running", func() bool { return running() == 2 })
+	p.kill9()
+	// Its containers keep running without the node.
+	if n := running(); n == 0 {
+		t.Fatalf("no container of job %s survived the node's death", id)
+	}
+	p.start()
+	eventually(t, 60*time.Second, "job done after restart", func() bool {
+		var j job
+		p.json(&j, "job", "show", id)
+		return j.State == "done"
+	})
+	var items []item
+	p.json(&items, "job", "items", id)
+	for _, it := range items {
+		if it.Status != "done" || it.Attempts != 1 {
+			t.Fatalf("item %d: status %s after %d attempts (want done after exactly 1)", it.Item, it.Status, it.Attempts)
+		}
+	}
+	for i := 1; i <= 4; i++ {
+		out := p.must("job", "logs", id, "--item", strconv.Itoa(i))
+		if !strings.Contains(out, "item "+strconv.Itoa(i)) {
+			t.Fatalf("logs of item %d: %q", i, out)
+		}
+	}
+	left, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=cshare.job="+id).Output()
+	if len(strings.Fields(string(left))) != 0 {
+		t.Fatalf("containers of the finished job were not removed: %s", left)
+	}
+}
+
+// Three node processes with the Docker driver run one job across the mesh.
+func TestThreeNodesDockerJob(t *testing.T) {
+	dockerAvailable(t)
+	ps := mesh(t, 3)
+	id := lastLine(ps[1].must("job", "submit", "--cpus", "2", "--max-cpus", "6", "--range", "1-12", "--", "sh", "-c", "echo $CSHARE_ITEM; sleep 0.5"))
+	machines := map[string]bool{}
+	eventually(t, 90*time.Second, "job done", func() bool {
+		var j job
+		ps[2].json(&j, "job", "show", id)
+		return j.State == "done"
+	})
+	var items []item
+	ps[0].json(&items, "job", "items", id)
+	for _, it := range items {
+		if it.Status != "done" {
+			t.Fatalf("item %d is %s", it.Item, it.Status)
+		}
+		machines[it.Machine] = true
+	}
+	if len(machines) < 2 {
+		t.Fatalf("the job ran on %d machine(s); want it spread over the mesh", len(machines))
+	}
+	b, _ := json.Marshal(items)
+	t.Logf("items: %s", b)
+}
