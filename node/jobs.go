@@ -243,7 +243,7 @@ func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
 		if _, _, online := n.liveness(seen.Heartbeat.Machine, now); !online {
 			continue
 		}
-		for _, ri := range seen.Heartbeat.Instances {
+		for _, ri := range activeInstances(seen.Heartbeat) {
 			if ri.Job == j.ID {
 				running[key{seen.Heartbeat.Machine, int(ri.Slot)}] = ri.Item
 			}

@@ -53,7 +53,7 @@ func (n *Node) machineStatus(id string, now time.Time) string {
 	if !online {
 		return StatusOffline
 	}
-	if len(hb.Instances) > 0 {
+	if len(activeInstances(hb)) > 0 {
 		return StatusBusy
 	}
 	return StatusAvailable
@@ -95,7 +95,7 @@ func (n *Node) machineInfo(st *ledger.State, m *ledger.Machine, now time.Time) a
 		}
 		mi.Free = &api.Resources{Cores: hb.Free.Cores, MemoryMB: hb.Free.MemoryMB, DiskMB: hb.Free.DiskMB, GPUs: hb.Free.GPUs, Slots: hb.Free.Slots}
 		jobs := map[string]bool{}
-		for _, in := range hb.Instances {
+		for _, in := range activeInstances(hb) {
 			jobs[in.Job] = true
 		}
 		mi.RunningJobs = len(jobs)

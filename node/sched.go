@@ -460,9 +460,13 @@ func (s *scheduler) record(in *instance, item int64, r ledger.ItemResult) {
 // flush writes one job.results entry per job with everything finished since
 // the last flush: the ledger grows by batches, not by items.
 func (s *scheduler) flush(ctx context.Context) {
+	// Results stay in s.results (and so count as leased for dispatch) until
+	// their entry is in the ledger; only then are they dropped here.
 	s.mu.Lock()
-	pending := s.results
-	s.results = map[string][]ledger.ItemResult{}
+	pending := make(map[string][]ledger.ItemResult, len(s.results))
+	for id, rs := range s.results {
+		pending[id] = rs
+	}
 	s.mu.Unlock()
 	ids := make([]string, 0, len(pending))
 	for id := range pending {
@@ -478,6 +482,12 @@ func (s *scheduler) flush(ctx context.Context) {
 			}
 			rs = rs[k:]
 		}
+		s.mu.Lock()
+		s.results[id] = s.results[id][len(pending[id]):]
+		if len(s.results[id]) == 0 {
+			delete(s.results, id)
+		}
+		s.mu.Unlock()
 	}
 }
 
@@ -710,7 +720,34 @@ func (n *Node) resourceReport() (total, free p2p.Resources, running []p2p.Runnin
 		}
 		free.GPUs -= int64(len(in.gpus))
 	}
+	// Finished items not yet in the ledger stay leased (slot -1), so no other
+	// machine picks them up in the meantime.
+	jobIDs := make([]string, 0, len(s.results))
+	for id := range s.results {
+		jobIDs = append(jobIDs, id)
+	}
+	sort.Strings(jobIDs)
+	for _, id := range jobIDs {
+		for _, r := range s.results[id] {
+			running = append(running, p2p.RunningInstance{Job: id, Slot: -1, Kind: kindFinished, Item: r.Item, Instance: r.Instance})
+		}
+	}
 	return total, free, running, s.plan.Hash
+}
+
+// kindFinished marks a heartbeat lease on an item that finished here and
+// whose result is on its way into the ledger.
+const kindFinished = "finished"
+
+// activeInstances drops finished-item leases from a heartbeat's list.
+func activeInstances(hb p2p.Heartbeat) []p2p.RunningInstance {
+	var out []p2p.RunningInstance
+	for _, ri := range hb.Instances {
+		if ri.Kind != kindFinished {
+			out = append(out, ri)
+		}
+	}
+	return out
 }
 
 func (n *Node) runningJobs() int {

@@ -165,10 +165,10 @@ func (h *Host) JoinOrg(org string, m Membership) (*Org, error) {
 func (o *Org) join() error {
 	ps := o.h.ps
 	var err error
-	if err = ps.RegisterTopicValidator(o.ledgerName, pubsub.ValidatorEx(o.validateHeads)); err != nil {
+	if err = ps.RegisterTopicValidator(o.ledgerName, pubsub.ValidatorEx(o.validateHeads), pubsub.WithValidatorInline(true)); err != nil {
 		return err
 	}
-	if err = ps.RegisterTopicValidator(o.hbName, pubsub.ValidatorEx(o.validateHeartbeat)); err != nil {
+	if err = ps.RegisterTopicValidator(o.hbName, pubsub.ValidatorEx(o.validateHeartbeat), pubsub.WithValidatorInline(true)); err != nil {
 		return err
 	}
 	if o.ledgerTopic, err = ps.Join(o.ledgerName); err != nil {

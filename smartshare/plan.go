@@ -198,19 +198,36 @@ func (p *planner) init() {
 
 	// Jobs in rank order: priority, submission, ID (then the rest, so that
 	// invalid duplicates still sort deterministically).
+	// The key packs priority and submission time into one integer when the
+	// submission times allow it (they span less than 2^49).
 	type jkey struct {
-		prio int
-		sub  int64
-		idx  int32
+		k   uint64
+		sub int64
+		idx int32
 	}
 	keys := make([]jkey, len(in.Jobs))
+	minSub, maxSub := int64(0), int64(0)
+	for i := range in.Jobs {
+		s := in.Jobs[i].Submitted
+		if i == 0 || s < minSub {
+			minSub = s
+		}
+		if i == 0 || s > maxSub {
+			maxSub = s
+		}
+	}
+	packed := len(in.Jobs) > 0 && uint64(maxSub)-uint64(minSub) < 1<<49
 	for i := range in.Jobs {
 		j := &in.Jobs[i]
-		keys[i] = jkey{effPriority(j.Priority), j.Submitted, int32(i)}
+		k := uint64(effPriority(j.Priority))
+		if packed {
+			k = k<<49 | (uint64(j.Submitted) - uint64(minSub))
+		}
+		keys[i] = jkey{k, j.Submitted, int32(i)}
 	}
 	slices.SortFunc(keys, func(a, b jkey) int {
-		if a.prio != b.prio {
-			return cmp.Compare(a.prio, b.prio)
+		if a.k != b.k {
+			return cmp.Compare(a.k, b.k)
 		}
 		if a.sub != b.sub {
 			return cmp.Compare(a.sub, b.sub)
@@ -349,14 +366,8 @@ func (p *planner) keep() {
 		return
 	}
 
-	mIdx := make(map[string]int32, len(p.mach))
-	for r := len(p.mach) - 1; r >= 0; r-- { // first in ID order wins
-		mIdx[in.Machines[p.mach[r].in].ID] = int32(r)
-	}
-	jIdx := make(map[string]int32, len(p.jobs))
-	for r := len(p.jobs) - 1; r >= 0; r-- {
-		jIdx[in.Jobs[p.jobs[r].in].ID] = int32(r)
-	}
+	mIdx := newIDIndex(len(p.mach), func(r int32) string { return in.Machines[p.mach[r].in].ID })
+	jIdx := newIDIndex(len(p.jobs), func(r int32) string { return in.Jobs[p.jobs[r].in].ID })
 
 	// Place every running instance of a known job in its slot (slotRun is
 	// the candidate here; conflicts on a slot, only possible in invalid
@@ -367,8 +378,8 @@ func (p *planner) keep() {
 		x := &in.Instances[i]
 		mr := lastR
 		if x.Machine != lastM || mr < 0 {
-			v, ok := mIdx[x.Machine]
-			if !ok {
+			v := mIdx.get(x.Machine)
+			if v < 0 {
 				continue
 			}
 			lastM, lastR, mr = x.Machine, v, v
@@ -379,8 +390,8 @@ func (p *planner) keep() {
 		}
 		jr := lastJR
 		if x.Job != lastJ || jr < 0 {
-			v, ok := jIdx[x.Job]
-			if !ok {
+			v := jIdx.get(x.Job)
+			if v < 0 {
 				continue
 			}
 			lastJ, lastJR, jr = x.Job, v, v

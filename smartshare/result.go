@@ -170,13 +170,20 @@ func (e *planEncoder) machine(id string) {
 }
 
 func (e *planEncoder) entry(tag byte, slot int, job string) {
-	e.buf = append(e.buf, tag)
-	e.buf = binary.AppendUvarint(e.buf, uint64(slot))
-	e.buf = appendStr(e.buf, job)
-	if len(e.buf) >= 31<<10 {
-		e.h.Write(e.buf)
-		e.buf = e.buf[:0]
+	b := e.buf
+	if slot < 0x80 && len(job) < 0x80 {
+		b = append(b, tag, byte(slot), byte(len(job)))
+	} else {
+		b = append(b, tag)
+		b = binary.AppendUvarint(b, uint64(slot))
+		b = binary.AppendUvarint(b, uint64(len(job)))
 	}
+	b = append(b, job...)
+	if len(b) >= 31<<10 {
+		e.h.Write(b)
+		b = b[:0]
+	}
+	e.buf = b
 }
 
 func (e *planEncoder) preemptions(pre []Preemption) {
