@@ -157,9 +157,14 @@ func TestDecodeRefusesNonCanonical(t *testing.T) {
 	nonMinimal.Clock = cbor.RawMessage{0x1a, 0, 0, 0, byte(e.Clock)} // uint32 form of a small int
 	extra := base
 	extra.Extra = "x"
-	// An indefinite-length payload map: same map, other bytes.
-	indef := base
-	indef.Payload = append(append([]byte{0xbf}, e.Payload[1:]...), 0xff)
+	// splice replaces the payload inside the entry's bytes (the encoder
+	// refuses to write malformed or indefinite-length CBOR itself).
+	splice := func(p []byte) []byte {
+		if bytes.Count(e.Bytes(), e.Payload) != 1 {
+			t.Fatal("payload bytes not unique in the entry")
+		}
+		return bytes.Replace(e.Bytes(), e.Payload, p, 1)
+	}
 	// A payload whose map keys are not sorted (payloads must be canonical
 	// too, so a payload has one encoding).
 	var pm map[string]any
@@ -170,10 +175,10 @@ func TestDecodeRefusesNonCanonical(t *testing.T) {
 		"keys out of order":       enc(unsorted, base),
 		"non-minimal integer":     enc(sorted, nonMinimal),
 		"unknown field":           enc(sorted, extra),
-		"indefinite-length map":   enc(sorted, indef),
+		"indefinite-length map":   splice(append(append([]byte{0xbf}, e.Payload[1:]...), 0xff)),
 		"duplicate key":           dupKey(e.Bytes()),
-		"payload keys unsorted":   enc(sorted, withPayload(base, unsortedPayload(t, e.Payload))),
-		"payload not well-formed": enc(sorted, withPayload(base, cbor.RawMessage{0xa1, 0x61})),
+		"payload keys unsorted":   splice(unsortedPayload(t, e.Payload)),
+		"payload not well-formed": splice([]byte{0xa1, 0x61}),
 	}
 	for name, b := range cases {
 		if bytes.Equal(b, e.Bytes()) {
@@ -184,8 +189,6 @@ func TestDecodeRefusesNonCanonical(t *testing.T) {
 		}
 	}
 }
-
-func withPayload(w wireRev, p cbor.RawMessage) wireRev { w.Payload = p; return w }
 
 // dupKey repeats the last field (the signature) of a canonical entry.
 func dupKey(raw []byte) []byte {
@@ -354,7 +357,7 @@ func TestClockRule(t *testing.T) {
 func TestMissingParents(t *testing.T) {
 	w := newWorld(t)
 	m := newActor(t, 2)
-	other := newWorld(t) // another org's entries are unknown here
+	other := newWorldNamed(t, "other") // another org's entries are unknown here
 	stray := other.ok(other.owner, KindOrgUpdate, OrgUpdate{Description: new(string)})
 	e := sign(t, m, w.org, KindMachineUpdate, MachineUpdate{}, w.tick(), w.gen, stray)
 	_, err := w.log.Add(e)
@@ -391,7 +394,7 @@ func TestMissingParents(t *testing.T) {
 
 func TestWrongOrg(t *testing.T) {
 	w := newWorld(t)
-	other := newWorld(t)
+	other := newWorldNamed(t, "other")
 	// Another org's genesis: a second genesis is refused.
 	g2 := sign(t, w.owner, "", KindGenesis, Genesis{Name: "other", OrgKeyID: "k", Settings: DefaultSettings()}, 5)
 	if _, err := w.log.Add(g2); !errors.Is(err, ErrWrongOrg) {

@@ -63,10 +63,12 @@ type world struct {
 	log   *Log
 }
 
-func newWorld(t testing.TB) *world {
+func newWorld(t testing.TB) *world { t.Helper(); return newWorldNamed(t, "acme") }
+
+func newWorldNamed(t testing.TB, name string) *world {
 	t.Helper()
 	w := &world{t: t, owner: newActor(t, 1), now: 1_700_000_000_000, log: NewLog()}
-	w.gen = sign(t, w.owner, "", KindGenesis, Genesis{Name: "acme", OrgKeyID: "k1", Settings: DefaultSettings()}, w.now)
+	w.gen = sign(t, w.owner, "", KindGenesis, Genesis{Name: name, OrgKeyID: "k1", Settings: DefaultSettings()}, w.now)
 	w.org = w.gen.CID().String()
 	w.mustAdd(w.gen)
 	return w

@@ -366,8 +366,18 @@ func (p *planner) keep() {
 		return
 	}
 
-	mIdx := newIDIndex(len(p.mach), func(r int32) string { return in.Machines[p.mach[r].in].ID })
-	jIdx := newIDIndex(len(p.jobs), func(r int32) string { return in.Jobs[p.jobs[r].in].ID })
+	// Indexes over input positions (built in input order, which is cheap to
+	// walk); the first in rank order wins for repeated IDs.
+	mRank := make([]int32, len(in.Machines))
+	for r := range p.mach {
+		mRank[p.mach[r].in] = int32(r)
+	}
+	jRank := make([]int32, len(in.Jobs))
+	for r := range p.jobs {
+		jRank[p.jobs[r].in] = int32(r)
+	}
+	mIdx := newIDIndex(len(in.Machines), func(i int32) string { return in.Machines[i].ID }, func(i int32) int32 { return mRank[i] })
+	jIdx := newIDIndex(len(in.Jobs), func(i int32) string { return in.Jobs[i].ID }, func(i int32) int32 { return jRank[i] })
 
 	// Place every running instance of a known job in its slot (slotRun is
 	// the candidate here; conflicts on a slot, only possible in invalid
@@ -382,6 +392,7 @@ func (p *planner) keep() {
 			if v < 0 {
 				continue
 			}
+			v = mRank[v]
 			lastM, lastR, mr = x.Machine, v, v
 		}
 		m := &p.mach[mr]
@@ -394,6 +405,7 @@ func (p *planner) keep() {
 			if v < 0 {
 				continue
 			}
+			v = jRank[v]
 			lastJ, lastJR, jr = x.Job, v, v
 		}
 		kind := kSecondary
@@ -461,12 +473,15 @@ func (p *planner) keep() {
 			}
 			j.listLen = int32(keepN)
 		}
+		j.P, j.S = primN, keepN-primN
 	}
 	for g := int32(0); g < int32(S); g++ {
 		if r := p.slotRun[g]; r != 0 {
 			p.slotJob[g] = r
 			p.slotFlag[g] = fOrig
-			p.account(g, r-1, p.slotKind[g], 1)
+			if p.constrained {
+				p.accountMachine(g, &p.jobs[r-1], p.slotKind[g], 1)
+			}
 		}
 	}
 	if p.constrained {
@@ -486,8 +501,21 @@ func (p *planner) sortKeepOrder(list []int32) {
 // account adds (d=1) or removes (d=-1) the occupant of slot g to its
 // machine's and job's counters.
 func (p *planner) account(g, r int32, kind uint8, d int) {
-	m := &p.mach[p.slotMach[g]]
 	j := &p.jobs[r]
+	if kind == kPrimary {
+		j.P += d
+	} else {
+		j.S += d
+	}
+	if p.constrained {
+		p.accountMachine(g, j, kind, d)
+	}
+}
+
+// accountMachine tracks machine resources (only needed, and only kept,
+// when resources constrain placement).
+func (p *planner) accountMachine(g int32, j *jobState, kind uint8, d int) {
+	m := &p.mach[p.slotMach[g]]
 	d64 := int64(d)
 	m.remC -= d64 * j.cores
 	m.remM -= d64 * j.mem
@@ -497,9 +525,6 @@ func (p *planner) account(g, r int32, kind uint8, d int) {
 		m.primC += d64 * j.cores
 		m.primM += d64 * j.mem
 		m.primG += d64 * j.gpus
-		j.P += d
-	} else {
-		j.S += d
 	}
 }
 

@@ -1,0 +1,458 @@
+package node
+
+// The in-process mesh harness: N nodes in one test process on 127.0.0.1,
+// each with its own data dir, a short heartbeat interval, no GPUs and (for
+// job tests) the fake driver wrapped in a recorder. Tests call the
+// api.Service methods directly and poll with deadlines; they never sleep to
+// synchronise.
+//
+// CSHARE_TEST_LOG=1 sends every node's log to stderr (debug level).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/ipfs/go-cid"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/store"
+	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/runtime"
+)
+
+// noGPU is an NVML without the library: the machine has no GPUs.
+type noGPU struct{}
+
+func (noGPU) Init() nvml.Return                   { return nvml.ERROR_LIBRARY_NOT_FOUND }
+func (noGPU) Shutdown() nvml.Return               { return nvml.SUCCESS }
+func (noGPU) DeviceGetCount() (int, nvml.Return) { return 0, nvml.ERROR_LIBRARY_NOT_FOUND }
+func (noGPU) DeviceGetHandleByIndex(int) (nvml.Device, nvml.Return) {
+	return nil, nvml.ERROR_LIBRARY_NOT_FOUND
+}
+
+func testLogger(name string) *slog.Logger {
+	if os.Getenv("CSHARE_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
+}
+
+// freePorts reserves n free TCP ports on 127.0.0.1 (closed again at once, so
+// a node can be restarted on the same address).
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var lns []net.Listener
+	var out []int
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().(*net.TCPAddr).Port)
+	}
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	return out
+}
+
+// meshNode is one node of a test mesh and how to restart it.
+type meshNode struct {
+	*Node
+	name string
+	opts Options
+	drv  *recDriver // nil unless the mesh has a driver
+}
+
+type mesh struct {
+	t     testing.TB
+	nodes []*meshNode
+	runs  *runLog // shared by every node's recDriver
+}
+
+type meshConfig struct {
+	n        int
+	interval time.Duration
+	fixPorts bool          // listen on ports chosen up front (restart on the same address)
+	slots    int           // > 0: node.yaml with resources.max_concurrent_jobs, and fake drivers
+	runFor   time.Duration // fake run duration (with slots > 0)
+}
+
+// newMesh starts cfg.n nodes (not yet in an org).
+func newMesh(t testing.TB, cfg meshConfig) *mesh {
+	t.Helper()
+	m := &mesh{t: t, runs: newRunLog()}
+	var ports []int
+	if cfg.fixPorts {
+		ports = freePorts(t, cfg.n)
+	}
+	var confPath string
+	if cfg.slots > 0 {
+		confPath = filepath.Join(t.TempDir(), "node.yaml")
+		if err := os.WriteFile(confPath, fmt.Appendf(nil, "resources:\n  max_concurrent_jobs: %d\n", cfg.slots), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < cfg.n; i++ {
+		name := fmt.Sprintf("n%d", i)
+		listen := "/ip4/127.0.0.1/tcp/0"
+		if cfg.fixPorts {
+			listen = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ports[i])
+		}
+		o := Options{DataDir: t.TempDir(), API: "127.0.0.1:0", Listen: []string{listen}, HeartbeatInterval: cfg.interval,
+			Name: name, NVML: noGPU{}, ConfigPath: confPath, Logger: testLogger(name)}
+		mn := &meshNode{name: name, opts: o}
+		if cfg.slots > 0 {
+			f := runtime.NewFake()
+			f.SetDuration(cfg.runFor)
+			mn.drv = &recDriver{Fake: f, log: m.runs}
+			mn.opts.Driver = mn.drv
+		}
+		m.nodes = append(m.nodes, mn)
+	}
+	// Start in parallel: each start costs a libp2p host and a Badger store.
+	var wg sync.WaitGroup
+	errs := make([]error, cfg.n)
+	for i, mn := range m.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mn.Node, errs[i] = Start(context.Background(), mn.opts)
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(m.close)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("start %s: %v", m.nodes[i].name, err)
+		}
+		if m.nodes[i].drv != nil {
+			m.nodes[i].drv.machine = m.nodes[i].ID().String()
+		}
+	}
+	return m
+}
+
+func (m *mesh) close() {
+	var wg sync.WaitGroup
+	for _, mn := range m.nodes {
+		if mn.Node == nil {
+			continue
+		}
+		wg.Add(1)
+		go func(n *Node) {
+			defer wg.Done()
+			_ = n.Close()
+		}(mn.Node)
+	}
+	wg.Wait()
+}
+
+// stop closes node i; it stays in the mesh, to be restarted.
+func (m *mesh) stop(i int) {
+	m.t.Helper()
+	if err := m.nodes[i].Close(); err != nil {
+		m.t.Logf("close %s: %v", m.nodes[i].name, err)
+	}
+	m.nodes[i].Node = nil
+}
+
+// restart starts node i again from its data dir (same key, same options).
+func (m *mesh) restart(i int) *Node {
+	m.t.Helper()
+	n, err := Start(context.Background(), m.nodes[i].opts)
+	if err != nil {
+		m.t.Fatalf("restart %s: %v", m.nodes[i].name, err)
+	}
+	m.nodes[i].Node = n
+	return n
+}
+
+// live are the running nodes.
+func (m *mesh) live() []*meshNode {
+	var out []*meshNode
+	for _, mn := range m.nodes {
+		if mn.Node != nil {
+			out = append(out, mn)
+		}
+	}
+	return out
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond (every 20ms) until it returns "" or d passes; then
+// it fails with the last thing cond said.
+func eventually(t testing.TB, d time.Duration, what string, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s: %s", d, what, msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// formOrg makes node 0 create an org and every other node join it with the
+// org key; node 0 approves each. It returns the org key.
+func (m *mesh) formOrg() string {
+	t := m.t
+	t.Helper()
+	ctx := ctxT(t)
+	n0 := m.nodes[0]
+	key, err := n0.CreateOrg(ctx, api.OrgCreate{Name: "acme"})
+	if err != nil {
+		t.Fatalf("create org: %v", err)
+	}
+	// Join in parallel, approve as the registrations arrive.
+	var wg sync.WaitGroup
+	errs := make([]error, len(m.nodes))
+	for i, mn := range m.nodes[1:] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := mn.Join(ctx, api.JoinRequest{OrgKey: key.Key})
+			if err == nil && res.Status != ledger.MachinePending {
+				err = fmt.Errorf("joined as %q, want pending", res.Status)
+			}
+			errs[i+1] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("%s join: %v", m.nodes[i].name, err)
+		}
+	}
+	for _, mn := range m.nodes[1:] {
+		m.approve(n0.Node, mn.ID().String())
+	}
+	m.waitConverged(60 * time.Second)
+	for _, mn := range m.nodes {
+		for _, o := range m.nodes {
+			if st := machineStatus(mn.Node, o.ID().String()); st == ledger.MachinePending || st == "" {
+				t.Fatalf("%s sees %s as %q after approval", mn.name, o.name, st)
+			}
+		}
+	}
+	return key.Key
+}
+
+// approve waits until admin sees id pending, then approves it.
+func (m *mesh) approve(admin *Node, id string) {
+	t := m.t
+	t.Helper()
+	eventually(t, 30*time.Second, "registration of "+id, func() string {
+		if st := machineStatus(admin, id); st != ledger.MachinePending {
+			return fmt.Sprintf("status %q", st)
+		}
+		return ""
+	})
+	if _, err := admin.MachineAction(ctxT(t), id, "approve"); err != nil {
+		t.Fatalf("approve %s: %v", id, err)
+	}
+}
+
+// machineStatus is the ledger status of machine id as n sees it ("" if unknown).
+func machineStatus(n *Node, id string) string {
+	var s string
+	n.snapshot(func(st *ledger.State) {
+		if m := st.Machines[id]; m != nil {
+			s = m.Status
+		}
+	})
+	return s
+}
+
+// liveStatus is machine id's status in n's `machine ls`.
+func liveStatus(t testing.TB, n *Node, id string) string {
+	ms, err := n.Machines(context.Background())
+	if err != nil {
+		t.Fatalf("machines: %v", err)
+	}
+	for _, mi := range ms {
+		if mi.ID == id {
+			return mi.Status
+		}
+	}
+	return ""
+}
+
+func stateHash(n *Node) string {
+	var h string
+	n.snapshot(func(st *ledger.State) { h = st.Hash() })
+	return h
+}
+
+// hashes is every live node's state hash and entry count, for messages.
+func (m *mesh) hashes() (map[string]int, string) {
+	count := map[string]int{}
+	var b strings.Builder
+	for _, mn := range m.live() {
+		o, err := mn.Org(context.Background())
+		if err != nil {
+			fmt.Fprintf(&b, "%s: %v; ", mn.name, err)
+			count["err"]++
+			continue
+		}
+		count[o.StateHash]++
+		fmt.Fprintf(&b, "%s: %.8s (%d entries); ", mn.name, o.StateHash, o.Entries)
+	}
+	return count, b.String()
+}
+
+// waitConverged waits until every live node has the same state hash.
+func (m *mesh) waitConverged(d time.Duration) string {
+	m.t.Helper()
+	var hash string
+	eventually(m.t, d, "one state_hash on every node", func() string {
+		count, msg := m.hashes()
+		if len(count) != 1 {
+			return msg
+		}
+		for h := range count {
+			hash = h
+		}
+		return ""
+	})
+	return hash
+}
+
+// statusCode is the HTTP status an api error carries (0 for none).
+func statusCode(err error) int {
+	var se *api.StatusError
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	return 0
+}
+
+// importEntries adds entries to n in bulk, as if fetched from a peer: stored
+// durably, then folded (those whose parents are missing wait). It is how the
+// tests and BenchmarkCatchUp build large ledgers without the API.
+func (n *Node) importEntries(es []*ledger.Entry) error {
+	const chunk = 4096
+	for len(es) > 0 {
+		k := min(len(es), chunk)
+		blocks := make([]store.Block, k)
+		for i, e := range es[:k] {
+			blocks[i] = store.Block{CID: e.CID(), Data: e.Bytes()}
+		}
+		if err := n.store.PutBlocks(blocks); err != nil {
+			return err
+		}
+		n.mu.Lock()
+		n.addLocked(es[:k])
+		n.mu.Unlock()
+		es = es[k:]
+	}
+	n.announce(n.ctx)
+	return nil
+}
+
+// heads is n's current heads and their largest clock.
+func heads(n *Node) ([]cid.Cid, uint64) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.lg.Heads()
+}
+
+// runLog records every run of the fake drivers of a mesh.
+type runLog struct {
+	mu   sync.Mutex
+	runs map[string]*runRec // by machine + run ID
+}
+
+type runRec struct {
+	Machine  string
+	Job      string
+	Item     int
+	Instance string
+	Run      runtime.RunID
+	Started  time.Time
+	Ended    time.Time
+	Code     int
+	Exited   bool
+	Stopped  bool // Stop was called while it ran
+	Finished bool // exited by itself (not stopped), code 0
+}
+
+func newRunLog() *runLog { return &runLog{runs: map[string]*runRec{}} }
+
+func (l *runLog) all() []runRec {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]runRec, 0, len(l.runs))
+	for _, r := range l.runs {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Started.Before(out[j].Started) })
+	return out
+}
+
+// recDriver is a fake driver that records its runs in a runLog.
+type recDriver struct {
+	*runtime.Fake
+	machine string
+	log     *runLog
+}
+
+func (d *recDriver) key(id runtime.RunID) string { return d.machine + "/" + string(id) }
+
+func (d *recDriver) Start(ctx context.Context, s runtime.Spec) (runtime.RunID, error) {
+	id, err := d.Fake.Start(ctx, s)
+	if err != nil {
+		return id, err
+	}
+	d.log.mu.Lock()
+	d.log.runs[d.key(id)] = &runRec{Machine: s.Machine, Job: s.Job, Item: s.Item, Instance: s.Instance, Run: id, Started: time.Now()}
+	d.log.mu.Unlock()
+	d.observe(id)
+	return id, nil
+}
+
+// observe records the run's exit once it happens.
+func (d *recDriver) observe(id runtime.RunID) {
+	go func() {
+		st, err := d.Fake.Wait(context.Background(), id)
+		if err != nil {
+			return
+		}
+		d.log.mu.Lock()
+		defer d.log.mu.Unlock()
+		if r := d.log.runs[d.key(id)]; r != nil {
+			r.Exited, r.Code, r.Ended = true, st.Code, time.Now()
+			r.Finished = !r.Stopped && st.Code == 0
+		}
+	}()
+}
+
+func (d *recDriver) Stop(ctx context.Context, id runtime.RunID, grace time.Duration) error {
+	d.log.mu.Lock()
+	if r := d.log.runs[d.key(id)]; r != nil && !r.Exited {
+		r.Stopped = true
+	}
+	d.log.mu.Unlock()
+	return d.Fake.Stop(ctx, id, grace)
+}
