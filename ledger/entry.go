@@ -286,6 +286,9 @@ func decodeTrusted(raw []byte, w wire) (*Entry, error) {
 	case w.Kind != KindGenesis && len(w.Parents) == 0:
 		return nil, fmt.Errorf("%w: non-genesis entry without parents", ErrMalformed)
 	}
+	if err := checkCanonical(w.Payload); err != nil {
+		return nil, fmt.Errorf("%w: payload: %v", ErrMalformed, err)
+	}
 	e := &Entry{Org: w.Org, Kind: w.Kind, Payload: w.Payload, Author: w.Author, Clock: w.Clock, Time: w.Time, Sig: w.Sig, raw: raw}
 	if len(w.Parents) > 0 {
 		e.Parents = make([]cid.Cid, 0, len(w.Parents))

@@ -299,6 +299,12 @@ func liveStatus(t testing.TB, n *Node, id string) string {
 	return ""
 }
 
+func entryCount(n *Node) int {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.lg.Len()
+}
+
 func stateHash(n *Node) string {
 	var h string
 	n.snapshot(func(st *ledger.State) { h = st.Hash() })

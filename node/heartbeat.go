@@ -19,6 +19,7 @@ func (n *Node) heartbeatLoop() {
 	t := time.NewTicker(n.interval)
 	defer t.Stop()
 	n.beat(n.ctx)
+	go n.learnMachines()
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -96,5 +97,38 @@ func (n *Node) publishMachineUpdate(ctx context.Context) {
 	}
 	if _, err := n.write(ctx, ledger.KindMachineUpdate, want); err != nil {
 		n.log.Warn("could not record this machine's hardware and limits", "err", err)
+	}
+}
+
+// learnMachines asks connected peers for the latest heartbeats they know, so
+// a node that has just started knows every machine's state without waiting a
+// full interval.
+func (n *Node) learnMachines() {
+	deadline := time.Now().Add(10 * time.Second)
+	for n.ctx.Err() == nil && time.Now().Before(deadline) {
+		n.mu.RLock()
+		o := n.org
+		n.mu.RUnlock()
+		if o != nil {
+			for _, p := range n.host.Peers() {
+				ctx, c := context.WithTimeout(n.ctx, 5*time.Second)
+				seen, err := o.FetchSeen(ctx, p)
+				c()
+				if err != nil {
+					continue
+				}
+				for _, s := range seen {
+					n.live.Observe(s.Heartbeat, s.At)
+					n.rememberPeer(s.Heartbeat.Machine, s.Heartbeat.Addrs)
+				}
+				n.kickScheduler()
+				return
+			}
+		}
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }

@@ -325,6 +325,7 @@ func (n *Node) joinTopics(org string) error {
 	}
 	o.OnHeads(n.onHeads)
 	o.OnHeartbeat(n.onHeartbeat)
+	o.SetBeat(func() { n.beat(n.ctx) })
 	n.mu.Lock()
 	n.org = o
 	n.mu.Unlock()

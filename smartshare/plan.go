@@ -52,7 +52,8 @@ type machState struct {
 	remC, remM, remG    int64
 	primCnt             int32
 	primC, primM, primG int64
-	freeCnt             int32 // free slots: p.freeStack[off:off+freeCnt]
+	freeCnt             int32 // free slots
+	nextFree            int32 // no slot below off+nextFree is free
 }
 
 type planner struct {
@@ -73,10 +74,9 @@ type planner struct {
 	slotJob   []int32 // target occupant
 	slotRun   []int32 // kept running occupant
 	slotInst  []int32 // input instance of the kept running occupant
-	slotMach  []int32
+	slotMach  []int32 // machine rank; only when resources matter
 	slotKind  []uint8
 	slotFlag  []uint8
-	freeStack []int32
 	freeTotal int
 	jobList   []int32
 
@@ -350,15 +350,17 @@ func (p *planner) keep() {
 	in := p.in
 	S := p.nSlots
 	// One allocation for the int32 per-slot arrays.
-	buf := make([]int32, 6*S)
-	p.slotJob, p.slotRun, p.slotInst = buf[:S:S], buf[S:2*S:2*S], buf[2*S:3*S:3*S]
-	p.slotMach, p.freeStack, p.jobList = buf[3*S:4*S:4*S], buf[4*S:5*S:5*S], buf[5*S:]
+	buf := make([]int32, 3*S)
+	p.slotJob, p.slotRun, p.slotInst = buf[:S:S], buf[S:2*S:2*S], buf[2*S:]
 	bb := make([]uint8, 2*S)
 	p.slotKind, p.slotFlag = bb[:S:S], bb[S:]
-	for r := range p.mach {
-		m := &p.mach[r]
-		for g := m.off; g < m.off+m.slots; g++ {
-			p.slotMach[g] = int32(r)
+	if p.constrained || p.forceRepair {
+		p.slotMach = make([]int32, S)
+		for r := range p.mach {
+			m := &p.mach[r]
+			for g := m.off; g < m.off+m.slots; g++ {
+				p.slotMach[g] = int32(r)
+			}
 		}
 	}
 	if len(in.Instances) == 0 {
@@ -437,6 +439,7 @@ func (p *planner) keep() {
 		off += cnt[r+1]
 		cnt[r+1] = p.jobs[r].listOff
 	}
+	p.jobList = make([]int32, off)
 	for g := 0; g < S; g++ {
 		if r := p.slotRun[g]; r != 0 {
 			p.jobList[cnt[r]] = int32(g)
@@ -598,9 +601,8 @@ func (p *planner) finishKeep() {
 	}
 	for r := range p.mach {
 		m := &p.mach[r]
-		for g := m.off + m.slots - 1; g >= m.off; g-- {
+		for g := m.off; g < m.off+m.slots; g++ {
 			if p.slotJob[g] == 0 {
-				p.freeStack[m.off+m.freeCnt] = g
 				m.freeCnt++
 			}
 		}
@@ -832,13 +834,26 @@ func (p *planner) vacate(g int32) {
 	}
 }
 
+// pushFree notes that slot g (now empty) is free.
 func (p *planner) pushFree(g int32) {
 	mr := p.slotMach[g]
 	m := &p.mach[mr]
-	p.freeStack[m.off+m.freeCnt] = g
 	m.freeCnt++
+	m.nextFree = min(m.nextFree, g-m.off)
 	p.freeTotal++
 	p.gain(mr)
+}
+
+// popFree takes machine m's lowest free slot; the caller occupies it.
+func (p *planner) popFree(m *machState) int32 {
+	g := m.off + m.nextFree
+	for p.slotJob[g] != 0 {
+		g++
+	}
+	m.nextFree = g - m.off + 1
+	m.freeCnt--
+	p.freeTotal--
+	return g
 }
 
 // gain notes that machine mr has more room than before, so free-fit
@@ -869,10 +884,7 @@ func (p *planner) freeFit(r int32) int32 {
 	if int(c) == len(p.bf) {
 		return -1
 	}
-	m := &p.mach[p.bf[c]]
-	m.freeCnt--
-	p.freeTotal--
-	return p.freeStack[m.off+m.freeCnt]
+	return p.popFree(&p.mach[p.bf[c]])
 }
 
 // placePrimaries gives every job, in rank order, its missing primaries:
@@ -919,12 +931,12 @@ func (p *planner) preemptForPrimary(r int32) int32 {
 			vc++
 			continue
 		}
-		mr := p.slotMach[g]
 		if !p.constrained {
 			p.jobs[p.slotJob[g]-1].preByPrim = true
 			p.vacate(g)
 			return g
 		}
+		mr := p.slotMach[g]
 		if !p.pcFits(j, &p.mach[mr]) {
 			vc++
 			continue
@@ -973,9 +985,7 @@ func (p *planner) preemptOn(r, mr int32) int32 {
 	}
 	if len(chosen) == 0 {
 		// Not reached: a free slot that fits would have been found first.
-		m.freeCnt--
-		p.freeTotal--
-		return p.freeStack[m.off+m.freeCnt]
+		return p.popFree(m)
 	}
 	for _, g := range chosen {
 		p.jobs[p.slotJob[g]-1].preByPrim = true

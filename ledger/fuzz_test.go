@@ -1,0 +1,205 @@
+package ledger
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/fxamacker/cbor/v2"
+)
+
+// FuzzDecodeEntry: Decode never panics; it refuses with one of the sentinel
+// errors; whatever decodes re-encodes to the same bytes, has the CID of those
+// bytes, and carries a signature the standard library also accepts.
+func FuzzDecodeEntry(f *testing.F) {
+	for _, e := range sampleEntries(f) {
+		f.Add(e.Bytes())
+		b := append([]byte(nil), e.Bytes()...)
+		b[len(b)/2] ^= 0x20
+		f.Add(b)
+	}
+	f.Add([]byte{0xa0})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := Decode(b)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrBadSignature) && !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("unexpected error kind: %v", err)
+			}
+			return
+		}
+		again, err := e.encodeWire(true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(again, b) || !bytes.Equal(e.Bytes(), b) {
+			t.Fatalf("decoded entry re-encodes differently:\n in  %x\n out %x", b, again)
+		}
+		if e.CID() != CIDOf(b) {
+			t.Fatal("CID is not the CID of the bytes")
+		}
+		if _, err := DecodeWithCID(e.CID(), b); err != nil {
+			t.Fatalf("DecodeWithCID with its own CID: %v", err)
+		}
+		unsigned, err := e.encodeWire(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ed25519.Verify(e.Author, append([]byte(sigDomain), unsigned...), e.Sig) {
+			t.Fatal("the standard library refuses a signature Decode accepted")
+		}
+		if checkCanonical(e.Payload) != nil {
+			t.Fatal("accepted a non-canonical payload")
+		}
+	})
+}
+
+// FuzzApply: any payload of any kind, signed by a member, admin, owner,
+// machine or stranger, applied to a populated State, never panics, and an
+// error leaves the State unchanged.
+func FuzzApply(f *testing.F) {
+	w := newWorld(f)
+	admin := w.member(2, RoleAdmin)
+	mem := w.member(3, RoleMember)
+	job := w.submit(mem, 4, 1)
+	pend := newActor(f, 4)
+	if _, err := w.join(pend, w.orgKey(w.owner, "k1")); err != nil {
+		f.Fatal(err)
+	}
+	actors := []*actor{w.owner, admin, mem, pend, newActor(f, 5)}
+	kinds := []string{KindGenesis, KindOrgUpdate, KindOrgKey, KindMachineReg, KindMachineApprove, KindMachineReject,
+		KindMachineRemove, KindMachineUpdate, KindMemberRole, KindMemberRemove, KindJobSubmit, KindJobModify,
+		KindJobCancel, KindJobResults, "no.such.kind"}
+	seed := func(k int, who int, p any) {
+		b, err := EncodePayload(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(uint8(k), uint8(who), b)
+	}
+	seed(3, 4, MachineRegister{Cap: w.invite(admin, RoleAdmin, 1, 0)})
+	seed(4, 1, MachineRef{Machine: pend.id})
+	seed(8, 1, MemberRole{Member: mem.id, Role: RoleAdmin})
+	seed(9, 0, MemberRef{Member: admin.id})
+	seed(10, 2, JobSpec{Driver: "exec", Cmd: []string{"x"}, RangeStart: -5, RangeEnd: 5, Priority: 1, CPUs: 1})
+	seed(10, 2, JobSpec{Driver: "exec", Cmd: []string{"x"}, RangeStart: -1 << 63, RangeEnd: 1<<63 - 1, Priority: 1, CPUs: 1})
+	seed(11, 2, JobModify{Job: job, MaxCPUs: i64(-1)})
+	seed(13, 0, JobResults{Job: job, Results: []ItemResult{{Item: 4, Code: 1}, {Item: 4}}})
+	seed(13, 0, JobResults{Job: job, Results: []ItemResult{{Item: -1 << 63}}})
+	seed(1, 1, OrgUpdate{MaxCPUsLimit: i64(-3)})
+	base := w.log.State()
+	heads := w.heads()
+	f.Fuzz(func(t *testing.T, kind, who uint8, payload []byte) {
+		if checkCanonical(payload) != nil {
+			return // Decode refuses these before Apply sees them
+		}
+		a := actors[int(who)%len(actors)]
+		k := kinds[int(kind)%len(kinds)]
+		org := w.org
+		var parents []*Entry
+		if k == KindGenesis {
+			org = ""
+		} else {
+			parents = heads
+		}
+		e := sign(t, a, org, k, cbor.RawMessage(payload), 1_800_000_000_000, parents...)
+		st := base.Clone()
+		before := st.Hash()
+		if err := Apply(st, e); err != nil && st.Hash() != before {
+			t.Fatalf("%s failed (%v) but changed the state", k, err)
+		}
+	})
+}
+
+func sampleTokens(tb testing.TB) []Token {
+	w := newWorld(tb)
+	return []Token{
+		{Cap: w.orgKey(w.owner, "k1"), Addrs: []string{"/ip4/127.0.0.1/tcp/4001/p2p/" + w.owner.id}},
+		{Cap: w.invite(w.owner, RoleAdmin, 1, 1_900_000_000_000), Addrs: []string{"/ip4/10.0.0.1/udp/4001/quic-v1", "/dns4/example.org/tcp/1"}},
+	}
+}
+
+// FuzzParseToken: ParseToken never panics, and a token it accepts encodes to
+// a string it accepts again as the same token.
+func FuzzParseToken(f *testing.F) {
+	for _, t := range sampleTokens(f) {
+		s := t.Encode()
+		f.Add(s)
+		f.Add("  " + s + "\n")
+		f.Add(s[:len(s)-3])
+		f.Add(strings.Replace(s, "A", "B", 1))
+	}
+	f.Add("cshare1")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		tok, err := ParseToken(s)
+		if err != nil {
+			if !errors.Is(err, ErrBadToken) {
+				t.Fatalf("error does not wrap ErrBadToken: %v", err)
+			}
+			return
+		}
+		again, err := ParseToken(tok.Encode())
+		if err != nil {
+			t.Fatalf("re-encoded token refused: %v", err)
+		}
+		if !reflect.DeepEqual(again, tok) {
+			t.Fatalf("token changed through Encode: %+v != %+v", again, tok)
+		}
+	})
+}
+
+func TestTokenRoundTrip(t *testing.T) {
+	for _, tok := range sampleTokens(t) {
+		s := tok.Encode()
+		if !strings.HasPrefix(s, "cshare1") || strings.ContainsAny(s, " \n+/=") {
+			t.Fatalf("token %q is not one copy-pasteable word", s)
+		}
+		got, err := ParseToken("\t" + s + "\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, tok) {
+			t.Fatalf("round trip: %+v != %+v", got, tok)
+		}
+	}
+}
+
+func TestParseTokenRefuses(t *testing.T) {
+	good := sampleTokens(t)[1]
+	mutate := func(f func(*Token)) string {
+		tk := good
+		tk.Cap.Issuer = append([]byte(nil), good.Cap.Issuer...)
+		tk.Addrs = append([]string(nil), good.Addrs...)
+		f(&tk)
+		return tk.Encode()
+	}
+	w := newWorld(t)
+	other := newActor(t, 9)
+	cases := map[string]string{
+		"empty":         "",
+		"no prefix":     strings.TrimPrefix(good.Encode(), "cshare1"),
+		"not base64":    "cshare1***",
+		"cut":           good.Encode()[:40],
+		"too long":      "cshare1" + strings.Repeat("A", MaxTokenLen),
+		"org not a CID": mutate(func(t *Token) { t.Cap.Org = "acme" }),
+		"bad kind":      mutate(func(t *Token) { t.Cap.Kind = "root" }),
+		"owner role":    mutate(func(t *Token) { t.Cap.Role = RoleOwner }),
+		"no addresses":  mutate(func(t *Token) { t.Addrs = nil }),
+		"bad address":   mutate(func(t *Token) { t.Addrs = []string{"127.0.0.1:4001"} }),
+		"negative uses": mutate(func(t *Token) { t.Cap.Uses = -1 }),
+		"forged fields": mutate(func(t *Token) { t.Cap.Uses = 100 }),
+		"other issuer":  mutate(func(t *Token) { t.Cap.Issuer = other.s.pub }),
+		"resigned, bad role": mutate(func(t *Token) {
+			t.Cap = other.s.SignCapability(Capability{Org: w.org, Kind: CapInvite, ID: "x", Role: "root"})
+		}),
+	}
+	for name, s := range cases {
+		if _, err := ParseToken(s); !errors.Is(err, ErrBadToken) {
+			t.Errorf("%s: ParseToken = %v, want ErrBadToken", name, err)
+		}
+	}
+}
