@@ -28,7 +28,6 @@ const (
 	defaultCheckpointEvery = 1024 // entries between State checkpoints, at least
 	defaultMaxCheckpoints  = 16   // older checkpoints are thinned out beyond this
 	checkpointWeightDiv    = 4    // and at least (State size)/4 entries apart
-	maxVoidRounds          = 16
 )
 
 type node struct {
@@ -480,26 +479,32 @@ func (l *Log) checkpoint(pos int) {
 // wins, R' is overridden: void, so that R takes effect.
 //
 // The void set is computed from scratch, as a function of the set of entries
-// alone: start with no voids, fold, derive the voids (overrides accumulate),
-// and repeat until the set is stable (at most maxVoidRounds rounds; past that
-// the last fold stands, which is deterministic too). Each round re-folds only
-// from the first position where the void set changed.
+// alone: start with no voids, fold, derive the voids, and repeat until the
+// set is stable. Voids are sticky within that computation: a revocation that
+// took effect in some round keeps its entries void even if, with them void,
+// it no longer takes effect (say R removes A, and A's concurrent re-join
+// sorts before R: voiding the re-join makes R moot, but A stays out). Only
+// an override lifts a revocation's voids. So both the set of revocations that
+// contributed voids and the set of overridden ones only grow, and the
+// computation ends within 2*len(revs)+1 rounds. Each round re-folds only from
+// the first position where the void set changed.
 func (l *Log) resolve(minPos int) {
 	from := minPos
 	if len(l.void) > 0 {
 		from = min(from, l.firstPos(l.void))
 		l.setVoid(map[*node]bool{})
 	}
-	overridden := map[*node]bool{}
-	for round := 0; ; round++ {
+	contributed, overridden := map[*node]bool{}, map[*node]bool{}
+	for round := 0; round <= 2*len(l.revs)+1; round++ {
 		l.foldFrom(from)
-		next := l.computeVoid(overridden)
-		if sameSet(next, l.void) || round >= maxVoidRounds {
+		next := l.computeVoid(contributed, overridden)
+		if sameSet(next, l.void) {
 			return
 		}
 		from = min(l.firstPos(symDiff(next, l.void)), len(l.order))
 		l.setVoid(next)
 	}
+	panic("ledger: void set did not converge") // unreachable: see above
 }
 
 func (l *Log) setVoid(v map[*node]bool) {
@@ -535,9 +540,10 @@ func symDiff(a, b map[*node]bool) map[*node]bool {
 	return d
 }
 
-// computeVoid derives the void set from the last fold. The result does not
+// computeVoid derives the void set from the last fold and the revocations
+// that contributed or were overridden in earlier rounds. The result does not
 // depend on the order of l.revs: each check reads only the fold's facts.
-func (l *Log) computeVoid(overridden map[*node]bool) map[*node]bool {
+func (l *Log) computeVoid(contributed, overridden map[*node]bool) map[*node]bool {
 	for _, r := range l.revs {
 		c := r.conflict
 		if c == nil || r.target != c.By {
@@ -556,7 +562,12 @@ func (l *Log) computeVoid(overridden map[*node]bool) map[*node]bool {
 		next[n] = true
 	}
 	for _, r := range l.revs {
-		if !r.revoked || overridden[r] {
+		if r.revoked {
+			contributed[r] = true
+		}
+	}
+	for r := range contributed {
+		if overridden[r] {
 			continue
 		}
 		for _, n := range l.candidates(r) {

@@ -412,7 +412,14 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		}
 		in.mu.Lock()
 		in.run = run
+		killedEarly := in.killed
 		in.mu.Unlock()
+		if killedEarly {
+			// Stopped while its run was starting: stop the run now.
+			sctx, c := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = in.drv.Stop(sctx, run, 0)
+			c()
+		}
 		n.metrics.started.Inc()
 		st, err := in.drv.Wait(context.WithoutCancel(ctx), run)
 		dur := time.Since(began)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -104,6 +105,7 @@ type Org struct {
 	rejected  map[string]uint64
 	ignored   map[string]uint64
 	cache     map[string]cachedHB // latest accepted heartbeat per machine
+	joined    map[peer.ID]struct{} // peers that joined the heartbeat topic since the last beat
 	closed    bool
 
 	seqMu     sync.Mutex
@@ -145,6 +147,7 @@ func (h *Host) JoinOrg(org string, m Membership) (*Org, error) {
 		rejected:  make(map[string]uint64),
 		ignored:   make(map[string]uint64),
 		cache:     make(map[string]cachedHB),
+		joined:    make(map[peer.ID]struct{}),
 		hbSeq:     make(map[string]uint64),
 		ledgerSeq: make(map[peer.ID]uint64),
 	}
@@ -507,6 +510,9 @@ func (o *Org) eventLoop() {
 			return
 		}
 		if ev.Type == pubsub.PeerJoin {
+			o.mu.Lock()
+			o.joined[ev.Peer] = struct{}{}
+			o.mu.Unlock()
 			o.kickBeat()
 		}
 	}
@@ -525,14 +531,51 @@ func (o *Org) kickBeat() {
 	o.beatTimer = time.AfterFunc(delay, o.runBeat)
 }
 
+// beatReadyWait bounds how long a beat waits for pubsub to be able to send
+// to the peers that triggered it.
+const beatReadyWait = 3 * time.Second
+
 func (o *Org) runBeat() {
+	// Pubsub learns a peer's subscriptions (and reports PeerJoin) possibly
+	// before its own stream to that peer is open, and until then silently
+	// drops what it would send there. Wait until the peers that joined are
+	// listed as sendable (ListPeers), so the beat reaches them.
+	o.mu.Lock()
+	pending := make([]peer.ID, 0, len(o.joined))
+	for p := range o.joined {
+		pending = append(pending, p)
+	}
+	clear(o.joined)
+	o.mu.Unlock()
+	deadline := time.Now().Add(beatReadyWait)
+	for len(pending) > 0 && time.Now().Before(deadline) {
+		ready := map[peer.ID]bool{}
+		for _, p := range o.hbTopic.ListPeers() {
+			ready[p] = true
+		}
+		pending = slices.DeleteFunc(pending, func(p peer.ID) bool { return ready[p] })
+		if len(pending) == 0 {
+			break
+		}
+		select {
+		case <-o.ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+
 	o.mu.Lock()
 	fn := o.beat
 	o.beatTimer = nil
 	o.lastBeat = time.Now()
 	closed := o.closed
+	more := len(o.joined) > 0 // joined while we waited
 	o.mu.Unlock()
-	if fn != nil && !closed {
-		fn()
+	if fn == nil || closed {
+		return
+	}
+	fn()
+	if more {
+		o.kickBeat()
 	}
 }

@@ -428,7 +428,6 @@ func TestFetchHeartbeatsAndBeatOnJoin(t *testing.T) {
 		if err := oa.PublishHeartbeat(ctx, Heartbeat{Name: "a", Interval: 30000}); err != nil {
 			t.Errorf("beat: %v", err)
 		}
-		t.Logf("beat at %v, topic peers %v", time.Now().Format("15:04:05.000"), oa.hbTopic.ListPeers())
 	})
 	recN := &ptRecorder{}
 	on.OnHeartbeat(recN.add)

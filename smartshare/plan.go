@@ -3,6 +3,7 @@ package smartshare
 import (
 	"cmp"
 	"slices"
+	"unsafe"
 )
 
 // Slot kinds in planner.slotKind.
@@ -41,7 +42,6 @@ type jobState struct {
 	idealP           int   // primaries in the count model
 	t                int   // secondaries in the count model
 	x                int   // excess running secondaries in the count model
-	preByPrim        bool  // lost a running secondary to another job's primary
 }
 
 // machState is one machine, indexed by its rank in ID order.
@@ -290,6 +290,12 @@ func (p *planner) init() {
 	p.vcur = make([]int32, p.nShapes)
 }
 
+// sameString reports whether a and b are the same string in memory: a cheap
+// test that, when false, says nothing (the caller looks the string up).
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
+}
+
 func effPriority(p int) int {
 	if p <= 0 {
 		return DefaultPriority
@@ -389,7 +395,7 @@ func (p *planner) keep() {
 	for i := range in.Instances {
 		x := &in.Instances[i]
 		mr := lastR
-		if x.Machine != lastM || mr < 0 {
+		if !sameString(x.Machine, lastM) || mr < 0 {
 			v := mIdx.get(x.Machine)
 			if v < 0 {
 				continue
@@ -402,7 +408,7 @@ func (p *planner) keep() {
 			continue
 		}
 		jr := lastJR
-		if x.Job != lastJ || jr < 0 {
+		if !sameString(x.Job, lastJ) || jr < 0 {
 			v := jIdx.get(x.Job)
 			if v < 0 {
 				continue
@@ -932,7 +938,6 @@ func (p *planner) preemptForPrimary(r int32) int32 {
 			continue
 		}
 		if !p.constrained {
-			p.jobs[p.slotJob[g]-1].preByPrim = true
 			p.vacate(g)
 			return g
 		}
@@ -988,7 +993,6 @@ func (p *planner) preemptOn(r, mr int32) int32 {
 		return p.popFree(m)
 	}
 	for _, g := range chosen {
-		p.jobs[p.slotJob[g]-1].preByPrim = true
 		p.vacate(g)
 	}
 	for _, g := range chosen[1:] {

@@ -11,7 +11,10 @@ import (
 // ties, full farms, caps and (when constrained) resource limits are all
 // common. Running instances are drawn at random (they need not come from a
 // previous plan): unknown jobs, wrong kinds, over-allocations included.
-func genInput(constrained bool) *rapid.Generator[Input] {
+func genInput(constrained bool) *rapid.Generator[Input] { return genSized(constrained, 5, 7, 6) }
+
+// genSized draws up to maxM machines of up to maxS slots and up to maxJ jobs.
+func genSized(constrained bool, maxM, maxS, maxJ int) *rapid.Generator[Input] {
 	return rapid.Custom(func(t *rapid.T) Input {
 		in := Input{Config: Config{
 			Mode:           rapid.SampledFrom([]string{ModeJobs, ModeJobs, ModeJobs, ModeNone}).Draw(t, "mode"),
@@ -19,9 +22,9 @@ func genInput(constrained bool) *rapid.Generator[Input] {
 			DefaultMaxCPUs: rapid.IntRange(-2, 10).Draw(t, "default_max"),
 			MaxCPUsLimit:   rapid.IntRange(0, 14).Draw(t, "limit"),
 		}}
-		nm := rapid.IntRange(0, 5).Draw(t, "machines")
+		nm := rapid.IntRange(0, maxM).Draw(t, "machines")
 		for i := 0; i < nm; i++ {
-			m := Machine{ID: fmt.Sprintf("m%d", i), Slots: rapid.IntRange(0, 7).Draw(t, "slots")}
+			m := Machine{ID: fmt.Sprintf("m%d", i), Slots: rapid.IntRange(0, maxS).Draw(t, "slots")}
 			if constrained {
 				m.Cores = rapid.SampledFrom([]int64{0, 1000, 2000, 4000, 8000}).Draw(t, "m.cores")
 				m.MemoryMB = rapid.SampledFrom([]int64{0, 0, 1024, 4096}).Draw(t, "m.mem")
@@ -29,21 +32,21 @@ func genInput(constrained bool) *rapid.Generator[Input] {
 			}
 			in.Machines = append(in.Machines, m)
 		}
-		nj := rapid.IntRange(0, 6).Draw(t, "jobs")
+		nj := rapid.IntRange(0, maxJ).Draw(t, "jobs")
 		for i := 0; i < nj; i++ {
 			j := Job{
 				ID:             fmt.Sprintf("j%d", i),
 				Priority:       rapid.IntRange(1, 3).Draw(t, "prio"),
 				CPUs:           rapid.IntRange(0, 4).Draw(t, "cpus"),
 				Submitted:      int64(rapid.IntRange(0, 3).Draw(t, "submitted")),
-				ItemsRemaining: rapid.IntRange(0, 16).Draw(t, "items"),
+				ItemsRemaining: rapid.IntRange(0, 2*maxS+2).Draw(t, "items"),
 			}
 			switch rapid.IntRange(0, 3).Draw(t, "maxkind") {
 			case 0: // unset
 			case 1:
 				j.MaxCPUs = MaxAny
 			default:
-				j.MaxCPUs = Max(rapid.IntRange(0, 16).Draw(t, "max"))
+				j.MaxCPUs = Max(rapid.IntRange(0, 2*maxS+2).Draw(t, "max"))
 			}
 			if constrained {
 				j.Cores = rapid.SampledFrom([]int64{0, 0, 500, 1000, 3000}).Draw(t, "j.cores")
@@ -75,36 +78,67 @@ func genInput(constrained bool) *rapid.Generator[Input] {
 
 // genSettled draws an input and replaces its running instances by the plan
 // for it, as a mesh in steady state would have; then it changes the input
-// a little (a job arrives, leaves or changes, a machine is added), which is
-// how the balancer is used.
-func genSettled(constrained bool) *rapid.Generator[Input] {
+// a little (a job leaves or changes, jobs arrive, a machine grows), which is
+// how the balancer is used, and which is where preemptions happen.
+func genSettled(constrained bool) *rapid.Generator[Input] { return genChanged(constrained, false) }
+
+// genBusy is genSettled on a farm that its jobs fill, so that every change
+// needs preemption.
+func genBusy(constrained bool) *rapid.Generator[Input] { return genChanged(constrained, true) }
+
+func genChanged(constrained, busy bool) *rapid.Generator[Input] {
 	return rapid.Custom(func(t *rapid.T) Input {
-		in := genInput(constrained).Draw(t, "input")
+		in := rapid.OneOf(genInput(constrained), genSized(constrained, 10, 24, 14)).Draw(t, "input")
+		in.Config.MaxCPUsLimit = rapid.IntRange(0, 40).Draw(t, "limit0")
+		if busy {
+			in.Config.Mode = ModeJobs
+			in.Config.MaxCPUsLimit = 100
+			for i := range in.Jobs {
+				in.Jobs[i].ItemsRemaining = totalSlots(in) + 2
+				in.Jobs[i].MaxCPUs = MaxAny
+			}
+		}
 		res := Plan(in)
 		in.Instances = applyPlan(in.Instances, res.Instances, 10)
+		in.Config.PreemptPolicy = rapid.SampledFrom([]string{PolicyAggressive, PolicyPassive, PolicyDisabled}).Draw(t, "policy2")
+		slots := totalSlots(in)
 		if len(in.Jobs) > 0 {
 			i := rapid.IntRange(0, len(in.Jobs)-1).Draw(t, "changed")
-			switch rapid.IntRange(0, 3).Draw(t, "change") {
+			switch rapid.IntRange(0, 4).Draw(t, "change") {
 			case 0:
 				in.Jobs = append(in.Jobs[:i:i], in.Jobs[i+1:]...)
 			case 1:
-				in.Jobs[i].ItemsRemaining = rapid.IntRange(0, 16).Draw(t, "items2")
+				in.Jobs[i].ItemsRemaining = rapid.IntRange(0, slots+2).Draw(t, "items2")
 			case 2:
-				in.Jobs[i].MaxCPUs = Max(rapid.IntRange(0, 16).Draw(t, "max2"))
+				in.Jobs[i].MaxCPUs = Max(rapid.IntRange(0, slots+2).Draw(t, "max2"))
 			case 3:
 				in.Jobs[i].CPUs = rapid.IntRange(0, 5).Draw(t, "cpus2")
+			case 4:
+				in.Jobs[i].Priority = rapid.IntRange(1, 3).Draw(t, "prio2")
 			}
 		}
-		in.Jobs = append(in.Jobs, Job{ID: "new", Priority: rapid.IntRange(1, 3).Draw(t, "newprio"),
-			CPUs: rapid.IntRange(0, 4).Draw(t, "newcpus"), MaxCPUs: MaxAny, Submitted: 5,
-			ItemsRemaining: rapid.IntRange(0, 16).Draw(t, "newitems")})
+		for k := rapid.IntRange(0, 3).Draw(t, "arrivals"); k > 0; k-- {
+			j := Job{ID: fmt.Sprintf("new%d", k), Priority: rapid.IntRange(1, 3).Draw(t, "newprio"),
+				CPUs: rapid.IntRange(0, 5).Draw(t, "newcpus"), MaxCPUs: MaxAny, Submitted: 5,
+				ItemsRemaining: rapid.IntRange(0, slots+2).Draw(t, "newitems")}
+			if constrained {
+				j.Cores = rapid.SampledFrom([]int64{0, 0, 500, 1000, 3000}).Draw(t, "new.cores")
+				j.GPUs = rapid.SampledFrom([]int{0, 0, 0, 1}).Draw(t, "new.gpus")
+			}
+			in.Jobs = append(in.Jobs, j)
+		}
+		if len(in.Machines) > 0 && rapid.Bool().Draw(t, "grow") {
+			in.Machines[rapid.IntRange(0, len(in.Machines)-1).Draw(t, "grown")].Slots++
+		}
 		return in
 	})
 }
 
-// propInputs draws from all four generators.
+// propInputs draws from all the generators: small and medium farms, random
+// or settled running instances, with and without machine resources.
 func propInputs() *rapid.Generator[Input] {
-	return rapid.OneOf(genInput(false), genInput(true), genSettled(false), genSettled(true))
+	return rapid.OneOf(genInput(false), genInput(true), genSettled(false), genSettled(true),
+		genSized(false, 10, 24, 14), genSized(true, 10, 24, 14), genBusy(false), genBusy(true))
 }
 
 func checkProp(t *testing.T, gen *rapid.Generator[Input], check func(*view) error) {
@@ -128,7 +162,7 @@ func TestPropSummary(t *testing.T)      { checkProp(t, propInputs(), checkSummar
 // Victim order is checked where no machine resources apply (with them a
 // victim is chosen by where the preemptor fits, not by age alone).
 func TestPropVictimOrder(t *testing.T) {
-	checkProp(t, rapid.OneOf(genInput(false), genSettled(false)), checkVictimOrder)
+	checkProp(t, rapid.OneOf(genInput(false), genSettled(false), genSized(false, 10, 24, 14), genBusy(false)), checkVictimOrder)
 }
 
 func TestPropDeterminism(t *testing.T) {
@@ -161,7 +195,7 @@ func TestPropFixedPoint(t *testing.T) {
 // (TestMonotoneFailsWithResources shows a case).
 func TestPropMonotone(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		in := rapid.OneOf(genInput(false), genSettled(false)).Draw(t, "in")
+		in := rapid.OneOf(genInput(false), genSettled(false), genSized(false, 10, 24, 14), genBusy(false)).Draw(t, "in")
 		res := Plan(in)
 		more := cloneInput(in)
 		if len(more.Machines) == 0 || rapid.Bool().Draw(t, "newMachine") {
@@ -188,7 +222,7 @@ func TestPropMonotone(t *testing.T) {
 // the same numbers of primaries and secondaries as the count model.
 func TestPropRepairMatchesCountModel(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		in := rapid.OneOf(genInput(false), genSettled(false)).Draw(t, "in")
+		in := rapid.OneOf(genInput(false), genSettled(false), genSized(false, 10, 24, 14), genBusy(false)).Draw(t, "in")
 		a := Plan(in)
 		b := planWith(&in, true)
 		if err := checkAll(in, b); err != nil {

@@ -26,9 +26,19 @@ func (p *planner) result() Result {
 		Preempt:   make([]Preemption, 0, nPre),
 		Jobs:      make([]JobSummary, len(p.jobs)),
 	}
+	// Job IDs by rank, and str(ID) of each in one contiguous block, so that
+	// the per-instance work stays in cache.
 	ids := make([]string, len(p.jobs))
+	encOff := make([]int32, len(p.jobs)+1)
+	n := 0
 	for r := range p.jobs {
 		ids[r] = in.Jobs[p.jobs[r].in].ID
+		n += len(ids[r]) + binary.MaxVarintLen64
+	}
+	enc := make([]byte, 0, n)
+	for r, id := range ids {
+		enc = appendStr(enc, id)
+		encOff[r+1] = int32(len(enc))
 	}
 	mode := PolicyAggressive
 	if p.policy == polPassive {
@@ -39,6 +49,7 @@ func (p *planner) result() Result {
 	var e planEncoder
 	e.begin('I', nInst)
 	preempted := make([]int32, len(p.jobs))
+	lostToHigher := make([]bool, len(p.jobs))
 	k := 0
 	for r := range p.mach {
 		m := &p.mach[r]
@@ -55,11 +66,14 @@ func (p *planner) result() Result {
 					e.machine(mid)
 					first = false
 				}
-				e.entry(tags[p.slotKind[g]], int(s), x.Job)
+				e.entryEnc(tags[p.slotKind[g]], int(s), enc[encOff[jr-1]:encOff[jr]])
 			}
 			if p.slotFlag[g]&fPreempted != 0 && jr != p.slotRun[g] {
 				vr := p.slotRun[g] - 1
 				preempted[vr]++
+				if jr != 0 && jr-1 < vr {
+					lostToHigher[vr] = true
+				}
 				res.Preempt = append(res.Preempt, Preemption{Job: ids[vr], Machine: mid, Slot: int(s), Mode: mode})
 			}
 		}
@@ -84,7 +98,7 @@ func (p *planner) result() Result {
 			sum.Reason = ReasonNoMachine
 		case !p.everFits(j, everFits):
 			sum.Reason = ReasonNotMet
-		case j.preByPrim && preempted[r] > 0:
+		case lostToHigher[r]:
 			sum.Reason = ReasonPreempted
 		case p.freeTotal > 0:
 			sum.Reason = ReasonResources
@@ -177,6 +191,23 @@ func (e *planEncoder) entry(tag byte, slot int, job string) {
 		b = append(b, tag)
 		b = binary.AppendUvarint(b, uint64(slot))
 		b = binary.AppendUvarint(b, uint64(len(job)))
+	}
+	b = append(b, job...)
+	if len(b) >= 31<<10 {
+		e.h.Write(b)
+		b = b[:0]
+	}
+	e.buf = b
+}
+
+// entryEnc is entry with the job given as str(job), already encoded.
+func (e *planEncoder) entryEnc(tag byte, slot int, job []byte) {
+	b := e.buf
+	if slot < 0x80 {
+		b = append(b, tag, byte(slot))
+	} else {
+		b = append(b, tag)
+		b = binary.AppendUvarint(b, uint64(slot))
 	}
 	b = append(b, job...)
 	if len(b) >= 31<<10 {

@@ -36,6 +36,7 @@ func newScenario() *scenario {
 //	remove-job id=ID
 //	plan [layout] [hash] [json]            plan; print per-job summary, preemptions
 //	apply                                  carry out the last plan: its layout runs
+//	stop machine=ID slot=N                 the running instance in that slot ends
 //	running                                print the running instances
 //	decode                                 DecodeInput(input); print error or summary
 //
@@ -177,6 +178,12 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		s.clock++
 		s.last = nil
 		return fmt.Sprintf("%d running", len(s.in.Instances))
+	case "stop":
+		m := argVal(t, d, "machine")
+		slot := atoi(t, argVal(t, d, "slot"))
+		n := len(s.in.Instances)
+		s.in.Instances = slices.DeleteFunc(s.in.Instances, func(x Instance) bool { return x.Machine == m && x.Slot == slot })
+		return fmt.Sprintf("%d stopped, %d running", n-len(s.in.Instances), len(s.in.Instances))
 	case "running":
 		return formatRunning(s.in.Instances)
 	case "decode":

@@ -257,14 +257,21 @@ func decodeErr(where string, err error) error {
 		if field != "" {
 			field = "." + field
 		}
-		return fmt.Errorf("%s%s: JSON %s where %s was expected", where, field, te.Value, jsonType(te.Type.String()))
+		want := "another type"
+		if te.Type != nil {
+			want = jsonType(te.Type.String())
+		}
+		return fmt.Errorf("%s%s: JSON %s where %s was expected", where, field, te.Value, want)
 	case errors.As(err, &se):
 		return fmt.Errorf("%s: invalid JSON at byte %d: %s", where, se.Offset, oneLine(se.Error()))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("%s: invalid JSON: unexpected end of input", where)
 	}
 	msg := strings.TrimPrefix(oneLine(err.Error()), "json: ")
-	if strings.HasPrefix(msg, "max_cpus: ") || strings.HasPrefix(msg, "default_max_cpus: ") {
+	if strings.HasPrefix(msg, "max_cpus: ") {
+		if where == "config" {
+			return fmt.Errorf("config.default_%s", msg)
+		}
 		return fmt.Errorf("%s.%s", where, msg)
 	}
 	return fmt.Errorf("%s: %s", where, msg)

@@ -1,0 +1,207 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/runtime"
+)
+
+type benchNoGPU struct{}
+
+func (benchNoGPU) Init() nvml.Return                   { return nvml.ERROR_LIBRARY_NOT_FOUND }
+func (benchNoGPU) Shutdown() nvml.Return               { return nvml.SUCCESS }
+func (benchNoGPU) DeviceGetCount() (int, nvml.Return) { return 0, nvml.ERROR_LIBRARY_NOT_FOUND }
+func (benchNoGPU) DeviceGetHandleByIndex(int) (nvml.Device, nvml.Return) {
+	return nil, nvml.ERROR_LIBRARY_NOT_FOUND
+}
+
+// timedDriver records when the node hands a run to the driver.
+type timedDriver struct {
+	runtime.Driver
+	mu     sync.Mutex
+	starts map[string]chan time.Time // job -> first Start call time
+}
+
+func (d *timedDriver) expect(job string) chan time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.starts == nil {
+		d.starts = map[string]chan time.Time{}
+	}
+	if d.starts[job] == nil {
+		d.starts[job] = make(chan time.Time, 1)
+	}
+	return d.starts[job]
+}
+
+func (d *timedDriver) Start(ctx context.Context, s runtime.Spec) (runtime.RunID, error) {
+	now := time.Now()
+	select {
+	case d.expect(s.Job) <- now:
+	default:
+	}
+	return d.Driver.Start(ctx, s)
+}
+
+func benchNode(b *testing.B, drv runtime.Driver, yaml string, listen string) *Node {
+	b.Helper()
+	dir := b.TempDir()
+	cfg := filepath.Join(dir, "node.yaml")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	n, err := Start(context.Background(), Options{DataDir: filepath.Join(dir, "data"), API: "127.0.0.1:0",
+		Listen: []string{listen}, ConfigPath: cfg, HeartbeatInterval: time.Second, Driver: drv, NVML: benchNoGPU{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = n.Close() })
+	return n
+}
+
+// BenchmarkInstanceStart measures, on one node, the time from job submission
+// (API call: validation, signed entry, durable write, fold) to the node
+// calling the driver's Start for its first item: the overhead cshare adds
+// above the driver's own start. Sub-benchmarks: exec and docker drivers.
+func BenchmarkInstanceStart(b *testing.B) {
+	run := func(b *testing.B, inner runtime.Driver, sub api.JobSubmit) {
+		d := &timedDriver{Driver: inner}
+		n := benchNode(b, d, "resources: {max_concurrent_jobs: 4}\nruntime: {exec: true}\n", "/ip4/127.0.0.1/tcp/0")
+		ctx := context.Background()
+		if _, err := n.CreateOrg(ctx, api.OrgCreate{Name: "bench"}); err != nil {
+			b.Fatal(err)
+		}
+		var lat []time.Duration
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			ji, err := n.SubmitJob(ctx, sub)
+			if err != nil {
+				b.Fatal(err)
+			}
+			select {
+			case t1 := <-d.expect(ji.ID):
+				lat = append(lat, t1.Sub(t0))
+			case <-time.After(30 * time.Second):
+				b.Fatal("instance did not start")
+			}
+			b.StopTimer()
+			if _, err := n.CancelJob(ctx, ji.ID); err != nil {
+				b.Fatal(err)
+			}
+			waitIdle(b, n)
+			b.StartTimer()
+		}
+		b.StopTimer()
+		reportLatency(b, lat)
+	}
+	b.Run("exec", func(b *testing.B) {
+		run(b, runtime.NewExec(b.TempDir(), nil), api.JobSubmit{Driver: "exec", Cmd: []string{"sleep", "5"}, Range: "1-1"})
+	})
+	b.Run("docker", func(b *testing.B) {
+		if exec.Command("docker", "image", "inspect", runtime.TestImage).Run() != nil {
+			b.Skip("no Docker engine or no test image (make testimage)")
+		}
+		d, err := runtime.NewDockerFromEnv()
+		if err != nil {
+			b.Skip(err)
+		}
+		run(b, d, api.JobSubmit{Driver: "docker", Image: runtime.TestImage, Cmd: []string{"sleep", "5"}, Range: "1-1"})
+	})
+}
+
+// BenchmarkRemoteStart measures, on a two-node mesh, the time from a job's
+// submission on node A (which offers no slots) to node B calling its
+// driver's Start: the overhead above the driver's own start for the first
+// instance on a remote node (gossip of the entry, fetch, fold, plan, start).
+func BenchmarkRemoteStart(b *testing.B) {
+	ctx := context.Background()
+	fa, fb := runtime.NewFake(), &timedDriver{Driver: runtime.NewFake()}
+	a := benchNode(b, fa, "resources: {max_concurrent_jobs: 0}\n", "/ip4/127.0.0.1/tcp/0")
+	bn := benchNode(b, fb, "resources: {max_concurrent_jobs: 4}\n", "/ip4/127.0.0.1/tcp/0")
+	key, err := a.CreateOrg(ctx, api.OrgCreate{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := bn.Join(ctx, api.JoinRequest{OrgKey: key.Key}); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := a.MachineAction(ctx, bn.ID().String(), "approve"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("could not approve node B")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		if s := a.machineStatus(bn.ID().String(), time.Now()); s == StatusAvailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("node B never became available on A")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		ji, err := a.SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"}, Range: "1-1"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case t1 := <-fb.expect(ji.ID):
+			lat = append(lat, t1.Sub(t0))
+		case <-time.After(30 * time.Second):
+			b.Fatal("remote instance did not start")
+		}
+		b.StopTimer()
+		if _, err := a.CancelJob(ctx, ji.ID); err != nil {
+			b.Fatal(err)
+		}
+		waitIdle(b, bn)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	reportLatency(b, lat)
+}
+
+// waitIdle waits until the node runs no instance (outside the timed part).
+func waitIdle(b *testing.B, n *Node) {
+	deadline := time.Now().Add(30 * time.Second)
+	for n.runningJobs() > 0 {
+		if time.Now().After(deadline) {
+			b.Fatal("instances did not stop")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func reportLatency(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	p := func(q float64) float64 {
+		return float64(lat[int(q*float64(len(lat)-1))].Microseconds()) / 1000
+	}
+	b.ReportMetric(p(0.5), "p50-ms")
+	b.ReportMetric(p(0.99), "p99-ms")
+	b.ReportMetric(0, "ns/op")
+	_ = fmt.Sprint()
+}
