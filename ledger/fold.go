@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // RevokedAuthorError says an entry had no effect because its author had lost
@@ -319,15 +316,11 @@ func needAdmin(st *State, author, what string) error {
 }
 
 func peerIDOf(pub []byte) (string, error) {
-	k, err := crypto.UnmarshalEd25519PublicKey(pub)
+	ak, err := authorKeyOf(pub)
 	if err != nil {
 		return "", err
 	}
-	id, err := peer.IDFromPublicKey(k)
-	if err != nil {
-		return "", err
-	}
-	return id.String(), nil
+	return ak.s, nil
 }
 
 func ownJob(st *State, author, id, what string) (*Job, error) {

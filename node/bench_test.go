@@ -205,3 +205,113 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(0, "ns/op")
 	_ = fmt.Sprint()
 }
+
+// BenchmarkPlacement100Nodes measures placement throughput: instances started
+// per second across a 100-node in-process mesh with the fake driver. One op
+// submits a job as wide as the mesh (every slot) on node 0 and waits until
+// every instance has been started by its machine.
+func BenchmarkPlacement100Nodes(b *testing.B) {
+	const nodes, slots = 100, 20
+	ctx := context.Background()
+	drivers := make([]*countDriver, nodes)
+	ns := make([]*Node, nodes)
+	var total countTotal
+	for i := range ns {
+		drivers[i] = &countDriver{Driver: runtime.NewFake(), total: &total}
+		ns[i] = benchNode(b, drivers[i], fmt.Sprintf("resources: {max_concurrent_jobs: %d}\n", slots), "/ip4/127.0.0.1/tcp/0")
+	}
+	key, err := ns[0].CreateOrg(ctx, api.OrgCreate{Name: "bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := ns[0].SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"smartshare.max_cpus_limit": "100000"}}); err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range ns[1:] {
+		if _, err := n.Join(ctx, api.JoinRequest{OrgKey: key.Key}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for _, n := range ns[1:] {
+		for {
+			_, err := ns[0].MachineAction(ctx, n.ID().String(), "approve")
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("approve: %v", err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, n := range ns {
+		for {
+			online := 0
+			for _, m := range ns {
+				if s := n.machineStatus(m.ID().String(), time.Now()); s == StatusAvailable || s == StatusBusy {
+					online++
+				}
+			}
+			if online == nodes {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("node sees %d of %d machines online", online, nodes)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	width := nodes * slots
+	var started time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		base := total.get()
+		t0 := time.Now()
+		ji, err := ns[0].SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"}, Range: fmt.Sprintf("1-%d", width),
+			CPUs: int64(width), MaxCPUs: "0"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for total.get()-base < width {
+			if time.Since(t0) > 2*time.Minute {
+				b.Fatalf("only %d of %d instances started", total.get()-base, width)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		started += time.Since(t0)
+		b.StopTimer()
+		if _, err := ns[0].CancelJob(ctx, ji.ID); err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range ns {
+			waitIdle(b, n)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(width*b.N)/started.Seconds(), "instances/s")
+}
+
+type countTotal struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countTotal) get() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+type countDriver struct {
+	runtime.Driver
+	total *countTotal
+}
+
+func (d *countDriver) Start(ctx context.Context, s runtime.Spec) (runtime.RunID, error) {
+	d.total.mu.Lock()
+	d.total.n++
+	d.total.mu.Unlock()
+	return d.Driver.Start(ctx, s)
+}

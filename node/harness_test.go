@@ -323,9 +323,34 @@ func (m *mesh) hashes() (map[string]int, string) {
 			continue
 		}
 		count[o.StateHash]++
-		fmt.Fprintf(&b, "%s: %.8s (%d entries); ", mn.name, o.StateHash, o.Entries)
+		fmt.Fprintf(&b, "%s: %.8s (%d entries)%s; ", mn.name, o.StateHash, o.Entries, gossipTrouble(mn.Node))
 	}
 	return count, b.String()
+}
+
+// gossipTrouble describes n's gossip rejections and negative peer scores.
+func gossipTrouble(n *Node) string {
+	n.mu.RLock()
+	o := n.org
+	n.mu.RUnlock()
+	var b strings.Builder
+	if o != nil {
+		rej := o.Rejected()
+		keys := make([]string, 0, len(rej))
+		for k := range rej {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, " rejected %s=%d", k, rej[k])
+		}
+	}
+	for _, p := range n.host.Peers() {
+		if s, ok := n.host.PeerScore(p); ok && s < 0 {
+			fmt.Fprintf(&b, " score(%s)=%.0f", p.ShortString(), s)
+		}
+	}
+	return b.String()
 }
 
 // waitConverged waits until every live node has the same state hash.

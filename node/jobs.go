@@ -173,7 +173,7 @@ func (n *Node) checkImage(ctx context.Context, spec ledger.JobSpec) error {
 	}
 	cctx, c := context.WithTimeout(ctx, 2*time.Minute)
 	defer c()
-	if err := d.EnsureImage(cctx, spec.Image, nil); err != nil {
+	if err := d.EnsureImage(cctx, spec.Image, n.registryAuth(spec.Image)); err != nil {
 		if errors.Is(err, runtime.ErrImageNotFound) {
 			return api.Errorf(http.StatusBadRequest, "image: %s", strings.TrimPrefix(err.Error(), "runtime: "))
 		}

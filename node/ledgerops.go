@@ -395,3 +395,45 @@ func (m *membership) IsApproved(id peer.ID) bool {
 	mc := n.lg.State().Machines[id.String()]
 	return mc != nil && mc.Status == ledger.MachineApproved
 }
+
+var _ p2p.LagAware = (*membership)(nil)
+
+// HasHeads reports whether every head is in the log: if so, a sender this
+// node does not know as a machine is provably not one (see p2p.LagAware);
+// if not, this node may lag behind it.
+func (m *membership) HasHeads(heads []string) bool {
+	n := (*Node)(m)
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	for _, h := range heads {
+		c, err := cid.Decode(h)
+		if err != nil {
+			continue // not a head at all: proves nothing either way
+		}
+		if !n.lg.Has(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// HasHeadsPayload is HasHeads for a heads announcement's payload.
+func (m *membership) HasHeadsPayload(payload []byte) bool {
+	var msg headsMsg
+	if err := cbor.Unmarshal(payload, &msg); err != nil || len(msg.Heads) > 4096 {
+		return true
+	}
+	n := (*Node)(m)
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	for _, b := range msg.Heads {
+		c, err := cid.Cast(b)
+		if err != nil {
+			continue
+		}
+		if !n.lg.Has(c) {
+			return false
+		}
+	}
+	return true
+}

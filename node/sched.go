@@ -568,6 +568,7 @@ func (s *scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
 	sp := runtime.Spec{Org: n.orgID(), Job: j.ID, Instance: in.id, Machine: n.id.String(), Item: int(item),
 		Image: j.Spec.Image, Cmd: j.Spec.Cmd, Env: j.Spec.Env, PidsLimit: 4096,
 		WorkDir: filepath.Join(n.opts.DataDir, "work", in.id)}
+	sp.Auth = n.registryAuth(j.Spec.Image)
 	if j.Spec.Cores > 0 {
 		sp.NanoCPUs = j.Spec.Cores * 1_000_000
 	}
@@ -791,4 +792,14 @@ func (n *Node) planAgreement() (string, int, int) {
 		}
 	}
 	return h, agree, peers
+}
+
+// registryAuth is this machine's node.yaml credentials for an image's
+// registry, or nil.
+func (n *Node) registryAuth(image string) *runtime.RegistryAuth {
+	r := n.cfg.RegistryFor(image)
+	if r == nil {
+		return nil
+	}
+	return &runtime.RegistryAuth{Server: r.Server, Username: r.Username, Password: r.Password, Token: r.Token}
 }

@@ -2,8 +2,8 @@ package p2p
 
 import (
 	"context"
-	"strconv"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"

@@ -14,13 +14,32 @@ import (
 )
 
 // Membership answers from the node's current ledger State. It must be safe
-// for concurrent use: validators call it from pubsub's goroutines.
+// for concurrent use and fast (no IO, no waiting on locks held across IO):
+// validators call it inline on pubsub's validation workers.
 type Membership interface {
 	// IsMachine: a registered machine of the org (pending or approved); may
 	// announce ledger heads.
 	IsMachine(id peer.ID) bool
 	// IsApproved: an approved machine; may send heartbeats.
 	IsApproved(id peer.ID) bool
+}
+
+// LagAware is optionally implemented by a Membership. A message from a peer
+// the Membership does not list is then rejected (and its sender and
+// forwarder penalised) only when this node has every ledger head the message
+// names: the sender is then provably not a machine in the ledger it claims
+// to have seen. When this node lacks one of those heads it may simply lag
+// behind (a machine registered or approved a moment ago, announced by a
+// forwarder that is ahead of us), and the message is ignored without
+// penalty; penalising would graylist honest peers whenever ledgers are
+// briefly out of step. Without LagAware every such message is rejected.
+type LagAware interface {
+	// HasHeads reports whether every head (a CID string, as in
+	// Heartbeat.Heads) is in this node's ledger.
+	HasHeads(heads []string) bool
+	// HasHeadsPayload is HasHeads for the opaque payload of a heads
+	// announcement; an undecodable payload counts as known.
+	HasHeadsPayload(payload []byte) bool
 }
 
 // Topic kinds, used as the "topic" label of the gossip counters and as the
@@ -46,6 +65,7 @@ const (
 const (
 	IgnoreReordered = "reordered" // heartbeat Seq a little below the last accepted: overtaken on another path
 	IgnoreStale     = "stale"     // heads Seq not above the last accepted from that sender
+	IgnoreLagging   = "lagging"   // sender not a machine in our ledger, which lacks heads the message names (see LagAware)
 )
 
 // ReorderWindow: a heartbeat whose Seq is below the last accepted one from
@@ -95,6 +115,7 @@ type Org struct {
 	ledgerTopic, hbTopic *pubsub.Topic
 	ledgerSub, hbSub     *pubsub.Subscription
 	events               *pubsub.TopicEventHandler
+	regLedger, regHB     bool // validators registered by us
 
 	mu        sync.Mutex
 	headsFns  []func(peer.ID, []byte)
@@ -104,9 +125,12 @@ type Org struct {
 	lastBeat  time.Time
 	rejected  map[string]uint64
 	ignored   map[string]uint64
-	cache     map[string]cachedHB // latest accepted heartbeat per machine
+	cache     map[string]cachedHB  // latest accepted heartbeat per machine
 	joined    map[peer.ID]struct{} // peers that joined the heartbeat topic since the last beat
 	closed    bool
+
+	addrsCache []string
+	addrsAt    time.Time
 
 	seqMu     sync.Mutex
 	hbSeq     map[string]uint64  // validator: last accepted heartbeat Seq per machine
@@ -168,12 +192,17 @@ func (h *Host) JoinOrg(org string, m Membership) (*Org, error) {
 func (o *Org) join() error {
 	ps := o.h.ps
 	var err error
+	// Inline: validators are cheap (a map lookup, two Ed25519 checks at
+	// most) and running them on pubsub's workers saves a goroutine per
+	// message, which shows in propagation latency.
 	if err = ps.RegisterTopicValidator(o.ledgerName, pubsub.ValidatorEx(o.validateHeads), pubsub.WithValidatorInline(true)); err != nil {
 		return err
 	}
+	o.regLedger = true
 	if err = ps.RegisterTopicValidator(o.hbName, pubsub.ValidatorEx(o.validateHeartbeat), pubsub.WithValidatorInline(true)); err != nil {
 		return err
 	}
+	o.regHB = true
 	if o.ledgerTopic, err = ps.Join(o.ledgerName); err != nil {
 		return err
 	}
@@ -223,8 +252,12 @@ func (o *Org) Close() {
 	}
 	o.wg.Wait()
 	ps := o.h.ps
-	_ = ps.UnregisterTopicValidator(o.ledgerName)
-	_ = ps.UnregisterTopicValidator(o.hbName)
+	if o.regLedger {
+		_ = ps.UnregisterTopicValidator(o.ledgerName)
+	}
+	if o.regHB {
+		_ = ps.UnregisterTopicValidator(o.hbName)
+	}
 	if o.ledgerTopic != nil {
 		_ = o.ledgerTopic.Close()
 	}
@@ -258,8 +291,12 @@ func (o *Org) OnHeartbeat(fn func(hb Heartbeat)) {
 // a peer joins the org's heartbeat topic (a peer connected, or it restarted),
 // Org calls fn so that the newcomer learns our state without waiting a full
 // interval. Calls are coalesced: at most one per BeatMinGap, on a timer
-// goroutine. fn would normally build the current Heartbeat and call
-// PublishHeartbeat.
+// goroutine, and delayed (up to 3 s) until pubsub can actually send to the
+// new peers. fn would normally build the current Heartbeat and call
+// PublishHeartbeat. This is the only peer-connection hook: pubsub's PeerJoin
+// on the heartbeat topic is a better trigger than a network notifee, since a
+// heartbeat published before the peer's subscription is known would not
+// reach it.
 func (o *Org) SetBeat(fn func()) {
 	o.mu.Lock()
 	o.beat = fn
@@ -324,7 +361,7 @@ func (o *Org) PublishHeartbeat(ctx context.Context, hb Heartbeat) error {
 		hb.Time = time.Now().UnixMilli()
 	}
 	if len(hb.Addrs) == 0 {
-		hb.Addrs = o.h.Addrs()
+		hb.Addrs = o.addrs()
 	}
 	o.pubMu.Lock()
 	defer o.pubMu.Unlock()
@@ -342,6 +379,18 @@ func (o *Org) PublishHeartbeat(ctx context.Context, hb Heartbeat) error {
 	}
 	return o.hbTopic.Publish(ctx, data)
 }
+
+// addrs is Host.Addrs, cached for addrsTTL (it enumerates interfaces).
+func (o *Org) addrs() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if time.Since(o.addrsAt) > addrsTTL || len(o.addrsCache) == 0 {
+		o.addrsCache, o.addrsAt = o.h.Addrs(), time.Now()
+	}
+	return o.addrsCache
+}
+
+const addrsTTL = 10 * time.Second
 
 // nextSeq is max(now in unix ns, last+1).
 func nextSeq(last uint64) uint64 {
@@ -388,6 +437,9 @@ func (o *Org) validateHeartbeat(_ context.Context, src peer.ID, msg *pubsub.Mess
 		return o.reject(KindHeartbeat, ReasonFromMismatch)
 	}
 	if !local && !o.m.IsApproved(from) {
+		if la, ok := o.m.(LagAware); ok && !la.HasHeads(hb.Heads) {
+			return o.ignore(KindHeartbeat, IgnoreLagging)
+		}
 		return o.reject(KindHeartbeat, ReasonNotApproved)
 	}
 	if err := hb.Verify(o.name); err != nil {
@@ -435,6 +487,9 @@ func (o *Org) validateHeads(_ context.Context, src peer.ID, msg *pubsub.Message)
 		return o.reject(KindLedger, ReasonTooLarge)
 	}
 	if !local && !o.m.IsMachine(from) {
+		if la, ok := o.m.(LagAware); ok && !la.HasHeadsPayload(hm.Payload) {
+			return o.ignore(KindLedger, IgnoreLagging)
+		}
 		return o.reject(KindLedger, ReasonNotMachine)
 	}
 	o.seqMu.Lock()

@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -561,5 +561,51 @@ func TestMetricsSharedRegistry(t *testing.T) {
 	b := ptHost(t, reg) // a second host on the same registry must not fail
 	if a.rejected != b.rejected {
 		t.Fatal("second host did not reuse the registered counter")
+	}
+}
+
+func TestQUICConnect(t *testing.T) {
+	mk := func() *Host {
+		h, err := New(context.Background(), Config{Key: ptKey(t), ListenAddrs: []string{"/ip4/127.0.0.1/udp/0/quic-v1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.Close() })
+		return h
+	}
+	a, b := mk(), mk()
+	ptConnect(t, a, b)
+	conns := a.LibP2P().Network().ConnsToPeer(b.ID())
+	if len(conns) == 0 || conns[0].ConnState().Transport != "quic-v1" {
+		t.Fatalf("conns %v", conns)
+	}
+}
+
+func TestOrgCloseAndRejoin(t *testing.T) {
+	h := ptHost(t, nil)
+	m := newPtMembers(h.ID())
+	o, err := h.JoinOrg(ptOrg, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.SetBeat(func() {})
+	o.Close()
+	o.Close() // idempotent
+	if err := o.PublishHeartbeat(context.Background(), Heartbeat{}); err == nil {
+		t.Fatal("publish on a closed org succeeded")
+	}
+	o2, err := h.JoinOrg(ptOrg, m)
+	if err != nil {
+		t.Fatalf("rejoin: %v", err)
+	}
+	rec := &ptRecorder{}
+	o2.OnHeartbeat(rec.add)
+	if err := o2.PublishHeartbeat(context.Background(), Heartbeat{}); err != nil {
+		t.Fatal(err)
+	}
+	ptEventually(t, 5*time.Second, "own heartbeat after rejoin", func() bool { return rec.count(func(Heartbeat) bool { return true }) == 1 })
+	h.Close()
+	if _, err := h.JoinOrg("other", m); !errors.Is(err, ErrClosed) {
+		t.Fatalf("JoinOrg after Close: %v", err)
 	}
 }

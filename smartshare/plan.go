@@ -82,12 +82,12 @@ type planner struct {
 
 	constrained bool
 	nShapes     int
+	shapeJob    []int32 // per shape, a job of that shape (rank)
 	fcur        []int32 // free-fit cursor into bf, per shape
 	vcur        []int32 // victim cursor into victims, per shape
 	victims     []int32
 	tier1Len    int
 	tier2Built  bool
-	version     uint64
 	forceRepair bool // tests: use the resource-aware path on unconstrained input
 
 	rep *repairState
@@ -225,7 +225,7 @@ func (p *planner) init() {
 		}
 		keys[i] = jkey{k, j.Submitted, int32(i)}
 	}
-	slices.SortFunc(keys, func(a, b jkey) int {
+	cmpKeys := func(a, b jkey) int {
 		if a.k != b.k {
 			return cmp.Compare(a.k, b.k)
 		}
@@ -237,7 +237,24 @@ func (p *planner) init() {
 			return c
 		}
 		return cmpJobRest(x, y)
-	})
+	}
+	if packed && len(keys) > 256 {
+		// Radix sort on the packed key, then order runs of equal keys.
+		tmp := make([]jkey, len(keys))
+		radixSort(keys, tmp, func(x *jkey) uint64 { return x.k })
+		for i := 0; i < len(keys); {
+			k := i + 1
+			for k < len(keys) && keys[k].k == keys[i].k {
+				k++
+			}
+			if k-i > 1 {
+				slices.SortFunc(keys[i:k], cmpKeys)
+			}
+			i = k
+		}
+	} else {
+		slices.SortFunc(keys, cmpKeys)
+	}
 	p.jobs = make([]jobState, len(keys))
 	anyNeed := false
 	for r, k := range keys {
@@ -275,6 +292,7 @@ func (p *planner) init() {
 			if !ok {
 				s = int32(len(shapes))
 				shapes[k] = s
+				p.shapeJob = append(p.shapeJob, int32(r))
 			}
 			js.shape = s
 		}
@@ -286,8 +304,43 @@ func (p *planner) init() {
 			js.cores, js.mem, js.gpus = 0, 0, 0
 		}
 	}
+	if p.shapeJob == nil {
+		p.shapeJob = []int32{0}
+	}
 	p.fcur = make([]int32, p.nShapes)
 	p.vcur = make([]int32, p.nShapes)
+}
+
+// radixSort sorts s by key (LSD, 11 bits a pass, skipping passes where all
+// keys share the digit); tmp is scratch of the same length.
+func radixSort[T any](s, tmp []T, key func(*T) uint64) {
+	const bits = 11
+	var or, and uint64 = 0, ^uint64(0)
+	for i := range s {
+		k := key(&s[i])
+		or |= k
+		and &= k
+	}
+	var count [1 << bits]int
+	for shift := uint(0); shift < 64; shift += bits {
+		if (or^and)>>shift&(1<<bits-1) == 0 {
+			continue // every key has the same digit here
+		}
+		clear(count[:])
+		for i := range s {
+			count[key(&s[i])>>shift&(1<<bits-1)]++
+		}
+		sum := 0
+		for d := range count {
+			sum, count[d] = sum+count[d], sum
+		}
+		for i := range s {
+			d := key(&s[i]) >> shift & (1<<bits - 1)
+			tmp[count[d]] = s[i]
+			count[d]++
+		}
+		copy(s, tmp)
+	}
 }
 
 // sameString reports whether a and b are the same string in memory: a cheap
@@ -817,7 +870,6 @@ func (p *planner) occupy(g, r int32, kind uint8) {
 	p.slotJob[g] = r + 1
 	p.slotKind[g] = kind
 	p.account(g, r, kind, 1)
-	p.version++
 	if p.rep != nil && kind == kSecondary {
 		p.rep.added(p, g, r)
 	}
@@ -834,7 +886,6 @@ func (p *planner) vacate(g int32) {
 	}
 	p.slotJob[g] = 0
 	p.slotKind[g] = kNone
-	p.version++
 	if p.rep != nil && kind == kSecondary {
 		p.rep.removed(p, g, r)
 	}
@@ -865,6 +916,9 @@ func (p *planner) popFree(m *machState) int32 {
 // gain notes that machine mr has more room than before, so free-fit
 // cursors that passed it must look again.
 func (p *planner) gain(mr int32) {
+	if p.rep != nil {
+		p.rep.invalidateAll()
+	}
 	pos := p.bfPos[mr]
 	for s := range p.fcur {
 		if p.fcur[s] > pos {

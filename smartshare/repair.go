@@ -1,10 +1,5 @@
 package smartshare
 
-import (
-	"cmp"
-	"slices"
-)
-
 // repairState is the bookkeeping of the resource-aware secondary phase.
 type repairState struct {
 	secHead []int32 // per job: first slot+1 of its secondaries
@@ -12,10 +7,18 @@ type repairState struct {
 	secPrev []int32 // per slot: previous slot+1
 	cand    idxHeap // jobs that may grow: fewest secondaries first, then rank
 	vict    idxHeap // jobs with secondaries: most first, then lowest priority
-	failSet []bool  // per shape: a failed attempt is cached
-	failVer []uint64
+	// Per shape, a cached failure: a job of that shape with failLvl or more
+	// secondaries can grow neither into a free slot nor by a swap. It stays
+	// true until a machine gains room or some job reaches failLvl+2
+	// secondaries (a new possible victim).
+	failSet []bool
 	failLvl []int
+
+	cands    [][]int32 // per shape: candMachines
+	candsSet []bool
 }
+
+func (s *repairState) invalidateAll() { clear(s.failSet) }
 
 func (s *repairState) added(p *planner, g, r int32) {
 	s.secNext[g] = s.secHead[r]
@@ -24,6 +27,19 @@ func (s *repairState) added(p *planner, g, r int32) {
 		s.secPrev[h-1] = g + 1
 	}
 	s.secHead[r] = g + 1
+	// Job r now has n secondaries: for a cached failure at level b, its
+	// secondaries became possible victims if n == b+2, and this new one is
+	// a possible victim if n > b+2 and a job of that shape could ever take
+	// its machine.
+	n := p.jobs[r].S
+	for sh, set := range s.failSet {
+		if !set || n < s.failLvl[sh]+2 {
+			continue
+		}
+		if n == s.failLvl[sh]+2 || p.pcFits(&p.jobs[p.shapeJob[sh]], &p.mach[p.slotMach[g]]) {
+			s.failSet[sh] = false
+		}
+	}
 	s.cand.fix(r)
 	if s.vict.has(r) {
 		s.vict.fix(r)
@@ -68,7 +84,6 @@ func (p *planner) repair() {
 		secNext: make([]int32, p.nSlots),
 		secPrev: make([]int32, p.nSlots),
 		failSet: make([]bool, p.nShapes),
-		failVer: make([]uint64, p.nShapes),
 		failLvl: make([]int, p.nShapes),
 	}
 	s.cand = newIdxHeap(n, func(a, b int32) bool {
@@ -128,9 +143,9 @@ func (p *planner) tryGrow(r int32) bool {
 	j := &p.jobs[r]
 	b := j.S
 	sh := j.shape
-	// A shape that failed at level b fails at any level >= b until the
-	// layout changes.
-	if s.failSet[sh] && s.failVer[sh] == p.version && b >= s.failLvl[sh] {
+	// A shape that failed at a level fails at any higher one (fewer jobs
+	// are two ahead), until the cache is invalidated.
+	if s.failSet[sh] && b >= s.failLvl[sh] {
 		return false
 	}
 	if g := p.freeFit(r); g >= 0 {
@@ -149,10 +164,10 @@ func (p *planner) tryGrow(r int32) bool {
 			return true
 		}
 	}
-	if s.failSet[sh] && s.failVer[sh] == p.version {
+	if s.failSet[sh] {
 		s.failLvl[sh] = min(s.failLvl[sh], b)
 	} else {
-		s.failSet[sh], s.failVer[sh], s.failLvl[sh] = true, p.version, b
+		s.failSet[sh], s.failLvl[sh] = true, b
 	}
 	return false
 }
@@ -169,22 +184,53 @@ func (p *planner) findSwap(r int32) int32 {
 	if j.cores == 0 && j.mem == 0 && j.gpus == 0 {
 		return p.bestVictim(s.vict.items[0], j)
 	}
-	elig := p.tmp[:0]
-	for _, i := range s.vict.items {
-		if p.jobs[i].S >= b+2 {
-			elig = append(elig, i)
+	// Look at the machines this shape could ever take a slot of (those it
+	// fits counting only primaries, which do not change here), and pick the
+	// best victim by the order of the zero-need case: the job with the most
+	// secondaries, then the lowest priority, then victimBefore.
+	cands := s.candMachines(p, j.shape)
+	best := int32(-1)
+	var bestJob *jobState
+	for _, mr := range cands {
+		m := &p.mach[mr]
+		for g := m.off; g < m.off+m.slots; g++ {
+			if p.slotKind[g] != kSecondary {
+				continue
+			}
+			i := p.slotJob[g] - 1
+			v := &p.jobs[i]
+			if v.S < b+2 || !p.fits(j, m, v.cores, v.mem, v.gpus) {
+				continue
+			}
+			if best >= 0 {
+				bi := p.slotJob[best] - 1
+				if v.S < bestJob.S || (v.S == bestJob.S && (i < bi || (i == bi && !p.victimBefore(g, best)))) {
+					continue
+				}
+			}
+			best, bestJob = g, v
 		}
 	}
-	p.tmp = elig
-	slices.SortFunc(elig, func(a, b int32) int {
-		return cmp.Or(cmp.Compare(p.jobs[b].S, p.jobs[a].S), cmp.Compare(b, a))
-	})
-	for _, i := range elig {
-		if g := p.bestVictim(i, j); g >= 0 {
-			return g
+	return best
+}
+
+// candMachines lists, once per repair, the machines a job of shape sh
+// would fit with all their secondaries gone.
+func (s *repairState) candMachines(p *planner, sh int32) []int32 {
+	if s.cands == nil {
+		s.cands = make([][]int32, p.nShapes)
+		s.candsSet = make([]bool, p.nShapes)
+	}
+	if !s.candsSet[sh] {
+		s.candsSet[sh] = true
+		j := &p.jobs[p.shapeJob[sh]]
+		for mr := range p.mach {
+			if p.pcFits(j, &p.mach[mr]) {
+				s.cands[sh] = append(s.cands[sh], int32(mr))
+			}
 		}
 	}
-	return -1
+	return s.cands[sh]
 }
 
 // bestVictim picks, among job i's secondaries whose slot would fit j, one

@@ -3,6 +3,7 @@ package smartshare
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,6 +90,21 @@ func TestPlanInvalidInput(t *testing.T) {
 			x := in.Instances[0]
 			x.Job = "j0"
 			in.Instances = append(in.Instances, x, Instance{Job: "j0", Machine: "nowhere", Slot: 99, Kind: "odd"})
+		}
+		if rapid.Bool().Draw(t, "extreme") {
+			in.Config.MaxCPUsLimit = rapid.SampledFrom([]int{-5, 1 << 40}).Draw(t, "limit")
+			in.Config.DefaultMaxCPUs = rapid.SampledFrom([]int{-1 << 40, 1 << 40}).Draw(t, "defmax")
+			in.Config.Mode, in.Config.PreemptPolicy = "", "bogus"
+			for i := range in.Jobs {
+				in.Jobs[i].ItemsRemaining = rapid.SampledFrom([]int{-1, 1 << 62}).Draw(t, "items")
+				in.Jobs[i].CPUs = rapid.SampledFrom([]int{-1, 3, 1 << 62}).Draw(t, "cpus")
+				in.Jobs[i].Cores = rapid.SampledFrom([]int64{-1, 1 << 62}).Draw(t, "cores")
+				in.Jobs[i].GPUs = rapid.SampledFrom([]int{-1, 0, 1 << 30}).Draw(t, "gpus")
+			}
+			for i := range in.Machines {
+				in.Machines[i].Cores = rapid.SampledFrom([]int64{-7, 0, 1 << 62}).Draw(t, "mcores")
+				in.Machines[i].GPUs = rapid.SampledFrom([]int{-1, 2, 1 << 30}).Draw(t, "mgpus")
+			}
 		}
 		res := Plan(in)
 		if err := checkShuffled(in, res, 2); err != nil {
@@ -224,5 +240,48 @@ func TestMonotoneFailsWithResources(t *testing.T) {
 	after := Plan(in)
 	if count(before, "j4") != 4 || count(after, "j4") != 3 || count(before, "j3") != 0 || count(after, "j3") != 1 {
 		t.Fatalf("before %+v\nafter %+v", before.Jobs, after.Jobs)
+	}
+}
+
+// At scale (the radix sort of the job ranking, the hash tables), the
+// ranking is priority, submission, ID; shuffled input plans the same; the
+// plan is a fixed point.
+func TestLargeInput(t *testing.T) {
+	in := benchInput(3000, 30000, false)
+	for i := range in.Jobs { // many ties on (priority, submitted)
+		in.Jobs[i].Submitted = int64(i % 7)
+	}
+	in.Jobs[5].Submitted = -1 << 60 // wide spread: the unpacked path
+	res := Plan(in)
+	v := newView(in, res)
+	for i, j := range res.Jobs {
+		if v.rank[j.ID] != i {
+			t.Fatalf("job %s at %d, want %d", j.ID, i, v.rank[j.ID])
+		}
+	}
+	if err := errors.Join(checkCapacity(v), checkCaps(v), checkSummary(v)); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkShuffled(in, res, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkFixedPoint(in, res); err != nil {
+		t.Fatal(err)
+	}
+	in.Jobs[5].Submitted = 3
+	res = Plan(in)
+	v = newView(in, res)
+	for i, j := range res.Jobs {
+		if v.rank[j.ID] != i {
+			t.Fatalf("packed: job %s at %d, want %d", j.ID, i, v.rank[j.ID])
+		}
+	}
+	if err := checkShuffled(in, res, 2); err != nil {
+		t.Fatal(err)
+	}
+	rin := benchInput(3000, 30000, true)
+	rres := Plan(rin)
+	if err := errors.Join(checkCapacity(newView(rin, rres)), checkShuffled(rin, rres, 2), checkFixedPoint(rin, rres)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -186,7 +186,7 @@ func TestParseErrors(t *testing.T) {
 		{"jobs huge", "resources:\n  max_concurrent_jobs: 5000\n", "resources.max_concurrent_jobs", "resources.max_concurrent_jobs: 5000 is outside 0..1024"},
 		{"jobs string", "resources:\n  max_concurrent_jobs: four\n", "resources.max_concurrent_jobs", `resources.max_concurrent_jobs: "four" is not a number`},
 		{"unknown resources key", "resources:\n  cpu_limit: 80\n  foo: 1\n", "resources.foo", `unknown key "resources.foo"; allowed under resources: cpu_limit, memory_limit, disk_limit, max_concurrent_jobs, gpus (line 3)`},
-		{"unknown top key", "nmae: x\n", "nmae", `unknown key "nmae"; allowed at the top level: name, heartbeat_interval, resources, runtime (line 1)`},
+		{"unknown top key", "nmae: x\n", "nmae", `unknown key "nmae"; allowed at the top level: name, heartbeat_interval, resources, runtime, registries (line 1)`},
 		{"unknown gpu key", "resources:\n  gpus:\n    - device: 0\n      mem: 1\n", "resources.gpus[0].mem", `unknown key "resources.gpus[0].mem"; allowed under resources.gpus[0]: device, memory (line 4)`},
 		{"unknown runtime key", "runtime:\n  podman: true\n", "runtime.podman", `unknown key "runtime.podman"`},
 		{"seed keys at top level", "cpu_limit: 80\n", "cpu_limit", `unknown key "cpu_limit"; allowed at the top level`},
@@ -214,7 +214,7 @@ func TestParseErrors(t *testing.T) {
 		{"name control", "name: \"a\\tb\"\n", "name", `name: "a\tb" contains a control or invalid character`},
 		{"name spaces", "name: \" box\"\n", "name", `name: " box" starts or ends with a space`},
 		{"name mapping", "name: {a: b}\n", "name", "name: is a mapping; expected a machine name"},
-		{"top level list", "- resources\n", "", "the top level: is a list; expected a mapping with keys name, heartbeat_interval, resources, runtime (line 1)"},
+		{"top level list", "- resources\n", "", "the top level: is a list; expected a mapping with keys name, heartbeat_interval, resources, runtime, registries (line 1)"},
 		{"top level scalar", "hello\n", "", `the top level: is "hello" (a string); expected a mapping`},
 		{"syntax", "resources:\n  cpu_limit: [80\n", "", "invalid YAML: "},
 		{"tabs", "resources:\n\tcpu_limit: 80\n", "", "invalid YAML: "},
@@ -345,5 +345,32 @@ func checkErr(t *testing.T, err error, key, want string) {
 	}
 	if !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("error\n  %q\nwant prefix\n  %q", err, want)
+	}
+}
+
+func TestRegistries(t *testing.T) {
+	f, err := Parse([]byte("registries:\n  - server: ghcr.io\n    username: u\n    password: p\n  - server: registry.example.com:5000\n    token: tok\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := f.RegistryFor("ghcr.io/acme/render:1"); r == nil || r.Username != "u" {
+		t.Fatalf("ghcr.io: %+v", r)
+	}
+	if r := f.RegistryFor("registry.example.com:5000/x"); r == nil || r.Token != "tok" {
+		t.Fatalf("example: %+v", r)
+	}
+	if r := f.RegistryFor("busybox"); r != nil {
+		t.Fatalf("docker.io: %+v", r)
+	}
+	for _, bad := range []string{
+		"registries:\n  - server: ghcr.io\n",
+		"registries:\n  - username: u\n    password: p\n",
+		"registries:\n  - server: a\n    password: p\n    token: t\n    username: u\n",
+		"registries:\n  - server: a\n    user: u\n",
+		"registries: 5\n",
+	} {
+		if _, err := Parse([]byte(bad)); err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "registries") {
+			t.Errorf("%q: err %v", bad, err)
+		}
 	}
 }
