@@ -21,7 +21,7 @@ testimage:
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
-	@if ! command -v staticcheck >/dev/null 2>&1; then $(GO) install honnef.co/go/tools/cmd/staticcheck@2025.1.1; fi
+	@if ! command -v staticcheck >/dev/null 2>&1; then $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.6.1; fi
 	PATH="$$PATH:$$($(GO) env GOPATH)/bin" staticcheck $(PKGS)
 	@cp go.mod /tmp/cshare.go.mod.bak; cp go.sum /tmp/cshare.go.sum.bak; $(GO) mod tidy; \
 	if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes go.mod/go.sum"; git diff --stat -- go.mod go.sum; \

@@ -24,7 +24,12 @@ func checkCanonical(b []byte) error {
 	return nil
 }
 
-const maxCanonDepth = 16
+// Limits, as the CBOR decoder's (decMode): nesting, array and map sizes.
+const (
+	maxCanonDepth    = 16
+	maxCanonArray    = 65536
+	maxCanonMapPairs = 4096
+)
 
 var errTruncated = errors.New("cbor: truncated")
 
@@ -54,13 +59,14 @@ func canonHead(b []byte) (major byte, arg uint64, n int, err error) {
 	return 0, 0, 0, fmt.Errorf("cbor: indefinite length or reserved head %#x", b[0])
 }
 
+// canonItem checks one item; depth is the number of arrays and maps around it.
 func canonItem(b []byte, depth int) ([]byte, error) {
-	if depth > maxCanonDepth {
-		return nil, errors.New("cbor: nested too deep")
-	}
 	major, arg, n, err := canonHead(b)
 	if err != nil {
 		return nil, err
+	}
+	if (major == 4 || major == 5) && depth >= maxCanonDepth {
+		return nil, errors.New("cbor: nested too deep")
 	}
 	if major == 7 {
 		if n != 1 || arg < 20 || arg > 22 {
@@ -81,6 +87,9 @@ func canonItem(b []byte, depth int) ([]byte, error) {
 		}
 		return b[arg:], nil
 	case 4: // array
+		if arg > maxCanonArray {
+			return nil, errors.New("cbor: array too long")
+		}
 		if arg > uint64(len(b)) { // every item takes a byte at least
 			return nil, errTruncated
 		}
@@ -91,6 +100,9 @@ func canonItem(b []byte, depth int) ([]byte, error) {
 		}
 		return b, nil
 	case 5: // map
+		if arg > maxCanonMapPairs {
+			return nil, errors.New("cbor: map too large")
+		}
 		if arg > uint64(len(b))/2 {
 			return nil, errTruncated
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 
@@ -250,17 +251,116 @@ func decodeUnverified(raw []byte) (*Entry, error) {
 	if len(raw) > MaxEntrySize {
 		return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(raw), MaxEntrySize)
 	}
-	var w wire
-	if err := decMode.Unmarshal(raw, &w); err != nil {
+	own := append([]byte(nil), raw...) // the entry keeps its bytes; fields point into them
+	w, err := parseWire(own)
+	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	// Canonical form: re-encoding must give the same bytes, so every entry has
-	// exactly one encoding and one CID.
+	return decodeTrusted(own, w)
+}
+
+// parseWire parses an entry's envelope from its canonical encoding, without
+// reflection or re-encoding. It accepts exactly the bytes that the wire type
+// decodes from and re-encodes to unchanged (FuzzDecodeEntry checks this
+// against the reflective decoder): one canonical CBOR map, integer keys 1..8
+// with their types, the non-omitempty fields present and the omitempty ones
+// present only when not empty. Byte fields point into raw.
+func parseWire(raw []byte) (wire, error) {
+	var w wire
+	if err := checkCanonical(raw); err != nil {
+		return w, err
+	}
+	major, n, hl, _ := canonHead(raw)
+	if major != 5 {
+		return w, errors.New("entry is not a map")
+	}
+	b := raw[hl:]
+	var seen uint
+	for i := uint64(0); i < n; i++ {
+		km, key, kl, _ := canonHead(b)
+		if km != 0 || key < 1 || key > 8 {
+			return w, fmt.Errorf("unknown field (key head %#x)", b[0])
+		}
+		b = b[kl:]
+		seen |= 1 << key // keys are strictly increasing: checkCanonical
+		rest, _ := canonItem(b, 1)
+		item := b[:len(b)-len(rest)]
+		b = rest
+		vm, arg, vl, _ := canonHead(item)
+		body := item[vl:]
+		switch key {
+		case 1, 2: // org, kind: text
+			if vm != 3 {
+				return w, fmt.Errorf("field %d is not text", key)
+			}
+			if key == 1 {
+				w.Org = string(body)
+			} else {
+				w.Kind = string(body)
+			}
+		case 3: // payload: any item
+			w.Payload = item
+		case 4, 8: // author, signature: bytes
+			if vm != 2 {
+				return w, fmt.Errorf("field %d is not bytes", key)
+			}
+			if key == 4 {
+				w.Author = body
+			} else {
+				w.Sig = body
+			}
+		case 5: // parents: array of bytes
+			if vm != 4 {
+				return w, errors.New("parents is not an array")
+			}
+			w.Parents = make([][]byte, 0, arg)
+			for j := uint64(0); j < arg; j++ {
+				pm, plen, pl, _ := canonHead(body)
+				if pm != 2 {
+					return w, errors.New("a parent is not bytes")
+				}
+				w.Parents = append(w.Parents, body[pl:pl+int(plen)])
+				body = body[pl+int(plen):]
+			}
+		case 6: // clock: unsigned
+			if vm != 0 {
+				return w, errors.New("clock is not an unsigned integer")
+			}
+			w.Clock = arg
+		case 7: // time: int64
+			if (vm != 0 && vm != 1) || arg > math.MaxInt64 {
+				return w, errors.New("time is not an int64")
+			}
+			w.Time = int64(arg)
+			if vm == 1 {
+				w.Time = -1 - int64(arg)
+			}
+		}
+	}
+	const required = 1<<2 | 1<<3 | 1<<4 | 1<<6 | 1<<7
+	switch {
+	case seen&required != required:
+		return w, errors.New("a required field is missing")
+	case seen&(1<<1) != 0 && w.Org == "",
+		seen&(1<<5) != 0 && len(w.Parents) == 0,
+		seen&(1<<8) != 0 && len(w.Sig) == 0:
+		return w, errors.New("an empty field is present") // its encoding omits it
+	}
+	return w, nil
+}
+
+// decodeWireReflect is the reference for parseWire: decode with the CBOR
+// library, then require that re-encoding gives the same bytes.
+func decodeWireReflect(raw []byte) (wire, error) {
+	var w wire
+	if err := decMode.Unmarshal(raw, &w); err != nil {
+		return w, err
+	}
 	again, err := encMode.Marshal(w)
 	if err != nil || !bytes.Equal(again, raw) {
-		return nil, fmt.Errorf("%w: not in canonical encoding", ErrMalformed)
+		return w, errors.New("not in canonical encoding")
 	}
-	return decodeTrusted(again, w)
+	return w, nil
 }
 
 // decodeTrusted checks the fields of a decoded wire value and builds the
@@ -288,6 +388,9 @@ func decodeTrusted(raw []byte, w wire) (*Entry, error) {
 	}
 	if err := checkCanonical(w.Payload); err != nil {
 		return nil, fmt.Errorf("%w: payload: %v", ErrMalformed, err)
+	}
+	if w.Payload[0]>>5 != 5 {
+		return nil, fmt.Errorf("%w: payload is not a map", ErrMalformed)
 	}
 	e := &Entry{Org: w.Org, Kind: w.Kind, Payload: w.Payload, Author: w.Author, Clock: w.Clock, Time: w.Time, Sig: w.Sig, raw: raw}
 	if len(w.Parents) > 0 {

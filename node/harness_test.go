@@ -344,6 +344,15 @@ func gossipTrouble(n *Node) string {
 		for _, k := range keys {
 			fmt.Fprintf(&b, " rejected %s=%d", k, rej[k])
 		}
+		ign := o.Ignored()
+		keys = keys[:0]
+		for k := range ign {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(&b, " ignored %s=%d", k, ign[k])
+		}
 	}
 	for _, p := range n.host.Peers() {
 		if s, ok := n.host.PeerScore(p); ok && s < 0 {

@@ -19,7 +19,7 @@ func (n *Node) heartbeatLoop() {
 	t := time.NewTicker(n.interval)
 	defer t.Stop()
 	n.beat(n.ctx)
-	go n.learnMachines()
+	n.spawn(n.learnMachines)
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -65,11 +65,11 @@ func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
 	n.rememberPeer(hb.Machine, hb.Addrs)
 	if id != n.id && len(hb.Addrs) > 0 && n.host.LibP2P().Network().Connectedness(id) != network.Connected {
 		// Full mesh within the org: dial machines we learn about from gossip.
-		go func() {
+		n.spawn(func() {
 			ctx, c := context.WithTimeout(n.ctx, 10*time.Second)
 			defer c()
 			_ = n.host.Connect(ctx, hb.Addrs)
-		}()
+		})
 	}
 	n.metrics.heartbeats.Inc()
 	// A change in what a machine runs or its liveness can change the plan.

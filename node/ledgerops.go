@@ -174,7 +174,7 @@ func (n *Node) onHeads(from peer.ID, payload []byte) {
 	}
 	n.mu.RUnlock()
 	if len(want) > 0 {
-		go n.syncFrom(from, want)
+		n.spawn(func() { n.syncFrom(from, want) })
 	}
 }
 
@@ -373,7 +373,7 @@ func (s *syncSource) Announced(from peer.ID, heads []cid.Cid) {
 	}
 	n.mu.RUnlock()
 	if len(want) > 0 {
-		go n.syncFrom(from, want)
+		n.spawn(func() { n.syncFrom(from, want) })
 	}
 }
 

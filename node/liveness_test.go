@@ -37,7 +37,10 @@ func (m *mesh) waitAllStatus(d time.Duration, want string, ids ...string) {
 		for _, mn := range m.live() {
 			for _, id := range ids {
 				if st := liveStatus(m.t, mn.Node, id); st != want {
-					return fmt.Sprintf("%s sees %s as %q", mn.name, id, st)
+					pid, _ := peer.Decode(id)
+					hb, at, _ := mn.live.Last(pid)
+					return fmt.Sprintf("%s sees %s as %q (last heartbeat seq %d %v ago, connected %v)%s", mn.name, id, st,
+						hb.Seq, time.Since(at), mn.host.LibP2P().Network().Connectedness(pid), gossipTrouble(mn.Node))
 				}
 			}
 		}
@@ -95,8 +98,10 @@ func TestMeshLiveness(t *testing.T) {
 	}
 	for _, mn := range m.live() {
 		d, ok := seen[mn.name]
+		vpid, _ := peer.Decode(vid)
+		_, at, _ := mn.live.Last(vpid)
 		if !ok || d > bound {
-			t.Errorf("%s saw the stopped machine offline after %v (ok %v), bound %v", mn.name, d, ok, bound)
+			t.Errorf("%s saw the stopped machine offline after %v (ok %v), bound %v; its last heartbeat arrived %v after the stop began", mn.name, d, ok, bound, at.Sub(t0))
 		}
 	}
 	if t.Failed() {
@@ -161,10 +166,18 @@ func TestMeshLiveness(t *testing.T) {
 		return p2p.Heartbeat{Machine: machine, Seq: seq, Time: time.Now().UnixMilli(), Interval: iv.Milliseconds(),
 			Total: p2p.Resources{Cores: 1000, Slots: 1}, Free: p2p.Resources{Cores: 1000, Slots: 1}, Name: "rogue"}
 	}
-	// One genuine heartbeat: the bare machine is available everywhere.
+	// One genuine heartbeat: every node accepts it (the bare machine is
+	// available for 3 intervals).
 	seq := uint64(time.Now().UnixNano())
 	first := publish(mk(rid, seq), true)
-	m.waitAllStatus(10*time.Second, StatusAvailable, rid)
+	eventually(t, 10*time.Second, "every node to accept the bare machine's heartbeat", func() string {
+		for _, mn := range m.live() {
+			if hb, _, _ := mn.live.Last(rogue.ID()); hb.Seq != seq {
+				return mn.name + " has not"
+			}
+		}
+		return ""
+	})
 	// Then it falls silent: offline everywhere.
 	m.waitAllStatus(10*time.Second, StatusOffline, rid)
 	before := m.allStatuses(t)

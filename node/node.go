@@ -93,6 +93,10 @@ type Node struct {
 	wg      sync.WaitGroup
 	kick    chan struct{} // wakes the scheduler
 
+	bgMu    sync.Mutex
+	bg      sync.WaitGroup // goroutines started with spawn
+	closing bool
+
 	sched *scheduler
 }
 
@@ -232,12 +236,19 @@ func (n *Node) Close() error {
 		_ = os.Remove(filepath.Join(n.opts.DataDir, api.AddrFile))
 	}
 	n.wg.Wait()
+	n.bgMu.Lock()
+	n.closing = true
+	n.bgMu.Unlock()
+	n.bg.Wait()
+	// Leave the org's topics without holding n.mu: Org.Close waits for its
+	// delivery loops, whose callbacks take n.mu.
 	n.mu.Lock()
-	if n.org != nil {
-		n.org.Close()
-		n.org = nil
-	}
+	o := n.org
+	n.org = nil
 	n.mu.Unlock()
+	if o != nil {
+		o.Close()
+	}
 	var err error
 	if n.host != nil {
 		err = n.host.Close()
@@ -249,6 +260,21 @@ func (n *Node) Close() error {
 		n.store = nil
 	}
 	return err
+}
+
+// spawn runs fn on a goroutine that Close waits for (after cancelling
+// n.ctx, which fn must heed). After Close has begun it does nothing.
+func (n *Node) spawn(fn func()) {
+	n.bgMu.Lock()
+	defer n.bgMu.Unlock()
+	if n.closing {
+		return
+	}
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		fn()
+	}()
 }
 
 func (n *Node) serveAPI() error {

@@ -47,10 +47,10 @@ func (n *Node) dialKnownPeers() {
 	n.known = known
 	n.peersMu.Unlock()
 	for _, addrs := range known {
-		go func(addrs []string) {
+		n.spawn(func() {
 			ctx, c := context.WithTimeout(n.ctx, 15*time.Second)
 			defer c()
 			_ = n.host.Connect(ctx, addrs)
-		}(addrs)
+		})
 	}
 }

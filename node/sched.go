@@ -164,7 +164,6 @@ func (s *scheduler) buildInput(now time.Time) smartshare.Input {
 	st := n.lg.State()
 	in := smartshare.Input{Config: smartshare.Config{Mode: st.Settings.SmartShare.Mode, PreemptPolicy: st.Settings.SmartShare.PreemptPolicy,
 		DefaultMaxCPUs: int(st.Settings.SmartShare.DefaultMaxCPUs), MaxCPUsLimit: int(st.Settings.SmartShare.MaxCPUsLimit)}}
-	type mslots struct{ slots int }
 	machines := map[string]int{}
 	var hbs []p2p.Heartbeat
 	for _, m := range st.SortedMachines() {
@@ -302,7 +301,7 @@ func (s *scheduler) reconcile(now time.Time) {
 		changed = true
 		ctx, cancel := context.WithCancel(n.ctx)
 		inst.cancel = cancel
-		go s.work(ctx, inst, j, "")
+		n.spawn(func() { s.work(ctx, inst, j, "") })
 	}
 	if changed {
 		s.beatDue = true
@@ -421,7 +420,12 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			c()
 		}
 		n.metrics.started.Inc()
-		st, err := in.drv.Wait(context.WithoutCancel(ctx), run)
+		st, err := in.drv.Wait(ctx, run)
+		if ctx.Err() != nil {
+			// The node is stopping: the run goes on (a container outlives
+			// its node) and the restarted node adopts it; nothing to record.
+			return
+		}
 		dur := time.Since(began)
 		in.mu.Lock()
 		killed := in.killed
@@ -668,7 +672,7 @@ func (s *scheduler) adoptOne(drv Driver, r runtime.RunInfo) {
 	s.slots[slot] = inst
 	wctx, cancel := context.WithCancel(n.ctx)
 	inst.cancel = cancel
-	go s.work(wctx, inst, j, r.ID)
+	n.spawn(func() { s.work(wctx, inst, j, r.ID) })
 	n.log.Info("adoption: adopted a running instance", "job", jobID, "item", item, "slot", slot)
 }
 

@@ -152,7 +152,7 @@ func (n *Node) CreateOrg(ctx context.Context, req api.OrgCreate) (api.KeyResult,
 func (n *Node) afterJoin(ctx context.Context) {
 	n.publishMachineUpdate(ctx)
 	n.beat(ctx)
-	go n.learnMachines()
+	n.spawn(n.learnMachines)
 }
 
 // Org implements api.Service.
