@@ -24,8 +24,8 @@ func Handler(svc Service, token string) *http.ServeMux {
 	mux := http.NewServeMux()
 	auth := func(h func(w http.ResponseWriter, r *http.Request) (any, error)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			got := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
 				writeJSON(w, http.StatusUnauthorized, Error{Error: "missing or wrong API token: the CLI reads it from <data-dir>/api.token"})
 				return
 			}
