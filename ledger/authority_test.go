@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"errors"
-	"fmt"
 	"slices"
 	"testing"
 )
@@ -457,5 +456,3 @@ func permutations(es []*Entry) [][]*Entry {
 	}
 	return out
 }
-
-var _ = fmt.Sprint

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -225,7 +224,7 @@ func TestRandomLateDeliveryKeepsBookkeeping(t *testing.T) {
 			checkInternal(t, l)
 		}
 		if l.State().Hash() != w.log.State().Hash() {
-			t.Fatal(fmt.Sprintf("seed %d: delivery order changed the state", seed))
+			t.Fatalf("seed %d: delivery order changed the state", seed)
 		}
 	}
 }

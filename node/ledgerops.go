@@ -56,11 +56,13 @@ func (n *Node) addLocked(es []*ledger.Entry) []*ledger.Entry {
 		}
 		errs, err := n.lg.AddBatch(batch)
 		if err != nil {
-			n.log.Warn("ledger: dropping entries", "err", err)
-			n.metrics.dropped.WithLabelValues("invalid").Add(float64(len(batch)))
+			n.log.Debug("ledger: some entries were not added", "err", err)
 		}
 		for i, e := range batch {
-			if n.lg.Has(e.CID()) {
+			switch {
+			case !n.lg.Has(e.CID()):
+				n.metrics.dropped.WithLabelValues("invalid").Inc()
+			default:
 				added = append(added, e)
 				if errs != nil && errs[i] != nil {
 					n.metrics.dropped.WithLabelValues("no_effect").Inc()

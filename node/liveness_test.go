@@ -72,7 +72,7 @@ func rejected(n *Node, reason string) uint64 {
 // comes back when restarted on the same address; heartbeats from outside the
 // org, forged and replayed ones change nothing anywhere (issue 3).
 func TestMeshLiveness(t *testing.T) {
-	const iv = 300 * time.Millisecond
+	const iv = 500 * time.Millisecond
 	m := newMesh(t, meshConfig{n: 10, interval: iv, fixPorts: true})
 	m.formOrg()
 	ids := m.ids()

@@ -35,8 +35,9 @@ type instance struct {
 	mu        sync.Mutex
 	item      int64 // current item, or -1
 	run       runtime.RunID
-	stopAfter bool // passive: finish the current item, then stop
-	killed    bool // aggressive: the current item goes back to the agenda
+	stopAfter bool   // passive: finish the current item, then stop
+	killed    bool   // aggressive: the current item goes back to the agenda
+	preempted string // the preemption mode that stopped it, once counted
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -270,13 +271,13 @@ func (s *scheduler) reconcile(now time.Time) {
 				changed = true
 			}
 		case active[inst.job] == nil:
-			s.stopInstance(inst, true) // cancelled or finished: stop now
+			s.stopInstance(inst, true, "") // cancelled or finished: stop now
 		case preempt[slot].Mode == "passive":
-			s.stopInstance(inst, false)
+			s.stopInstance(inst, false, "passive")
 		case ok || preempt[slot].Mode == "aggressive":
-			s.stopInstance(inst, true)
+			s.stopInstance(inst, true, "aggressive")
 		default:
-			s.stopInstance(inst, false) // no longer wanted: finish the item
+			s.stopInstance(inst, false, "") // no longer wanted: finish the item
 		}
 	}
 	for slot, t := range target {
@@ -334,25 +335,32 @@ func (s *scheduler) allocGPUs(want int) ([]int, bool) {
 }
 
 // stopInstance stops an instance: now (its item goes back to the agenda) or
-// after its current item. s.mu must be held.
-func (s *scheduler) stopInstance(in *instance, now bool) {
+// after its current item. preempt is the preemption mode when the plan
+// preempts it ("" when its job ended or no longer wants it); each preempted
+// instance is counted once, in cshare_preemptions_total. s.mu must be held.
+func (s *scheduler) stopInstance(in *instance, now bool, preempt string) {
 	in.mu.Lock()
 	in.stopAfter = true
 	run := in.run
-	if now && !in.killed {
+	count := preempt != "" && in.preempted == ""
+	if count {
+		in.preempted = preempt
+	}
+	kill := now && !in.killed
+	if kill {
 		in.killed = true
-		in.mu.Unlock()
-		if run != "" {
-			go func() {
-				ctx, c := context.WithTimeout(context.Background(), 30*time.Second)
-				defer c()
-				_ = in.drv.Stop(ctx, run, 0)
-			}()
-		}
-		s.n.metrics.preempted.WithLabelValues("aggressive").Inc()
-		return
 	}
 	in.mu.Unlock()
+	if count {
+		s.n.metrics.preempted.WithLabelValues(preempt).Inc()
+	}
+	if kill && run != "" {
+		go func() {
+			ctx, c := context.WithTimeout(context.Background(), 30*time.Second)
+			defer c()
+			_ = in.drv.Stop(ctx, run, 0)
+		}()
+	}
 }
 
 // work is an instance's loop: take the next free item, run it, record it.

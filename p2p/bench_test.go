@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -92,13 +91,4 @@ func BenchmarkHeartbeatPropagation(b *testing.B) {
 	// CPU time of the whole process (all 50 nodes, incl. their background
 	// GossipSub work) per round: what the latency figures cost on 1 machine.
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(len(lat)), "cpu-ms/op")
-}
-
-// ptCPUTime is the process's user+system CPU time.
-func ptCPUTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -72,7 +72,12 @@ const (
 // its machine by less than this (Seq counts unix nanoseconds) is taken to be
 // overtaken by its successor (another mesh path, or parallel validation) and
 // ignored without penalty; one older than that is a replay and rejected.
-const ReorderWindow = 5 * time.Second
+// It is generous because a rejection also penalises the honest peer that
+// forwarded a merely delayed heartbeat (IWANT from the message cache, or
+// queues on a loaded host: delays of 5-20 s were seen with ten nodes on two
+// busy cores), and a few such penalties graylist that peer for minutes,
+// cutting its machines off; an ignored old heartbeat has no effect either.
+const ReorderWindow = 30 * time.Second
 
 // BeatMinGap is the least time between two beats triggered by peers joining
 // the heartbeat topic (see SetBeat).
@@ -136,9 +141,10 @@ type Org struct {
 	hbSeq     map[string]uint64  // validator: last accepted heartbeat Seq per machine
 	ledgerSeq map[peer.ID]uint64 // validator: last accepted heads Seq per sender
 
-	pubMu     sync.Mutex // serialises our own publications so Seq order = validation order
-	mySeq     uint64
-	myHeadSeq uint64
+	// Our own publications are serialised per topic so that Seq order is
+	// local validation order.
+	hbPubMu, headsPubMu sync.Mutex
+	mySeq, myHeadSeq    uint64
 }
 
 // TopicLedger and TopicHeartbeat name an org's pubsub topics.
@@ -337,8 +343,8 @@ func (o *Org) PublishHeads(ctx context.Context, payload []byte) error {
 	if !o.m.IsMachine(o.h.ID()) {
 		return ErrNotMachine
 	}
-	o.pubMu.Lock()
-	defer o.pubMu.Unlock()
+	o.headsPubMu.Lock()
+	defer o.headsPubMu.Unlock()
 	o.myHeadSeq = nextSeq(o.myHeadSeq)
 	data, err := gossipEnc.Marshal(&headsMsg{Seq: o.myHeadSeq, Payload: payload})
 	if err != nil {
@@ -363,8 +369,8 @@ func (o *Org) PublishHeartbeat(ctx context.Context, hb Heartbeat) error {
 	if len(hb.Addrs) == 0 {
 		hb.Addrs = o.addrs()
 	}
-	o.pubMu.Lock()
-	defer o.pubMu.Unlock()
+	o.hbPubMu.Lock()
+	defer o.hbPubMu.Unlock()
 	o.mySeq = nextSeq(o.mySeq)
 	hb.Seq = o.mySeq
 	if err := hb.Sign(o.name, o.h.key); err != nil {

@@ -1,0 +1,445 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/api"
+)
+
+// planned is how many instances (primary, secondary) n's current plan gives
+// job, and the plan's hash.
+func planned(n *Node, job string) (p, s int, hash string) {
+	n.sched.mu.Lock()
+	defer n.sched.mu.Unlock()
+	for _, js := range n.sched.plan.Jobs {
+		if js.ID == job {
+			p, s = js.Primaries, js.Secondaries
+		}
+	}
+	return p, s, n.sched.plan.Hash
+}
+
+// localInstances is how many instances n runs now, by job.
+func localInstances(n *Node) map[string]int {
+	n.sched.mu.Lock()
+	defer n.sched.mu.Unlock()
+	out := map[string]int{}
+	for _, in := range n.sched.slots {
+		out[in.job]++
+	}
+	return out
+}
+
+// running is how many runs of job are running now, over every fake driver.
+func (m *mesh) running(job string) int {
+	k := 0
+	for _, r := range m.runs.all() {
+		if r.Job == job && !r.Exited {
+			k++
+		}
+	}
+	return k
+}
+
+func jobState(t testing.TB, n *Node, id string) api.JobInfo {
+	t.Helper()
+	ji, err := n.Job(context.Background(), id)
+	if err != nil {
+		t.Fatalf("job %s: %v", id, err)
+	}
+	return ji
+}
+
+// checkSlots fails if any live node runs more instances than its slots.
+func (m *mesh) checkSlots(slots int) {
+	m.t.Helper()
+	for _, mn := range m.live() {
+		total := 0
+		for _, k := range localInstances(mn.Node) {
+			total += k
+		}
+		if total > slots {
+			m.t.Fatalf("%s runs %d instances on %d slots", mn.name, total, slots)
+		}
+	}
+}
+
+// waitJobDone waits until every live node sees the job done.
+func (m *mesh) waitJobDone(d time.Duration, id string) {
+	m.t.Helper()
+	eventually(m.t, d, "job "+id+" done everywhere", func() string {
+		for _, mn := range m.live() {
+			ji := jobState(m.t, mn.Node, id)
+			if ji.State != ledger.JobDone {
+				return fmt.Sprintf("%s: %s, items %+v", mn.name, ji.State, ji.Items)
+			}
+		}
+		return ""
+	})
+}
+
+// checkDoneOnce checks, on every live node, that each item of the job is
+// done in the ledger exactly once, and returns the machine that did each.
+func (m *mesh) checkDoneOnce(id string) map[int64]string {
+	m.t.Helper()
+	var who map[int64]string
+	for _, mn := range m.live() {
+		items, err := mn.JobItems(context.Background(), id)
+		if err != nil {
+			m.t.Fatal(err)
+		}
+		got := map[int64]string{}
+		for _, it := range items {
+			if it.Status != "done" || it.Attempts != 1 || it.Code != 0 {
+				m.t.Fatalf("%s: job %s item %d: %+v", mn.name, id, it.Item, it)
+			}
+			got[it.Item] = it.Machine
+		}
+		if who == nil {
+			who = got
+		}
+		for k, v := range got {
+			if who[k] != v {
+				m.t.Fatalf("nodes disagree on who did item %d of %s", k, id)
+			}
+		}
+		var done int64
+		mn.snapshot(func(st *ledger.State) { done = st.Jobs[id].Done })
+		if done != int64(len(items)) {
+			m.t.Fatalf("%s: job %s counts %d done of %d", mn.name, id, done, len(items))
+		}
+	}
+	return who
+}
+
+// completedRuns counts, per item of the job, the runs that completed (exited
+// 0 by themselves, not stopped), leaving out those on machine skip.
+func (m *mesh) completedRuns(job, skip string) map[int]int {
+	out := map[int]int{}
+	for _, r := range m.runs.all() {
+		if r.Job == job && r.Finished && r.Machine != skip {
+			out[r.Item]++
+		}
+	}
+	return out
+}
+
+func submit(t testing.TB, n *Node, req api.JobSubmit) api.JobInfo {
+	t.Helper()
+	if req.Cmd == nil {
+		req.Cmd = []string{"sleep", "1"}
+	}
+	ji, err := n.SubmitJob(ctxT(t), req)
+	if err != nil {
+		t.Fatalf("submit %+v: %v", req, err)
+	}
+	return ji
+}
+
+// waitPlanned waits until every live node's plan gives each job want[job]
+// instances.
+func (m *mesh) waitPlanned(d time.Duration, want map[string]int) {
+	m.t.Helper()
+	eventually(m.t, d, fmt.Sprintf("plans with %v", want), func() string {
+		for _, mn := range m.live() {
+			for job, k := range want {
+				if p, s, _ := planned(mn.Node, job); p+s != k {
+					return fmt.Sprintf("%s plans %d+%d for %s", mn.name, p, s, job)
+				}
+			}
+		}
+		return ""
+	})
+}
+
+// waitPlanAgreement waits until every live node computes the same plan hash
+// and every one of its online peers announces it (Status: plan_agree).
+func (m *mesh) waitPlanAgreement(d time.Duration) string {
+	m.t.Helper()
+	var hash string
+	eventually(m.t, d, "plan agreement", func() string {
+		hash = ""
+		var b strings.Builder
+		ok := true
+		for _, mn := range m.live() {
+			st, err := mn.Status(context.Background())
+			if err != nil {
+				m.t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%s: %.8s %d/%d; ", mn.name, st.PlanHash, st.PlanAgree, st.PlanPeers)
+			if hash == "" {
+				hash = st.PlanHash
+			}
+			if st.PlanHash != hash || st.PlanAgree != st.PlanPeers || st.PlanPeers != len(m.live())-1 {
+				ok = false
+			}
+		}
+		if !ok {
+			return b.String()
+		}
+		return ""
+	})
+	return hash
+}
+
+// TestMeshJobs: five machines with four slots each run the seed's example
+// scaled down, then a second job; the instance counts follow the plan, the
+// plans agree, a machine dies mid-job, and every item is done exactly once
+// (issue 6).
+func TestMeshJobs(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 5, interval: 250 * time.Millisecond, slots: 4, runFor: 100 * time.Millisecond})
+	m.formOrg()
+	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
+	n1 := m.nodes[1].Node // a member submits
+
+	// Job 1 alone: 2 primaries, expanded to its max_cpus of 10.
+	j1 := submit(t, n1, api.JobSubmit{Name: "seed", CPUs: 2, MaxCPUs: "10", Range: "1-100", Priority: 5})
+	m.waitPlanned(20*time.Second, map[string]int{j1.ID: 10})
+	eventually(t, 20*time.Second, "job 1 running 10 instances", func() string {
+		m.checkSlots(4)
+		if k := m.running(j1.ID); k != 10 {
+			return fmt.Sprintf("%d runs", k)
+		}
+		return ""
+	})
+	for _, mn := range m.live() {
+		if p, s, _ := planned(mn.Node, j1.ID); p != 2 || s != 8 {
+			t.Fatalf("%s plans %d primaries and %d secondaries for job 1, want 2 and 8", mn.name, p, s)
+		}
+	}
+	m.waitPlanAgreement(20 * time.Second)
+
+	// Job 2 arrives with no limit: SmartShare splits the 20 slots, each job
+	// keeping its 2 primaries and half of the 16 secondary slots (job 1 is
+	// capped at 10 in all anyway).
+	j2 := submit(t, m.nodes[2].Node, api.JobSubmit{Name: "second", CPUs: 2, MaxCPUs: "*", Range: "1-60", Priority: 5})
+	m.waitPlanned(20*time.Second, map[string]int{j1.ID: 10, j2.ID: 10})
+	hash := m.waitPlanAgreement(20 * time.Second)
+	t.Logf("plans agree on %.12s", hash)
+
+	// A machine dies while both run: its leases lapse, others take its items.
+	var victim = 3
+	vid := m.nodes[victim].ID().String()
+	eventually(t, 20*time.Second, "job 2 under way on the victim", func() string {
+		if localInstances(m.nodes[victim].Node)[j2.ID] == 0 {
+			return "no instance of job 2 on it"
+		}
+		return ""
+	})
+	m.stop(victim)
+	// With 16 slots left, the plan shrinks: 8 and 8.
+	m.waitPlanned(20*time.Second, map[string]int{j1.ID: 8, j2.ID: 8})
+
+	m.waitJobDone(60*time.Second, j1.ID)
+	m.waitJobDone(60*time.Second, j2.ID)
+	for _, id := range []string{j1.ID, j2.ID} {
+		who := m.checkDoneOnce(id)
+		runs := m.completedRuns(id, vid)
+		for item, by := range who {
+			want := 1
+			if by == vid {
+				want = 0 // done by the victim before it died
+			}
+			if got := runs[int(item)]; got != want {
+				t.Errorf("job %s item %d (done by %s): %d completed runs outside the victim, want %d", id, item, by, got, want)
+			}
+		}
+	}
+	m.checkSlots(4)
+}
+
+// TestMeshPreemption: a job fills the farm; a second one arrives and the
+// first job's secondaries are preempted, aggressively (stopped at once)
+// and then, after the org setting changes, passively (their current item
+// finishes first) (issue 6).
+func TestMeshPreemption(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond, slots: 4, runFor: 2 * time.Second})
+	m.formOrg()
+	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
+	n0 := m.nodes[0].Node
+	preempted := func(mode string) float64 {
+		var sum float64
+		for _, mn := range m.live() {
+			sum += counterValue(mn.Node, "cshare_preemptions_total", "mode", mode)
+		}
+		return sum
+	}
+
+	for _, policy := range []string{"aggressive", "passive"} {
+		t.Run(policy, func(t *testing.T) {
+			if _, err := n0.SetSettings(ctxT(t), api.SettingsRequest{Set: map[string]string{"smartshare.preempt_policy": policy}}); err != nil {
+				t.Fatal(err)
+			}
+			m.waitConverged(20 * time.Second)
+			before := preempted(policy)
+			// A fills all 12 slots.
+			a := submit(t, n0, api.JobSubmit{Name: "fill-" + policy, CPUs: 2, MaxCPUs: "*", Range: "1-200"})
+			m.waitPlanned(20*time.Second, map[string]int{a.ID: 12})
+			eventually(t, 20*time.Second, "12 runs of A", func() string {
+				if k := m.running(a.ID); k != 12 {
+					return fmt.Sprintf("%d", k)
+				}
+				return ""
+			})
+			startB := time.Now()
+			b := submit(t, m.nodes[1].Node, api.JobSubmit{Name: "late-" + policy, CPUs: 2, MaxCPUs: "*", Range: "1-200"})
+			m.waitPlanned(20*time.Second, map[string]int{a.ID: 6, b.ID: 6})
+			eventually(t, 30*time.Second, "6 runs of each job", func() string {
+				m.checkSlots(4)
+				if ka, kb := m.running(a.ID), m.running(b.ID); ka != 6 || kb != 6 {
+					return fmt.Sprintf("A %d, B %d", ka, kb)
+				}
+				return ""
+			})
+			var stopped, finishedAfter int
+			for _, r := range m.runs.all() {
+				if r.Job != a.ID {
+					continue
+				}
+				if r.Stopped {
+					stopped++
+				}
+				if r.Finished && r.Ended.After(startB) {
+					finishedAfter++
+				}
+			}
+			got := preempted(policy) - before
+			t.Logf("%s: %d of A's runs stopped, %d finished after B arrived, %v preemptions counted", policy, stopped, finishedAfter, got)
+			if got < 6 {
+				t.Errorf("%v %s preemptions counted, want at least 6", got, policy)
+			}
+			switch policy {
+			case "aggressive":
+				if stopped < 6 {
+					t.Errorf("aggressive: %d of A's runs were stopped, want at least 6", stopped)
+				}
+			case "passive":
+				if stopped != 0 {
+					t.Errorf("passive: %d of A's runs were stopped, want none", stopped)
+				}
+			}
+			for _, id := range []string{a.ID, b.ID} {
+				if _, err := n0.CancelJob(ctxT(t), id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			eventually(t, 20*time.Second, "cancelled jobs' runs to stop", func() string {
+				if ka, kb := m.running(a.ID), m.running(b.ID); ka+kb != 0 {
+					return fmt.Sprintf("A %d, B %d", ka, kb)
+				}
+				return ""
+			})
+		})
+	}
+}
+
+// counterValue reads a counter of n's registry with one label.
+func counterValue(n *Node, name, label, value string) float64 {
+	mfs, _ := n.reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mm := range mf.GetMetric() {
+			for _, l := range mm.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return mm.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestJobAPI: bad submissions get a 400 with one line naming the field;
+// cancel stops a job's instances; modify --max-cpus changes its allocation.
+func TestJobAPI(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 2, interval: 250 * time.Millisecond, slots: 4, runFor: 5 * time.Second})
+	m.formOrg()
+	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
+	n := m.nodes[1].Node
+	ctx := ctxT(t)
+	for _, c := range []struct {
+		req   api.JobSubmit
+		field string
+	}{
+		{api.JobSubmit{Cmd: []string{"true"}, Range: "5-1"}, "range"},
+		{api.JobSubmit{Cmd: []string{"true"}, Range: "x"}, "range"},
+		{api.JobSubmit{Cmd: []string{"true"}, Memory: "1m"}, "memory"},
+		{api.JobSubmit{Cmd: []string{"true"}, Memory: "lots"}, "memory"},
+		{api.JobSubmit{Cmd: []string{"true"}, GPUs: 1}, "gpus"},
+		{api.JobSubmit{Cmd: []string{"true"}, Driver: "podman"}, "driver"},
+		{api.JobSubmit{Cmd: []string{"true"}, Priority: 10000}, "priority"},
+		{api.JobSubmit{Cmd: []string{"true"}, MaxCPUs: "-5"}, "max_cpus"},
+		{api.JobSubmit{Cmd: []string{"true"}, Cores: "-1"}, "cores"},
+		{api.JobSubmit{}, "cmd"},
+	} {
+		_, err := n.SubmitJob(ctx, c.req)
+		if statusCode(err) != http.StatusBadRequest {
+			t.Errorf("submit %+v: got %v, want a 400", c.req, err)
+			continue
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, c.field) || strings.Contains(msg, "\n") {
+			t.Errorf("submit %+v: error %q does not start with %q on one line", c.req, msg, c.field)
+		}
+	}
+	if jobs, _ := n.Jobs(ctx); len(jobs) != 0 {
+		t.Fatalf("refused submissions left jobs: %+v", jobs)
+	}
+
+	// modify --max-cpus: 8 slots; max_cpus 6, then 3.
+	j := submit(t, n, api.JobSubmit{CPUs: 1, MaxCPUs: "6", Range: "1-100"})
+	m.waitPlanned(20*time.Second, map[string]int{j.ID: 6})
+	eventually(t, 20*time.Second, "6 runs", func() string {
+		if k := m.running(j.ID); k != 6 {
+			return fmt.Sprintf("%d", k)
+		}
+		return ""
+	})
+	ji, err := n.ModifyJob(ctx, j.ID, api.JobModify{MaxCPUs: "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ji.MaxCPUs != "3" {
+		t.Fatalf("modified max_cpus reads %q", ji.MaxCPUs)
+	}
+	m.waitPlanned(20*time.Second, map[string]int{j.ID: 3})
+	eventually(t, 20*time.Second, "3 runs", func() string {
+		if k := m.running(j.ID); k != 3 {
+			return fmt.Sprintf("%d", k)
+		}
+		return ""
+	})
+	if _, err := n.ModifyJob(ctx, j.ID, api.JobModify{MaxCPUs: "many"}); statusCode(err) != http.StatusBadRequest {
+		t.Fatalf("modify max_cpus=many: %v", err)
+	}
+
+	// cancel: every instance stops, on every machine.
+	ji, err = m.nodes[0].CancelJob(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "no runs of the cancelled job", func() string {
+		if k := m.running(j.ID); k != 0 {
+			return fmt.Sprintf("%d running", k)
+		}
+		for _, mn := range m.live() {
+			if k := localInstances(mn.Node)[j.ID]; k != 0 {
+				return fmt.Sprintf("%s has %d instances", mn.name, k)
+			}
+			if st := jobState(t, mn.Node, j.ID).State; st != ledger.JobCancelled {
+				return mn.name + " sees " + st
+			}
+		}
+		return ""
+	})
+	if _, err := n.CancelJob(ctx, j.ID); statusCode(err) != http.StatusConflict {
+		t.Fatalf("cancel twice: %v", err)
+	}
+}
