@@ -348,6 +348,8 @@ func reasonText(code string) string {
 		return "resource_limits: machines have free slots but their remaining cores, memory or GPUs (resource limits) are too small for one instance"
 	case "requirements_not_met":
 		return "requirements_not_met: no machine of the org could ever fit one instance (cores, memory or GPUs per instance exceed every machine's limits)"
+	case "smartshare_disabled":
+		return "smartshare_disabled: it runs only its primaries (max_cpus 0, or the org's smartshare.mode is none)"
 	case "preempted_by_higher_priority":
 		return "preempted_by_higher_priority: its instances went to jobs of higher priority"
 	}
