@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -211,7 +212,10 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 // submits a job as wide as the mesh (every slot) on node 0 and waits until
 // every instance has been started by its machine.
 func BenchmarkPlacement100Nodes(b *testing.B) {
-	const nodes, slots = 100, 20
+	nodes, slots := 100, 20
+	if v, err := strconv.Atoi(os.Getenv("CSHARE_BENCH_NODES")); err == nil && v > 1 {
+		nodes = v
+	}
 	ctx := context.Background()
 	drivers := make([]*countDriver, nodes)
 	ns := make([]*Node, nodes)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"sort"
@@ -39,6 +40,11 @@ type instance struct {
 	killed    bool   // aggressive: the current item goes back to the agenda
 	preempted string // the preemption mode that stopped it, once counted
 
+	// Agenda position, used only by the instance's own work goroutine (see
+	// nextItem): below cursor and above tail, every item of the job is done
+	// or failed for good.
+	cursor, tail int
+
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -62,6 +68,8 @@ type scheduler struct {
 	planIn  smartshare.Input
 	wake    chan struct{} // closed and replaced on every change
 	beatDue bool
+
+	leases leaseBook // other machines' released leases (see leases.go)
 }
 
 func (n *Node) initRuntime() error {
@@ -127,10 +135,14 @@ func (s *scheduler) loop() {
 	defer n.wg.Done()
 	defer s.stopAll()
 	s.adopt()
-	tick := time.NewTicker(250 * time.Millisecond)
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	flushEvery := min(time.Second, n.interval)
 	lastFlush := time.Now()
+	// Heartbeats that announce changed instances go out at most every
+	// beatGap: a burst of starts becomes one heartbeat, not one per start.
+	beatGap := min(100*time.Millisecond, n.interval/4)
+	var lastBeat time.Time
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -146,11 +158,14 @@ func (s *scheduler) loop() {
 			lastFlush = time.Now()
 		}
 		s.mu.Lock()
-		due := s.beatDue
-		s.beatDue = false
+		due := s.beatDue && time.Since(lastBeat) >= beatGap
+		if due {
+			s.beatDue = false
+		}
 		s.mu.Unlock()
 		if due {
 			n.beat(n.ctx)
+			lastBeat = time.Now()
 		}
 	}
 }
@@ -510,69 +525,182 @@ func (s *scheduler) flush(ctx context.Context) {
 	}
 }
 
-// nextItem picks the instance's next agenda item: the free items (pending in
-// the ledger, not leased by any online machine's heartbeat, not running or
-// finished here), and of those the k-th, where k is the instance's rank among
-// the job's planned instances. Nodes with the same view pick different items.
+// nextItem picks the instance's next agenda item among the free ones:
+// pending in the ledger, not leased by an online machine's heartbeat (nor
+// released by one whose result this node may not have yet, see leases.go),
+// not running or finished here.
+//
+// Each item has an owner among the job's planned instances, by rendezvous
+// hashing (the instance with the highest hash of item and instance), which
+// every node computes alike from the plan: an instance takes its lowest free
+// item, so two instances never race for one item while the plans agree,
+// whatever each node knows of the others' leases, and when the plan changes
+// (a machine dies, a job arrives) only the items of the instances that went
+// change owner, so nodes whose plans briefly differ still mostly agree. An
+// instance with nothing of its own steals, the highest items first (their
+// owners reach them last), never an item its running owner takes next:
+// instance k takes the k-th candidate, and none when there are k or fewer,
+// so that thieves do not collide either; only items whose owner does not
+// run at all are shared out modulo the candidates, so none is left behind.
 func (s *scheduler) nextItem(in *instance) (int64, bool) {
 	n := s.n
 	now := time.Now()
 	leased := map[int64]bool{}
+	type slotKey struct {
+		m string
+		s int
+	}
+	me := n.id.String()
+	rank := -1
+	var owners []slotKey // the job's planned instances, in plan order
+	alive := map[slotKey]bool{}
 	s.mu.Lock()
 	for _, o := range s.slots {
-		if o.job == in.job && o != in {
-			if it, _ := o.current(); it >= 0 {
-				leased[it] = true
-			}
+		if o.job != in.job {
+			continue
+		}
+		alive[slotKey{me, o.slot}] = true
+		if it, _ := o.current(); it >= 0 && o != in {
+			leased[it] = true
 		}
 	}
 	for _, r := range s.results[in.job] {
 		leased[r.Item] = true
 	}
-	rank, count := 0, 0
-	me := n.id.String()
 	for _, pi := range s.plan.Instances {
 		if pi.Job != in.job {
 			continue
 		}
 		if pi.Machine == me && pi.Slot == in.slot {
-			rank = count
+			rank = len(owners)
 		}
-		count++
+		owners = append(owners, slotKey{pi.Machine, pi.Slot})
 	}
 	s.mu.Unlock()
+	if rank < 0 {
+		rank, owners = 0, []slotKey{{me, in.slot}} // not in the plan (any more): everything is its own
+	}
+	seeds := make([]uint64, len(owners))
+	for k, o := range owners {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%s\x00%s\x00%d", in.job, o.m, o.s)
+		seeds[k] = h.Sum64()
+	}
+	var online []string
 	for _, m := range n.live.All() {
-		if m.Heartbeat.Machine == me {
+		id := m.Heartbeat.Machine
+		if id == me {
 			continue
 		}
-		if _, _, online := n.liveness(m.Heartbeat.Machine, now); !online {
+		if _, _, ok := n.liveness(id, now); !ok {
+			s.leases.forget(id) // its leases lapse
 			continue
 		}
+		online = append(online, id)
 		for _, ri := range m.Heartbeat.Instances {
-			if ri.Job == in.job && ri.Item >= 0 {
+			if ri.Job != in.job {
+				continue
+			}
+			if ri.Item >= 0 {
 				leased[ri.Item] = true
 			}
-		}
-	}
-	var free []int64
-	n.mu.RLock()
-	j := n.lg.State().Jobs[in.job]
-	if j != nil && j.State == ledger.JobActive {
-		for i, it := range j.Items {
-			item := j.Spec.RangeStart + int64(i)
-			if it.Status == ledger.ItemPending && !leased[item] {
-				free = append(free, item)
-				if len(free) > rank+1024 {
-					break
-				}
+			if ri.Kind != kindFinished {
+				alive[slotKey{id, int(ri.Slot)}] = true
 			}
 		}
 	}
-	n.mu.RUnlock()
-	if len(free) == 0 {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	for _, id := range online {
+		s.leases.released(id, in.job, n.lg.Has, leased)
+	}
+	j := n.lg.State().Jobs[in.job]
+	if j == nil || j.State != ledger.JobActive || len(j.Items) == 0 {
 		return 0, false
 	}
-	return free[rank%len(free)], true
+	items := j.Items
+	if in.tail <= 0 || in.tail >= len(items) {
+		in.tail = len(items) - 1
+	}
+	in.cursor = min(in.cursor, len(items))
+	free := func(i int) bool { return items[i].Status == ledger.ItemPending && !leased[j.Spec.RangeStart+int64(i)] }
+	// Its own items. Owners are spread evenly, so a window of 64 per
+	// instance holds one of its items unless it has none left (then it
+	// steals, which also finds one if there is any).
+	window := 64 * len(owners)
+	for i, seen := in.cursor, 0; i < len(items) && seen < window; i++ {
+		if items[i].Status != ledger.ItemPending {
+			if i == in.cursor {
+				in.cursor++ // done for good: skip it from now on
+			}
+			continue
+		}
+		seen++
+		if free(i) && ownerOf(i, seeds) == rank {
+			dbg(n, "pick own job=%s item=%d rank=%d/%d plan=%.6s", in.job, j.Spec.RangeStart+int64(i), rank, len(owners), s.plan.Hash)
+			return j.Spec.RangeStart + int64(i), true
+		}
+	}
+	// Steal: candidates from the top down; the lowest free item seen of
+	// each running owner is (or lies above) the one it takes next: skip it.
+	type cand struct{ i, owner int }
+	var cands []cand
+	lowest := map[int]int{} // owner -> index in cands of its lowest free item seen
+	for i := in.tail; i >= in.cursor && len(cands) < 4*len(owners)+64; i-- {
+		if items[i].Status != ledger.ItemPending {
+			if i == in.tail {
+				in.tail--
+			}
+			continue
+		}
+		if !free(i) {
+			continue
+		}
+		o := ownerOf(i, seeds)
+		lowest[o] = len(cands)
+		cands = append(cands, cand{i, o})
+	}
+	skip := map[int]bool{}
+	for o, k := range lowest {
+		if alive[owners[o]] {
+			skip[k] = true
+		}
+	}
+	var top, orphans []int64
+	for k, c := range cands {
+		if skip[k] {
+			continue
+		}
+		top = append(top, j.Spec.RangeStart+int64(c.i))
+		if !alive[owners[c.owner]] {
+			orphans = append(orphans, j.Spec.RangeStart+int64(c.i))
+		}
+	}
+	switch {
+	case rank < len(top):
+		dbg(n, "pick steal job=%s item=%d rank=%d/%d top=%v", in.job, top[rank], rank, len(owners), top)
+		return top[rank], true
+	case len(orphans) > 0:
+		return orphans[rank%len(orphans)], true
+	}
+	return 0, false
+}
+
+// ownerOf is the rendezvous owner of item index i among instances with the
+// given seeds: the one with the highest mixed hash (ties: the first).
+func ownerOf(i int, seeds []uint64) int {
+	best, bk := uint64(0), 0
+	for k, sd := range seeds {
+		// splitmix64 of seed ^ index: cheap, and equal on every node.
+		z := sd ^ (uint64(i) * 0x9E3779B97F4A7C15)
+		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+		z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+		z ^= z >> 31
+		if k == 0 || z > best {
+			best, bk = z, k
+		}
+	}
+	return bk
 }
 
 func (s *scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
@@ -814,4 +942,10 @@ func (n *Node) registryAuth(image string) *runtime.RegistryAuth {
 		return nil
 	}
 	return &runtime.RegistryAuth{Server: r.Server, Username: r.Username, Password: r.Password, Token: r.Token}
+}
+
+func dbg(n *Node, f string, a ...any) {
+	if os.Getenv("DBG_PICK") != "" {
+		fmt.Fprintf(os.Stderr, "DBG %s %s %s\n", time.Now().Format("15:04:05.000"), n.opts.Name, fmt.Sprintf(f, a...))
+	}
 }
