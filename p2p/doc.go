@@ -28,16 +28,24 @@
 // libp2p signature (StrictSign; pubsub itself drops unsigned or badly signed
 // messages before our validators run); peer scoring is on.
 //
-// Validators reject (which costs the forwarding peer score: about five
-// invalid messages in half an hour get a peer graylisted) messages that are
-// too large, undecodable or non-canonical, unsigned or with a bad heartbeat
-// signature, whose heartbeat Machine is not the libp2p author, from a
-// non-member, or heartbeat replays (Seq not above the last accepted from that
-// machine). A stale heads announcement is ignored rather than rejected (see
-// validateHeads). Our own messages echoed back are ignored. Rejections are
-// counted in cshare_gossip_rejected_total{topic="ledger|heartbeat",reason}
-// and per Org in Rejected(). The IP-colocation score penalty is off: the
-// machines of one office share a public address.
+// Validators (inline on pubsub's workers; Membership must answer fast)
+// reject, which costs the forwarding peer score (about five invalid messages
+// in half an hour get a peer graylisted), messages that are too large,
+// undecodable or non-canonical, unsigned or with a bad heartbeat signature,
+// whose heartbeat Machine is not the libp2p author, from a non-member, and
+// heartbeat replays: Seq equal to the last accepted from that machine, or
+// older than it by more than ReorderWindow (Seq counts nanoseconds). A
+// heartbeat older than the last accepted one by less than that was overtaken
+// or delayed on the way: it is ignored without penalty, and
+// so is a heads announcement not newer than the sender's last (heads are
+// cumulative, so the newer one supersedes it). Our own messages echoed back
+// are ignored. A message from a non-member is only ignored, not rejected,
+// when the Membership implements LagAware and says our ledger may lag behind
+// the sender's. Counters: cshare_gossip_rejected_total{topic,reason} and
+// cshare_gossip_ignored_total{topic,reason} with topic "ledger" or
+// "heartbeat"; per Org, Rejected() and Ignored() keyed "<topic>/<reason>".
+// The IP-colocation score penalty is off: the machines of one office share a
+// public address.
 //
 // Content-hash IDs mean identical data is one message whoever sends it;
 // heartbeats and heads envelopes always differ (machine, seq), so this only
