@@ -147,3 +147,43 @@ func TestThreeNodesDockerJob(t *testing.T) {
 	b, _ := json.Marshal(items)
 	t.Logf("items: %s", b)
 }
+
+// One of three machines is killed with SIGKILL mid-job: every item is still
+// done exactly once, and the restarted machine converges to the same state.
+func TestKillOneMachineMidJob(t *testing.T) {
+	dockerAvailable(t)
+	ps := mesh(t, 3)
+	id := lastLine(ps[0].must("job", "submit", "--cpus", "3", "--max-cpus", "6", "--range", "1-24", "--", "sh", "-c", "sleep 1; echo $CSHARE_ITEM"))
+	var victim status
+	ps[2].json(&victim, "node", "status")
+	eventually(t, 60*time.Second, "the victim runs items", func() bool {
+		var j job
+		ps[0].json(&j, "job", "show", id)
+		for _, in := range j.Instances {
+			if in.Machine == victim.ID && in.State == "running" {
+				return j.Items.Done > 0
+			}
+		}
+		return false
+	})
+	ps[2].kill9()
+	eventually(t, 120*time.Second, "job done without the victim", func() bool {
+		var j job
+		ps[1].json(&j, "job", "show", id)
+		return j.State == "done"
+	})
+	var items []item
+	ps[0].json(&items, "job", "items", id)
+	for _, it := range items {
+		if it.Status != "done" {
+			t.Fatalf("item %d is %s", it.Item, it.Status)
+		}
+	}
+	ps[2].start()
+	eventually(t, 60*time.Second, "the restarted machine converges", func() bool {
+		var a, c orgInfo
+		ps[0].json(&a, "org", "show")
+		ps[2].json(&c, "org", "show")
+		return a.StateHash == c.StateHash
+	})
+}
