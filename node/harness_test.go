@@ -34,8 +34,8 @@ import (
 // noGPU is an NVML without the library: the machine has no GPUs.
 type noGPU struct{}
 
-func (noGPU) Init() nvml.Return                   { return nvml.ERROR_LIBRARY_NOT_FOUND }
-func (noGPU) Shutdown() nvml.Return               { return nvml.SUCCESS }
+func (noGPU) Init() nvml.Return                  { return nvml.ERROR_LIBRARY_NOT_FOUND }
+func (noGPU) Shutdown() nvml.Return              { return nvml.SUCCESS }
 func (noGPU) DeviceGetCount() (int, nvml.Return) { return 0, nvml.ERROR_LIBRARY_NOT_FOUND }
 func (noGPU) DeviceGetHandleByIndex(int) (nvml.Device, nvml.Return) {
 	return nil, nvml.ERROR_LIBRARY_NOT_FOUND
@@ -472,20 +472,33 @@ func (d *recDriver) Start(ctx context.Context, s runtime.Spec) (runtime.RunID, e
 	return id, nil
 }
 
-// observe records the run's exit once it happens.
+// observe records the run's exit once it happens (or Remove does, if the
+// run is gone before this goroutine looks).
 func (d *recDriver) observe(id runtime.RunID) {
 	go func() {
-		st, err := d.Fake.Wait(context.Background(), id)
-		if err != nil {
-			return
-		}
-		d.log.mu.Lock()
-		defer d.log.mu.Unlock()
-		if r := d.log.runs[d.key(id)]; r != nil {
-			r.Exited, r.Code, r.Ended = true, st.Code, time.Now()
-			r.Finished = !r.Stopped && st.Code == 0
+		if st, err := d.Fake.Wait(context.Background(), id); err == nil {
+			d.exited(id, st)
 		}
 	}()
+}
+
+func (d *recDriver) exited(id runtime.RunID, st runtime.ExitStatus) {
+	d.log.mu.Lock()
+	defer d.log.mu.Unlock()
+	if r := d.log.runs[d.key(id)]; r != nil && !r.Exited {
+		r.Exited, r.Code, r.Ended = true, st.Code, time.Now()
+		r.Finished = !r.Stopped && st.Code == 0
+	}
+}
+
+func (d *recDriver) Remove(ctx context.Context, id runtime.RunID) error {
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	st, err := d.Fake.Wait(wctx, id) // at once: only exited runs are removed
+	cancel()
+	if err == nil {
+		d.exited(id, st)
+	}
+	return d.Fake.Remove(ctx, id)
 }
 
 func (d *recDriver) Stop(ctx context.Context, id runtime.RunID, grace time.Duration) error {

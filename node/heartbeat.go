@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -32,6 +33,14 @@ func (n *Node) heartbeatLoop() {
 
 // beat publishes one heartbeat now (and observes it locally).
 func (n *Node) beat(ctx context.Context) {
+	if n.ctx.Err() != nil {
+		return // stopping: a heartbeat now would keep it online for others
+	}
+	// What runs here (and the finished-item leases) first, the heads second:
+	// a lease that a flush drops in between is then covered by the heads,
+	// which name the flushed results (see leases.go); the other order could
+	// announce neither.
+	total, free, running, planHash := n.resourceReport()
 	n.mu.RLock()
 	o := n.org
 	st := n.lg.State()
@@ -47,7 +56,7 @@ func (n *Node) beat(ctx context.Context) {
 	for _, h := range heads {
 		hb.Heads = append(hb.Heads, h.String())
 	}
-	hb.Total, hb.Free, hb.Instances, hb.PlanHash = n.resourceReport()
+	hb.Total, hb.Free, hb.Instances, hb.PlanHash = total, free, running, planHash
 	if err := o.PublishHeartbeat(ctx, hb); err != nil && ctx.Err() == nil {
 		n.log.Debug("publish heartbeat", "err", err)
 	}
@@ -62,6 +71,10 @@ func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
 	}
 	prev, _, had := n.live.Last(id)
 	n.live.Observe(hb, time.Now())
+	if id != n.id {
+		n.sched.leases.observe(hb)
+		n.syncHeads(id, hb.Heads)
+	}
 	n.rememberPeer(hb.Machine, hb.Addrs)
 	if id != n.id && len(hb.Addrs) > 0 && n.host.LibP2P().Network().Connectedness(id) != network.Connected {
 		// Full mesh within the org: dial machines we learn about from gossip.
@@ -75,6 +88,23 @@ func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
 	// A change in what a machine runs or its liveness can change the plan.
 	if !had || prev.PlanHash != hb.PlanHash || !reflect.DeepEqual(prev.Instances, hb.Instances) {
 		n.kickScheduler()
+	}
+}
+
+// syncHeads fetches from machine id the heads its heartbeat names that this
+// node lacks: heartbeats carry heads, so the ledger topic needs only the
+// announcements of new entries and a slow periodic one (see headsLoop).
+func (n *Node) syncHeads(id peer.ID, heads []string) {
+	var want []cid.Cid
+	n.mu.RLock()
+	for _, h := range heads {
+		if c, err := cid.Decode(h); err == nil && !n.lg.Has(c) {
+			want = append(want, c)
+		}
+	}
+	n.mu.RUnlock()
+	if len(want) > 0 {
+		n.spawn(func() { n.syncFrom(id, want) })
 	}
 }
 

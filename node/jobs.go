@@ -182,10 +182,23 @@ func (n *Node) checkImage(ctx context.Context, spec ledger.JobSpec) error {
 	return nil
 }
 
+// resolveJob finds a job by ID, unique ID prefix or name. It returns a
+// shallow copy, safe to read without n.mu except for Items and Machines,
+// which the fold updates in place: read those under n.mu, from the State.
 func (n *Node) resolveJob(ref string) (*ledger.Job, error) {
-	ref = strings.TrimSpace(ref)
 	n.mu.RLock()
 	defer n.mu.RUnlock()
+	j, err := n.findJob(ref)
+	if err != nil {
+		return nil, err
+	}
+	c := *j
+	return &c, nil
+}
+
+// findJob is resolveJob's search. n.mu must be held.
+func (n *Node) findJob(ref string) (*ledger.Job, error) {
+	ref = strings.TrimSpace(ref)
 	st := n.lg.State()
 	if j := st.Jobs[ref]; j != nil {
 		return j, nil
@@ -362,7 +375,12 @@ func (n *Node) Jobs(ctx context.Context) ([]api.JobInfo, error) {
 		return nil, err
 	}
 	var jobs []*ledger.Job
-	n.snapshot(func(st *ledger.State) { jobs = st.SortedJobs() })
+	n.snapshot(func(st *ledger.State) {
+		for _, j := range st.SortedJobs() {
+			c := *j // shallow: see resolveJob
+			jobs = append(jobs, &c)
+		}
+	})
 	out := make([]api.JobInfo, 0, len(jobs))
 	for _, j := range jobs {
 		out = append(out, n.jobInfo(j))
@@ -390,6 +408,10 @@ func (n *Node) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) 
 	}
 	var out []api.ItemInfo
 	n.snapshot(func(st *ledger.State) {
+		j := st.Jobs[j.ID]
+		if j == nil {
+			return // voided by a re-fold since resolveJob
+		}
 		for i, it := range j.Items {
 			status := "pending"
 			switch it.Status {

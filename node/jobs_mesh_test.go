@@ -130,6 +130,31 @@ func (m *mesh) completedRuns(job, skip string) map[int]int {
 	return out
 }
 
+// describeRuns lists the runs of one item, for failure messages.
+func (m *mesh) describeRuns(job string, item int) string {
+	var b strings.Builder
+	var t0 time.Time
+	for _, r := range m.runs.all() {
+		if t0.IsZero() {
+			t0 = r.Started
+		}
+		if r.Job == job && r.Item == item {
+			fmt.Fprintf(&b, "\t%s %s %s: %v..%v code %d stopped %v finished %v\n", m.nameOf(r.Machine), r.Instance, r.Run,
+				r.Started.Sub(t0).Round(time.Millisecond), r.Ended.Sub(t0).Round(time.Millisecond), r.Code, r.Stopped, r.Finished)
+		}
+	}
+	return b.String()
+}
+
+func (m *mesh) nameOf(id string) string {
+	for _, mn := range m.nodes {
+		if mn.opts.Name != "" && mn.drv != nil && mn.drv.machine == id {
+			return mn.name
+		}
+	}
+	return id
+}
+
 func submit(t testing.TB, n *Node, req api.JobSubmit) api.JobInfo {
 	t.Helper()
 	if req.Cmd == nil {
@@ -250,20 +275,43 @@ func TestMeshJobs(t *testing.T) {
 
 	m.waitJobDone(60*time.Second, j1.ID)
 	m.waitJobDone(60*time.Second, j2.ID)
+	m.waitConverged(30 * time.Second)
 	for _, id := range []string{j1.ID, j2.ID} {
-		who := m.checkDoneOnce(id)
-		runs := m.completedRuns(id, vid)
-		for item, by := range who {
-			want := 1
-			if by == vid {
-				want = 0 // done by the victim before it died
-			}
-			if got := runs[int(item)]; got != want {
-				t.Errorf("job %s item %d (done by %s): %d completed runs outside the victim, want %d", id, item, by, got, want)
-			}
-		}
+		m.checkRuns(id, vid)
 	}
 	m.checkSlots(4)
+}
+
+// checkRuns checks a finished job: in the ledger, on every node, each item
+// is done exactly once; on the drivers, each item ran to completion at least
+// once outside machine skip unless skip did it, and duplicate completions
+// (two machines running one item during a brief disagreement, which DESIGN
+// §10 allows and the ledger absorbs) stay rare: typically 0-2 in 300 items
+// on an idle host; on a host so loaded that heartbeats arrive a second
+// late, a few percent.
+func (m *mesh) checkRuns(id, skip string) {
+	m.t.Helper()
+	who := m.checkDoneOnce(id)
+	runs := m.completedRuns(id, skip)
+	dups := 0
+	for item, by := range who {
+		got := runs[int(item)]
+		if by != skip && got == 0 {
+			m.t.Errorf("job %s item %d is done by %s in the ledger, but no run of it completed:\n%s", id, item, m.nameOf(by), m.describeRuns(id, int(item)))
+		}
+		extra := got - 1
+		if by == skip {
+			extra = got // done by skip before it died: any other completion is extra
+		}
+		if extra > 0 {
+			dups += extra
+			m.t.Logf("job %s item %d (done by %s) completed %d extra time(s):\n%s", id, item, m.nameOf(by), extra, m.describeRuns(id, int(item)))
+		}
+	}
+	m.t.Logf("job %s: %d items, %d duplicate completed runs", id, len(who), dups)
+	if dups > len(who)/10 {
+		m.t.Errorf("job %s: %d duplicate completed runs for %d items (more than 10%%)", id, dups, len(who))
+	}
 }
 
 // TestMeshPreemption: a job fills the farm; a second one arrives and the
@@ -343,7 +391,16 @@ func TestMeshPreemption(t *testing.T) {
 			}
 			eventually(t, 20*time.Second, "cancelled jobs' runs to stop", func() string {
 				if ka, kb := m.running(a.ID), m.running(b.ID); ka+kb != 0 {
-					return fmt.Sprintf("A %d, B %d", ka, kb)
+					var sb strings.Builder
+					for _, mn := range m.live() {
+						fmt.Fprintf(&sb, "; %s: A %s B %s, instances %v", mn.name, jobState(t, mn.Node, a.ID).State, jobState(t, mn.Node, b.ID).State, localInstances(mn.Node))
+					}
+					for _, r := range m.runs.all() {
+						if !r.Exited && (r.Job == a.ID || r.Job == b.ID) {
+							fmt.Fprintf(&sb, "; running %s %s %s item %d", m.nameOf(r.Machine), r.Instance, r.Run, r.Item)
+						}
+					}
+					return fmt.Sprintf("A %d, B %d%s", ka, kb, sb.String())
 				}
 				return ""
 			})

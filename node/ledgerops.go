@@ -140,9 +140,14 @@ func (n *Node) announce(ctx context.Context) {
 }
 
 // headsLoop announces heads periodically (the on-change announce is in write).
+//
+// Heartbeats carry heads too (see syncHeads), so this periodic announcement
+// is a backstop, for machines that do not heartbeat (pending ones) and for
+// lost messages: every 3 intervals, and not more often than every 2 s. It
+// would otherwise be most of the gossip in a small org.
 func (n *Node) headsLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(max(n.interval/3, 500*time.Millisecond))
+	t := time.NewTicker(max(3*n.interval, 2*time.Second))
 	defer t.Stop()
 	for {
 		select {
@@ -216,7 +221,32 @@ func (n *Node) fetch(ctx context.Context, p peer.ID, org string, want []cid.Cid)
 		floor = floor / 2
 	}
 	for round := 0; round < 64; round++ {
-		err := p2p.FetchBlocks(ctx, n.host.LibP2P(), p, org, want, floor, func(raw [][]byte) error {
+		// A pipeline: frames are verified (in parallel, on every core) as
+		// they arrive, while the previous ones are stored and folded.
+		fctx, fcancel := context.WithCancel(ctx)
+		batches := make(chan []*ledger.Entry, 2)
+		stored := make(chan error, 1)
+		go func() {
+			var err error
+			for es := range batches {
+				if err != nil {
+					continue // drain
+				}
+				blocks := make([]store.Block, len(es))
+				for i, e := range es {
+					blocks[i] = store.Block{CID: e.CID(), Data: e.Bytes()}
+				}
+				if err = n.store.PutBlocks(blocks); err != nil {
+					fcancel()
+					continue
+				}
+				n.mu.Lock()
+				n.addLocked(es)
+				n.mu.Unlock()
+			}
+			stored <- err
+		}()
+		err := p2p.FetchBlocks(fctx, n.host.LibP2P(), p, org, want, floor, func(raw [][]byte) error {
 			es, bad := verifyParallel(raw)
 			if bad > 0 {
 				n.metrics.dropped.WithLabelValues("bad_block").Add(float64(bad))
@@ -226,18 +256,19 @@ func (n *Node) fetch(ctx context.Context, p peer.ID, org string, want []cid.Cid)
 					return fmt.Errorf("peer %s sent an entry of another org", p)
 				}
 			}
-			blocks := make([]store.Block, len(es))
-			for i, e := range es {
-				blocks[i] = store.Block{CID: e.CID(), Data: e.Bytes()}
+			select {
+			case batches <- es:
+				return nil
+			case <-fctx.Done():
+				return fctx.Err()
 			}
-			if err := n.store.PutBlocks(blocks); err != nil {
-				return err
-			}
-			n.mu.Lock()
-			n.addLocked(es)
-			n.mu.Unlock()
-			return nil
 		})
+		close(batches)
+		serr := <-stored
+		fcancel()
+		if serr != nil {
+			return serr
+		}
 		if err != nil {
 			return err
 		}

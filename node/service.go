@@ -346,8 +346,12 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 	}
 	var synced peer.ID
 	var lastErr error
+	// Catching up with a large ledger takes longer than dialling: at some
+	// 20,000 entries a second, a million-entry ledger needs about a minute.
+	fctx, fcancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer fcancel()
 	for _, p := range peers {
-		if err := n.fetch(cctx, p, org, nil); err != nil {
+		if err := n.fetch(fctx, p, org, nil); err != nil {
 			lastErr = err
 			continue
 		}
