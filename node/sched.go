@@ -283,6 +283,9 @@ func (s *scheduler) reconcile(now time.Time) {
 	if plan.Hash != s.plan.Hash {
 		s.prevInst, s.planAt = s.plan.Instances, now
 	}
+	if plan.Hash != s.plan.Hash {
+		s.beatDue = true // peers compare plan hashes: announce a new one promptly
+	}
 	s.plan, s.planIn = plan, in
 	changed := false
 	for slot, inst := range s.slots {
