@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
 )
@@ -510,5 +512,39 @@ func TestJobAPI(t *testing.T) {
 	})
 	if _, err := n.CancelJob(ctx, j.ID); statusCode(err) != http.StatusConflict {
 		t.Fatalf("cancel twice: %v", err)
+	}
+}
+
+// More concurrent heads than an entry may name: a write names the newest
+// ledger.MaxParents of them and still succeeds.
+func TestWriteWithManyHeads(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 1})
+	n := m.nodes[0].Node
+	ctx := ctxT(t)
+	if _, err := n.CreateOrg(ctx, api.OrgCreate{Name: "heads"}); err != nil {
+		t.Fatal(err)
+	}
+	hs, clock := heads(n)
+	signers := make([]*ledger.Entry, 0, 100)
+	for i := 0; i < 100; i++ {
+		k, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := ledger.NewSigner(k)
+		e, err := s.Sign(n.orgID(), ledger.KindMachineUpdate, ledger.MachineUpdate{}, hs, clock, time.Now().UnixMilli())
+		if err != nil {
+			t.Fatal(err)
+		}
+		signers = append(signers, e)
+	}
+	if err := n.importEntries(signers); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := n.lg.Heads(); len(h) <= ledger.MaxParents {
+		t.Fatalf("setup: %d heads", len(h))
+	}
+	if _, err := n.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"smartshare.mode": "none"}}); err != nil {
+		t.Fatalf("write with %d heads: %v", 101, err)
 	}
 }

@@ -88,7 +88,7 @@ func (n *Node) write(ctx context.Context, kind string, payload any) (*ledger.Ent
 	defer n.writeMu.Unlock()
 	n.mu.RLock()
 	org := n.lg.Org()
-	heads, clock := n.lg.Heads()
+	heads, clock := n.parentsLocked()
 	n.mu.RUnlock()
 	if kind == ledger.KindGenesis {
 		org, heads, clock = "", nil, 0
@@ -110,6 +110,30 @@ func (n *Node) write(ctx context.Context, kind string, payload any) (*ledger.Ent
 	n.kickScheduler()
 	n.announce(ctx)
 	return e, errs[0]
+}
+
+// parentsLocked picks the parents of a new entry: the heads, at most
+// ledger.MaxParents of them (the newest first; the rest stay heads and are
+// named by a later entry), and the largest clock among them. n.mu must be
+// held.
+func (n *Node) parentsLocked() ([]cid.Cid, uint64) {
+	heads, clock := n.lg.Heads()
+	if len(heads) <= ledger.MaxParents {
+		return heads, clock
+	}
+	sort.Slice(heads, func(i, j int) bool {
+		a, b := n.lg.Get(heads[i]), n.lg.Get(heads[j])
+		if a.Clock != b.Clock {
+			return a.Clock > b.Clock
+		}
+		return heads[i].KeyString() < heads[j].KeyString()
+	})
+	heads = heads[:ledger.MaxParents]
+	clock = 0
+	for _, h := range heads {
+		clock = max(clock, n.lg.Get(h).Clock)
+	}
+	return heads, clock
 }
 
 type headsMsg struct {

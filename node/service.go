@@ -407,7 +407,7 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 func (n *Node) dryRun(kind string, payload any) error {
 	n.mu.RLock()
 	st := n.lg.State().Clone()
-	heads, clock := n.lg.Heads()
+	heads, clock := n.parentsLocked()
 	org := n.lg.Org()
 	n.mu.RUnlock()
 	e, err := n.signer.Sign(org, kind, payload, heads, clock, time.Now().UnixMilli())
