@@ -187,3 +187,32 @@ func TestKillOneMachineMidJob(t *testing.T) {
 		return a.StateHash == c.StateHash
 	})
 }
+
+// Bad job input is refused with one line naming what is wrong.
+func TestSubmitBadInput(t *testing.T) {
+	dockerAvailable(t)
+	p := startNode(t, "bad")
+	p.must("org", "create", "--name", "bad")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--image", "cshare-no-such-image:1"}, "cshare-no-such-image:1"},
+		{[]string{"--memory", "1m"}, "memory"},
+		{[]string{"--range", "5-1"}, "range"},
+		{[]string{"--gpus", "1"}, "gpus"},
+		{[]string{"--driver", "exec"}, "exec"},
+	}
+	for _, c := range cases {
+		args := append(append([]string{"job", "submit"}, c.args...), "--", "true")
+		out, errs, code := p.cli(args...)
+		if code == 0 || !strings.Contains(errs, c.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+			t.Errorf("cshare %s: exit %d, stdout %q, stderr %q (want one line naming %q)", strings.Join(args, " "), code, out, errs, c.want)
+		}
+	}
+	var jobs []job
+	p.json(&jobs, "job", "ls")
+	if len(jobs) != 0 {
+		t.Fatalf("refused submissions left jobs: %+v", jobs)
+	}
+}
