@@ -12,20 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/runtime"
 )
-
-type benchNoGPU struct{}
-
-func (benchNoGPU) Init() nvml.Return                  { return nvml.ERROR_LIBRARY_NOT_FOUND }
-func (benchNoGPU) Shutdown() nvml.Return              { return nvml.SUCCESS }
-func (benchNoGPU) DeviceGetCount() (int, nvml.Return) { return 0, nvml.ERROR_LIBRARY_NOT_FOUND }
-func (benchNoGPU) DeviceGetHandleByIndex(int) (nvml.Device, nvml.Return) {
-	return nil, nvml.ERROR_LIBRARY_NOT_FOUND
-}
 
 // timedDriver records when the node hands a run to the driver.
 type timedDriver struct {
@@ -67,7 +56,7 @@ func benchNodeInterval(b *testing.B, drv runtime.Driver, yaml string, listen str
 		b.Fatal(err)
 	}
 	n, err := Start(context.Background(), Options{DataDir: filepath.Join(dir, "data"), API: "127.0.0.1:0",
-		Listen: []string{listen}, ConfigPath: cfg, HeartbeatInterval: interval, Driver: drv, NVML: benchNoGPU{}})
+		Listen: []string{listen}, ConfigPath: cfg, HeartbeatInterval: interval, Driver: drv, NVML: noGPU{}})
 	if err != nil {
 		b.Fatal(err)
 	}
