@@ -202,8 +202,8 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 
 // BenchmarkPlacement100Nodes measures placement throughput: instances started
 // per second across a 100-node in-process mesh with the fake driver. One op
-// submits a job as wide as the mesh (every slot) on node 0 and waits until
-// every instance has been started by its machine.
+// submits a job as wide as the mesh (every slot; ten agenda items per slot)
+// on node 0 and waits until every instance has been started by its machine.
 func BenchmarkPlacement100Nodes(b *testing.B) {
 	nodes, slots := 100, 20
 	if v, err := strconv.Atoi(os.Getenv("CSHARE_BENCH_NODES")); err == nil && v > 1 {
@@ -268,17 +268,46 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		base := total.get()
 		t0 := time.Now()
-		ji, err := ns[0].SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"}, Range: fmt.Sprintf("1-%d", width),
+		ji, err := ns[0].SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"}, Range: fmt.Sprintf("1-%d", 10*width),
 			CPUs: int64(width), MaxCPUs: "0"})
 		if err != nil {
 			b.Fatal(err)
 		}
+		marks := map[int]time.Duration{}
+		known := make([]time.Duration, len(ns))
 		for total.get()-base < width {
+			for k, n := range ns {
+				if known[k] == 0 {
+					n.mu.RLock()
+					if n.lg.State().Jobs[ji.ID] != nil {
+						known[k] = time.Since(t0)
+					}
+					n.mu.RUnlock()
+				}
+			}
 			if time.Since(t0) > 2*time.Minute {
 				b.Fatalf("only %d of %d instances started", total.get()-base, width)
 			}
+			got := total.get() - base
+			for _, q := range []int{1, 50, 90, 99} {
+				if _, ok := marks[q]; !ok && got*100 >= q*width {
+					marks[q] = time.Since(t0)
+				}
+			}
 			time.Sleep(time.Millisecond)
 		}
+		var firsts []time.Duration
+		for _, d := range drivers {
+			d.first.mu.Lock()
+			firsts = append(firsts, d.first.t.Sub(t0))
+			d.first.t = time.Time{}
+			d.first.mu.Unlock()
+		}
+		sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
+		sort.Slice(known, func(i, j int) bool { return known[i] < known[j] })
+		b.Logf("job known per node: min %v, median %v, max %v", known[0], known[len(known)/2], known[len(known)-1])
+		b.Logf("first start per node: min %v, median %v, max %v", firsts[0], firsts[len(firsts)/2], firsts[len(firsts)-1])
+		b.Logf("instances started: 1%% after %v, 50%% %v, 90%% %v, 99%% %v, all %v", marks[1], marks[50], marks[90], marks[99], time.Since(t0))
 		started += time.Since(t0)
 		b.StopTimer()
 		if _, err := ns[0].CancelJob(ctx, ji.ID); err != nil {
@@ -307,11 +336,22 @@ func (c *countTotal) get() int {
 type countDriver struct {
 	runtime.Driver
 	total *countTotal
+	first atomicTime
+}
+
+type atomicTime struct {
+	mu sync.Mutex
+	t  time.Time
 }
 
 func (d *countDriver) Start(ctx context.Context, s runtime.Spec) (runtime.RunID, error) {
 	d.total.mu.Lock()
 	d.total.n++
 	d.total.mu.Unlock()
+	d.first.mu.Lock()
+	if d.first.t.IsZero() {
+		d.first.t = time.Now()
+	}
+	d.first.mu.Unlock()
 	return d.Driver.Start(ctx, s)
 }

@@ -214,20 +214,35 @@ func (n *Node) onHeads(from peer.ID, payload []byte) {
 func (n *Node) syncFrom(p peer.ID, want []cid.Cid) {
 	n.mu.Lock()
 	if n.syncing[p] {
+		// A sync from p is running: queue the wants for its next round
+		// rather than drop them.
+		n.syncMore[p] = append(n.syncMore[p], want...)
 		n.mu.Unlock()
 		return
 	}
 	n.syncing[p] = true
 	n.mu.Unlock()
-	defer func() {
+	for {
+		ctx, cancel := context.WithTimeout(n.ctx, 2*time.Minute)
+		err := n.fetch(ctx, p, n.orgID(), want)
+		cancel()
+		if err != nil && n.ctx.Err() == nil {
+			n.log.Debug("sync", "peer", p.String(), "err", err)
+		}
 		n.mu.Lock()
-		delete(n.syncing, p)
+		want = nil
+		for _, c := range n.syncMore[p] {
+			if !n.lg.Has(c) {
+				want = append(want, c)
+			}
+		}
+		delete(n.syncMore, p)
+		if len(want) == 0 || n.ctx.Err() != nil {
+			delete(n.syncing, p)
+			n.mu.Unlock()
+			return
+		}
 		n.mu.Unlock()
-	}()
-	ctx, cancel := context.WithTimeout(n.ctx, 2*time.Minute)
-	defer cancel()
-	if err := n.fetch(ctx, p, n.orgID(), want); err != nil && ctx.Err() == nil {
-		n.log.Debug("sync", "peer", p.String(), "err", err)
 	}
 }
 

@@ -62,12 +62,8 @@ func (n *Node) machineStatus(id string, now time.Time) string {
 // liveness returns a machine's last heartbeat and whether it is online (a
 // heartbeat within 3 of its intervals). This node is always online to itself.
 func (n *Node) liveness(id string, now time.Time) (p2p.Heartbeat, time.Time, bool) {
-	pid, err := peer.Decode(id)
-	if err != nil {
-		return p2p.Heartbeat{}, time.Time{}, false
-	}
-	hb, at, ok := n.live.Last(pid)
-	if pid == n.id {
+	hb, at, ok := n.live.LastOf(id)
+	if id == n.idStr {
 		return hb, at, true
 	}
 	if !ok {

@@ -61,6 +61,7 @@ type Node struct {
 	key      crypto.PrivKey
 	signer   *ledger.Signer
 	id       peer.ID
+	idStr    string // id.String(), computed once
 	store    *store.Store
 	host     *p2p.Host
 	cfg      config.File
@@ -71,12 +72,13 @@ type Node struct {
 	reg      *prometheus.Registry
 	metrics  *metrics
 
-	mu      sync.RWMutex
-	lg      *ledger.Log
-	waiting map[string]*ledger.Entry // entries whose parents have not arrived
-	org     *p2p.Org
-	live    *p2p.Liveness
-	syncing map[peer.ID]bool
+	mu       sync.RWMutex
+	lg       *ledger.Log
+	waiting  map[string]*ledger.Entry // entries whose parents have not arrived
+	org      *p2p.Org
+	live     *p2p.Liveness
+	syncing  map[peer.ID]bool
+	syncMore map[peer.ID][]cid.Cid // wants that arrived while a sync from that peer ran
 
 	writeMu sync.Mutex // serialises local writes so each names the latest heads
 
@@ -168,9 +170,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	n := &Node{opts: opts, log: log, key: key, signer: signer, id: signer.ID(), cfg: cfg, hw: hwinfo, limits: limits,
+	n := &Node{opts: opts, log: log, key: key, signer: signer, id: signer.ID(), idStr: signer.ID().String(), cfg: cfg, hw: hwinfo, limits: limits,
 		interval: interval, started: time.Now(), lg: ledger.NewLog(), waiting: map[string]*ledger.Entry{},
-		live: &p2p.Liveness{}, syncing: map[peer.ID]bool{}, ctx: ctx, cancel: cancel,
+		live: &p2p.Liveness{}, syncing: map[peer.ID]bool{}, syncMore: map[peer.ID][]cid.Cid{}, ctx: ctx, cancel: cancel,
 		stopped: make(chan struct{}), kick: make(chan struct{}, 1)}
 	n.reg = prometheus.NewRegistry()
 	n.metrics = newMetrics(n.reg)

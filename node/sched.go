@@ -44,6 +44,9 @@ type instance struct {
 	// nextItem): below cursor and above tail, every item of the job is done
 	// or failed for good.
 	cursor, tail int
+	// idleSince is when nextItem first found nothing it may take while free
+	// items remained (reserved for their running owners); see idleSteal.
+	idleSince time.Time
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -57,6 +60,9 @@ func (in *instance) current() (int64, runtime.RunID) {
 
 // scheduler turns the shared plan into this machine's instances.
 type scheduler struct {
+	ringMu sync.Mutex
+	rings  map[uint64]*ownerRing // consistent-hash rings by their seeds
+
 	n       *Node
 	drivers map[string]Driver
 	noDrv   map[string]string // driver name -> why it is unavailable
@@ -145,17 +151,24 @@ func (s *scheduler) loop() {
 	// Heartbeats that announce changed instances go out at most every
 	// beatGap: a burst of starts becomes one heartbeat, not one per start.
 	beatGap := min(100*time.Millisecond, n.interval/4)
-	var lastBeat time.Time
+	var lastBeat, lastPlan time.Time
+	kicked := false
 	for {
 		select {
 		case <-n.ctx.Done():
 			s.flush(context.Background())
 			return
 		case <-n.kick:
+			kicked = true
 		case <-tick.C:
 		}
-		s.reconcile(time.Now())
-		s.broadcast()
+		// Plan on every change, and once a second for liveness (a machine
+		// going offline is the absence of a message).
+		if kicked || time.Since(lastPlan) >= time.Second {
+			s.reconcile(time.Now())
+			s.broadcast()
+			kicked, lastPlan = false, time.Now()
+		}
 		// Beat before flushing: the heartbeat announces the leases of items
 		// just taken, and a flush (a durable write) can take a while.
 		s.mu.Lock()
@@ -282,9 +295,6 @@ func (s *scheduler) reconcile(now time.Time) {
 	s.mu.Lock()
 	if plan.Hash != s.plan.Hash {
 		s.prevInst, s.planAt = s.plan.Instances, now
-	}
-	if plan.Hash != s.plan.Hash {
-		s.beatDue = true // peers compare plan hashes: announce a new one promptly
 	}
 	s.plan, s.planIn = plan, in
 	changed := false
@@ -621,6 +631,11 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 	for k, o := range owners {
 		seeds[k] = ownerSeed(in.job, o.m, o.s)
 	}
+	ring := s.ringFor(seeds)
+	var prevRing *ownerRing
+	if len(prevSeeds) > 0 {
+		prevRing = s.ringFor(prevSeeds)
+	}
 	var online []string
 	for _, m := range n.live.All() {
 		id := m.Heartbeat.Machine
@@ -680,8 +695,8 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 			continue
 		}
 		seen++
-		if free(i) && ownerOf(i, seeds) == rank {
-			if len(prevSeeds) > 0 && ownerOf(i, prevSeeds) != prevRank {
+		if free(i) && ring.ownerOf(i) == rank {
+			if prevRing != nil && prevRing.ownerOf(i) != prevRank {
 				continue // it just changed owner: later (see ownerGrace)
 			}
 			return j.Spec.RangeStart + int64(i), true
@@ -704,7 +719,7 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 		if !free(i) {
 			continue
 		}
-		o := ownerOf(i, seeds)
+		o := ring.ownerOf(i)
 		lowest[o] = append(lowest[o], len(cands))
 		cands = append(cands, cand{i, o})
 	}
@@ -728,12 +743,29 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 	}
 	switch {
 	case rank < len(top):
+		in.idleSince = time.Time{}
 		return top[rank], true
 	case len(orphans) > 0:
+		in.idleSince = time.Time{}
 		return orphans[rank%len(orphans)], true
+	case len(cands) > 0:
+		// Only items reserved for running owners are left. An owner that
+		// wanted one has had time to announce its lease: no instance sits
+		// idle while an item is pending, so take one.
+		if in.idleSince.IsZero() {
+			in.idleSince = now
+		}
+		if now.Sub(in.idleSince) >= idleSteal {
+			in.idleSince = time.Time{}
+			return j.Spec.RangeStart + int64(cands[rank%len(cands)].i), true
+		}
 	}
 	return 0, false
 }
+
+// idleSteal is how long an idle instance leaves items reserved for their
+// running owners before it takes one itself.
+const idleSteal = 2 * time.Second
 
 // ownerGrace is how long after a plan change an instance leaves alone the
 // items it took over from another instance: about the time a lease takes
@@ -751,21 +783,80 @@ func ownerSeed(job, machine string, slot int) uint64 {
 // from thieves (see nextItem).
 const ownReserve = 3
 
-// ownerOf is the rendezvous owner of item index i among instances with the
-// given seeds: the one with the highest mixed hash (ties: the first).
-func ownerOf(i int, seeds []uint64) int {
-	best, bk := uint64(0), 0
+// ownerRing maps agenda items to owners by consistent hashing: each owner
+// (a planned instance, by its seed) holds ringVNodes points on a ring, and an
+// item belongs to the owner of the first point at or after the item's hash.
+// Adding or removing an instance moves only about 1/n of the items, and a
+// lookup is a binary search, so dispatch stays cheap for wide jobs.
+type ownerRing struct {
+	points []uint64
+	owners []int
+}
+
+const ringVNodes = 16
+
+func mix64(z uint64) uint64 {
+	// splitmix64: cheap, and equal on every node.
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}
+
+func newOwnerRing(seeds []uint64) *ownerRing {
+	r := &ownerRing{points: make([]uint64, 0, len(seeds)*ringVNodes), owners: make([]int, 0, len(seeds)*ringVNodes)}
+	type pt struct {
+		h uint64
+		k int
+	}
+	pts := make([]pt, 0, len(seeds)*ringVNodes)
 	for k, sd := range seeds {
-		// splitmix64 of seed ^ index: cheap, and equal on every node.
-		z := sd ^ (uint64(i) * 0x9E3779B97F4A7C15)
-		z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
-		z = (z ^ (z >> 27)) * 0x94D049BB133111EB
-		z ^= z >> 31
-		if k == 0 || z > best {
-			best, bk = z, k
+		for v := uint64(0); v < ringVNodes; v++ {
+			pts = append(pts, pt{mix64(sd ^ (v+1)*0x9E3779B97F4A7C15), k})
 		}
 	}
-	return bk
+	sort.Slice(pts, func(a, b int) bool {
+		if pts[a].h != pts[b].h {
+			return pts[a].h < pts[b].h
+		}
+		return pts[a].k < pts[b].k
+	})
+	for _, p := range pts {
+		r.points = append(r.points, p.h)
+		r.owners = append(r.owners, p.k)
+	}
+	return r
+}
+
+// ownerOf is the owner of item index i (an index into the seeds).
+func (r *ownerRing) ownerOf(i int) int {
+	if len(r.points) == 0 {
+		return 0
+	}
+	h := mix64(uint64(i)*0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019)
+	k := sort.Search(len(r.points), func(x int) bool { return r.points[x] >= h })
+	if k == len(r.points) {
+		k = 0
+	}
+	return r.owners[k]
+}
+
+// ringFor returns the (cached) ring of a set of seeds.
+func (s *scheduler) ringFor(seeds []uint64) *ownerRing {
+	key := uint64(len(seeds))
+	for _, sd := range seeds {
+		key = mix64(key ^ sd)
+	}
+	s.ringMu.Lock()
+	defer s.ringMu.Unlock()
+	if r := s.rings[key]; r != nil {
+		return r
+	}
+	if s.rings == nil || len(s.rings) > 64 {
+		s.rings = map[uint64]*ownerRing{}
+	}
+	r := newOwnerRing(seeds)
+	s.rings[key] = r
+	return r
 }
 
 func (s *scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {

@@ -51,9 +51,14 @@ func (l *Liveness) Observe(hb Heartbeat, now time.Time) {
 
 // Last returns the latest heartbeat of id and when it was seen.
 func (l *Liveness) Last(id peer.ID) (Heartbeat, time.Time, bool) {
+	return l.LastOf(id.String())
+}
+
+// LastOf is Last by the machine ID's string form (no decoding).
+func (l *Liveness) LastOf(id string) (Heartbeat, time.Time, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	s, ok := l.m[id.String()]
+	s, ok := l.m[id]
 	return s.Heartbeat, s.At, ok
 }
 

@@ -113,7 +113,7 @@ for i in 1 2 3; do c "$i" job logs "$J1" --item 7 2>/dev/null && break; done
 [ "$s1$s2" = donedone ] || { echo "demo: jobs did not finish" >&2; exit 1; }
 
 step "plan agreement: every node computed the same SmartShare plan"
-for _ in $(seq 50); do
+for _ in $(seq 100); do
   agree=0
   for i in 1 2 3; do
     if c "$i" node status --json | grep -q '"plan_agree": 2'; then agree=$((agree + 1)); fi
