@@ -108,7 +108,7 @@ func (n *Node) write(ctx context.Context, kind string, payload any) (*ledger.Ent
 		return nil, err
 	}
 	n.kickScheduler()
-	n.announce(ctx)
+	n.announceWith(ctx, e)
 	return e, errs[0]
 }
 
@@ -139,10 +139,19 @@ func (n *Node) parentsLocked() ([]cid.Cid, uint64) {
 type headsMsg struct {
 	Heads [][]byte `cbor:"heads"`
 	Clock uint64   `cbor:"clock"`
+	// Entries optionally carries the entry just written (when small), so
+	// peers fold it at gossip speed instead of fetching it afterwards.
+	Entries [][]byte `cbor:"entries,omitempty"`
 }
 
+// maxPushedEntry is the largest entry pushed inside a heads announcement.
+const maxPushedEntry = 16 << 10
+
 // announce publishes our heads on the org's ledger topic.
-func (n *Node) announce(ctx context.Context) {
+func (n *Node) announce(ctx context.Context) { n.announceWith(ctx, nil) }
+
+// announceWith publishes our heads, carrying e itself when it is small.
+func (n *Node) announceWith(ctx context.Context, e *ledger.Entry) {
 	n.mu.RLock()
 	o := n.org
 	heads, clock := n.lg.Heads()
@@ -153,6 +162,9 @@ func (n *Node) announce(ctx context.Context) {
 	msg := headsMsg{Clock: clock}
 	for _, h := range heads {
 		msg.Heads = append(msg.Heads, h.Bytes())
+	}
+	if e != nil && len(e.Bytes()) <= maxPushedEntry {
+		msg.Entries = [][]byte{e.Bytes()}
 	}
 	b, err := cbor.Marshal(msg)
 	if err != nil {
@@ -186,9 +198,12 @@ func (n *Node) headsLoop() {
 // onHeads handles a heads announcement from a peer: fetch what we lack.
 func (n *Node) onHeads(from peer.ID, payload []byte) {
 	var msg headsMsg
-	if err := cbor.Unmarshal(payload, &msg); err != nil || len(msg.Heads) > 4096 {
+	if err := cbor.Unmarshal(payload, &msg); err != nil || len(msg.Heads) > 4096 || len(msg.Entries) > 4 {
 		n.metrics.dropped.WithLabelValues("bad_heads").Inc()
 		return
+	}
+	if len(msg.Entries) > 0 {
+		n.takePushed(msg.Entries)
 	}
 	var want []cid.Cid
 	n.mu.RLock()
@@ -508,4 +523,38 @@ func (m *membership) HasHeadsPayload(payload []byte) bool {
 		}
 	}
 	return true
+}
+
+// takePushed verifies entries pushed in a heads announcement exactly as
+// fetched blocks are (signature, canonical form, org), stores them durably
+// and folds them. Entries whose parents are missing wait for the fetch that
+// the announcement's heads trigger.
+func (n *Node) takePushed(raw [][]byte) {
+	org := n.orgID()
+	var es []*ledger.Entry
+	var blocks []store.Block
+	for _, b := range raw {
+		e, err := ledger.Decode(b)
+		if err != nil || e.Org != org {
+			n.metrics.dropped.WithLabelValues("bad_block").Inc()
+			continue
+		}
+		n.mu.RLock()
+		have := n.lg.Has(e.CID())
+		n.mu.RUnlock()
+		if have {
+			continue
+		}
+		es = append(es, e)
+		blocks = append(blocks, store.Block{CID: e.CID(), Data: e.Bytes()})
+	}
+	if len(es) == 0 {
+		return
+	}
+	if err := n.store.PutBlocks(blocks); err != nil {
+		return
+	}
+	n.mu.Lock()
+	n.addLocked(es)
+	n.mu.Unlock()
 }
