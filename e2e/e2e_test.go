@@ -127,18 +127,9 @@ func TestThreeNodesDockerJob(t *testing.T) {
 	dockerAvailable(t)
 	ps := mesh(t, 3)
 	id := lastLine(ps[1].must("job", "submit", "--cpus", "2", "--max-cpus", "6", "--range", "1-12", "--", "sh", "-c", "echo $CSHARE_ITEM; sleep 0.5"))
+	items := waitAllDone(t, ps[2], ps[0], id, 90*time.Second)
 	machines := map[string]bool{}
-	eventually(t, 90*time.Second, "job done", func() bool {
-		var j job
-		ps[2].json(&j, "job", "show", id)
-		return j.State == "done"
-	})
-	var items []item
-	ps[0].json(&items, "job", "items", id)
 	for _, it := range items {
-		if it.Status != "done" {
-			t.Fatalf("item %d is %s", it.Item, it.Status)
-		}
 		machines[it.Machine] = true
 	}
 	if len(machines) < 2 {
@@ -167,18 +158,7 @@ func TestKillOneMachineMidJob(t *testing.T) {
 		return false
 	})
 	ps[2].kill9()
-	eventually(t, 120*time.Second, "job done without the victim", func() bool {
-		var j job
-		ps[1].json(&j, "job", "show", id)
-		return j.State == "done"
-	})
-	var items []item
-	ps[0].json(&items, "job", "items", id)
-	for _, it := range items {
-		if it.Status != "done" {
-			t.Fatalf("item %d is %s", it.Item, it.Status)
-		}
-	}
+	waitAllDone(t, ps[1], ps[0], id, 120*time.Second)
 	ps[2].start()
 	eventually(t, 60*time.Second, "the restarted machine converges", func() bool {
 		var a, c orgInfo
@@ -215,4 +195,23 @@ func TestSubmitBadInput(t *testing.T) {
 	if len(jobs) != 0 {
 		t.Fatalf("refused submissions left jobs: %+v", jobs)
 	}
+}
+
+// waitAllDone waits until watcher shows the job done, then checks on reader
+// that every item is done, and returns the items.
+func waitAllDone(t *testing.T, watcher, reader *proc, id string, d time.Duration) []item {
+	t.Helper()
+	eventually(t, d, "job "+id+" done", func() bool {
+		var j job
+		watcher.json(&j, "job", "show", id)
+		return j.State == "done"
+	})
+	var items []item
+	reader.json(&items, "job", "items", id)
+	for _, it := range items {
+		if it.Status != "done" {
+			t.Fatalf("item %d is %s", it.Item, it.Status)
+		}
+	}
+	return items
 }

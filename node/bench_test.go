@@ -197,7 +197,6 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(p(0.5), "p50-ms")
 	b.ReportMetric(p(0.99), "p99-ms")
 	b.ReportMetric(0, "ns/op")
-	_ = fmt.Sprint()
 }
 
 // BenchmarkPlacement100Nodes measures placement throughput: instances started
