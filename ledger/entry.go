@@ -8,14 +8,14 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"sync"
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mh "github.com/multiformats/go-multihash"
-	voied "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
+
+	"github.com/cshare/cshare/internal/edkey"
 )
 
 // Size caps. An entry larger than MaxEntrySize is refused at the door.
@@ -93,7 +93,7 @@ type Entry struct {
 	key      OrderKey
 	authorID peer.ID
 	author   string     // authorID.String(), cached: the fold uses it for every entry
-	ak       *authorKey // shared by every entry of the author
+	ak       *edkey.Key // shared by every entry of the author
 }
 
 // CID is the entry's content address.
@@ -408,11 +408,11 @@ func decodeTrusted(raw []byte, w wire) (*Entry, error) {
 		}
 		e.Parents = append(e.Parents, c)
 	}
-	ak, err := authorKeyOf(w.Author)
+	ak, err := edkey.Of(w.Author)
 	if err != nil {
 		return nil, fmt.Errorf("%w: author: %v", ErrMalformed, err)
 	}
-	e.ak, e.authorID, e.author = ak, ak.id, ak.s
+	e.ak, e.authorID, e.author = ak, ak.ID, ak.S
 	e.cid = CIDOf(raw)
 	e.key = OrderKey{Clock: e.Clock, CID: e.cid.KeyString()}
 	return e, nil
@@ -421,71 +421,6 @@ func decodeTrusted(raw []byte, w wire) (*Entry, error) {
 // MaxClock bounds an entry's clock, far above any real ledger, so clock
 // arithmetic cannot overflow.
 const MaxClock = 1 << 53
-
-// authorKey is what the ledger derives from an author's public key: its peer
-// ID, the ID's string form, and the key expanded for fast verification.
-// Deriving these costs a protobuf encoding, a base58 encoding and a point
-// decompression, and an org has few authors who write many entries, so they
-// are cached.
-type authorKey struct {
-	id  peer.ID
-	s   string
-	xpk *voied.ExpandedPublicKey // nil: not a valid curve point, nothing verifies
-}
-
-const authorCacheMax = 4096 // an expanded key is ~1.5 KiB
-
-var authorCache = struct {
-	sync.Mutex
-	m map[[ed25519.PublicKeySize]byte]*authorKey
-}{m: map[[ed25519.PublicKeySize]byte]*authorKey{}}
-
-func authorKeyOf(pub []byte) (*authorKey, error) {
-	if len(pub) != ed25519.PublicKeySize {
-		return nil, fmt.Errorf("public key is %d bytes", len(pub))
-	}
-	k := [ed25519.PublicKeySize]byte(pub)
-	authorCache.Lock()
-	ak := authorCache.m[k]
-	authorCache.Unlock()
-	if ak != nil {
-		return ak, nil
-	}
-	pk, err := crypto.UnmarshalEd25519PublicKey(pub)
-	if err != nil {
-		return nil, err
-	}
-	id, err := peer.IDFromPublicKey(pk)
-	if err != nil {
-		return nil, err
-	}
-	ak = &authorKey{id: id, s: id.String()}
-	if xpk, err := voied.NewExpandedPublicKey(voied.PublicKey(pub)); err == nil {
-		ak.xpk = xpk
-	}
-	authorCache.Lock()
-	if len(authorCache.m) >= authorCacheMax {
-		clear(authorCache.m)
-	}
-	authorCache.m[k] = ak
-	authorCache.Unlock()
-	return ak, nil
-}
-
-// voiStdLib makes curve25519-voi accept exactly the signatures Go's
-// crypto/ed25519 accepts (cofactorless, canonical S and R): every node must
-// agree on which entries verify, whatever library it uses.
-var voiStdLib = &voied.Options{Verify: voied.VerifyOptionsStdLib}
-
-// verify checks an Ed25519 signature with the author's expanded key:
-// curve25519-voi's vectorised verification, about twice as fast as the
-// standard library's on amd64, with the same acceptance rules.
-func (ak *authorKey) verify(msg, sig []byte) bool {
-	if ak.xpk == nil || len(sig) != ed25519.SignatureSize {
-		return false
-	}
-	return voied.VerifyExpandedWithOptions(ak.xpk, msg, sig, voiStdLib)
-}
 
 // encodeWire re-encodes the entry's fields (with or without the signature).
 func (e *Entry) encodeWire(withSig bool) ([]byte, error) {
@@ -528,7 +463,7 @@ func (e *Entry) verifySig() error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	if !e.ak.verify(msg, e.Sig) {
+	if !e.ak.Verify(msg, e.Sig) {
 		return ErrBadSignature
 	}
 	return nil

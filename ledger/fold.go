@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/cshare/cshare/internal/edkey"
 )
 
 // RevokedAuthorError says an entry had no effect because its author had lost
@@ -316,11 +318,11 @@ func needAdmin(st *State, author, what string) error {
 }
 
 func peerIDOf(pub []byte) (string, error) {
-	ak, err := authorKeyOf(pub)
+	ak, err := edkey.Of(pub)
 	if err != nil {
 		return "", err
 	}
-	return ak.s, nil
+	return ak.S, nil
 }
 
 func ownJob(st *State, author, id, what string) (*Job, error) {

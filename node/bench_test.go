@@ -6,13 +6,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
+
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/runtime"
 )
 
@@ -203,10 +208,19 @@ func reportLatency(b *testing.B, lat []time.Duration) {
 // per second across a 100-node in-process mesh with the fake driver. One op
 // submits a job as wide as the mesh (every slot; ten agenda items per slot)
 // on node 0 and waits until every instance has been started by its machine.
+// CSHARE_BENCH_NODES and CSHARE_BENCH_SLOTS change the mesh (100 machines of
+// 20 slots by default); CSHARE_BENCH_CPUPROFILE profiles the measured window.
 func BenchmarkPlacement100Nodes(b *testing.B) {
 	nodes, slots := 100, 20
 	if v, err := strconv.Atoi(os.Getenv("CSHARE_BENCH_NODES")); err == nil && v > 1 {
 		nodes = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("CSHARE_BENCH_SLOTS")); err == nil && v > 0 {
+		slots = v // e.g. 200: Nomad's C1M density (1M containers on 5,000 nodes)
+	}
+	listen := "/ip4/127.0.0.1/tcp/0"
+	if v := os.Getenv("CSHARE_BENCH_LISTEN"); v != "" {
+		listen = v
 	}
 	ctx := context.Background()
 	drivers := make([]*countDriver, nodes)
@@ -216,7 +230,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		drivers[i] = &countDriver{Driver: runtime.NewFake(), total: &total}
 		// A long interval: 100 nodes share 2 cores here, and a machine must
 		// not flap offline while the mesh forms.
-		ns[i] = benchNodeInterval(b, drivers[i], fmt.Sprintf("resources: {max_concurrent_jobs: %d}\n", slots), "/ip4/127.0.0.1/tcp/0", 10*time.Second)
+		ns[i] = benchNodeInterval(b, drivers[i], fmt.Sprintf("resources: {max_concurrent_jobs: %d}\n", slots), listen, 10*time.Second)
 	}
 	key, err := ns[0].CreateOrg(ctx, api.OrgCreate{Name: "bench"})
 	if err != nil {
@@ -263,15 +277,92 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 	}
 	width := nodes * slots
 	var started time.Duration
+	// Machines dial every machine whose heartbeat they see; on 2 shared
+	// cores that takes minutes for 100 of them, so finish the full mesh here
+	// (dialling is not what is measured).
+	var dials sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i, a := range ns {
+		for _, c := range ns[i+1:] {
+			if a.host.LibP2P().Network().Connectedness(c.ID()) == network.Connected {
+				continue
+			}
+			dials.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; dials.Done() }()
+				cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				_ = a.host.Connect(cctx, c.host.Addrs())
+			}()
+		}
+	}
+	dials.Wait()
+	var conns []int
+	for _, n := range ns {
+		conns = append(conns, len(n.host.LibP2P().Network().Conns()))
+	}
+	sort.Ints(conns)
+	b.Logf("connections per node: min %d, median %d, max %d", conns[0], conns[len(conns)/2], conns[len(conns)-1])
+	if stop := startProfile(b, "CSHARE_BENCH_IDLEPROFILE"); stop != nil {
+		// What the formed mesh does while nothing is submitted.
+		time.Sleep(20 * time.Second)
+		stop()
+	}
+	waitQuiet(b)
+	// A profile of the measured window only (go test's -cpuprofile would be
+	// dominated by forming the mesh).
+	if stop := startProfile(b, "CSHARE_BENCH_CPUPROFILE"); stop != nil {
+		defer stop()
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		base := total.get()
+		accepted := func() (hb, heads float64) {
+			for _, n := range ns {
+				hb += n.host.Accepted(p2p.KindHeartbeat)
+				heads += n.host.Accepted(p2p.KindLedger)
+			}
+			return hb / float64(nodes), heads / float64(nodes)
+		}
+		hb0, heads0 := accepted()
+		var hookMu sync.Mutex
+		got, took := map[*Node]time.Duration{}, map[*Node]time.Duration{}
 		t0 := time.Now()
+		hook := func(n *Node, pushed int, before bool) {
+			if pushed == 0 {
+				return
+			}
+			hookMu.Lock()
+			defer hookMu.Unlock()
+			m := took
+			if before {
+				m = got
+			}
+			if _, ok := m[n]; !ok {
+				m[n] = time.Since(t0)
+			}
+		}
+		testHookHeads.Store(&hook)
+		submitted := make(chan struct{})
+		if f := os.Getenv("CSHARE_BENCH_STACKS"); f != "" {
+			go func() {
+				select {
+				case <-submitted:
+				case <-time.After(2 * time.Second):
+					w, _ := os.Create(f)
+					_ = pprof.Lookup("goroutine").WriteTo(w, 2)
+					_ = w.Close()
+				}
+			}()
+		}
 		ji, err := ns[0].SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"}, Range: fmt.Sprintf("1-%d", 10*width),
 			CPUs: int64(width), MaxCPUs: "0"})
+		close(submitted)
 		if err != nil {
 			b.Fatal(err)
 		}
+		b.Logf("submit returned after %v", time.Since(t0))
 		marks := map[int]time.Duration{}
 		known := make([]time.Duration, len(ns))
 		for total.get()-base < width {
@@ -304,21 +395,88 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		}
 		sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
 		sort.Slice(known, func(i, j int) bool { return known[i] < known[j] })
+		testHookHeads.Store(nil)
+		hookMu.Lock()
+		med := func(m map[*Node]time.Duration) (time.Duration, time.Duration, int) {
+			var ds []time.Duration
+			for _, d := range m {
+				ds = append(ds, d)
+			}
+			if len(ds) == 0 {
+				return 0, 0, 0
+			}
+			sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+			return ds[len(ds)/2], ds[len(ds)-1], len(ds)
+		}
+		gm, gx, gn := med(got)
+		tm, tx, _ := med(took)
+		hookMu.Unlock()
+		b.Logf("pushed entry delivered to %d nodes: median %v, max %v; taken: median %v, max %v", gn, gm, gx, tm, tx)
 		b.Logf("job known per node: min %v, median %v, max %v", known[0], known[len(known)/2], known[len(known)-1])
 		b.Logf("first start per node: min %v, median %v, max %v", firsts[0], firsts[len(firsts)/2], firsts[len(firsts)-1])
 		b.Logf("instances started: 1%% after %v, 50%% %v, 90%% %v, 99%% %v, all %v", marks[1], marks[50], marks[90], marks[99], time.Since(t0))
 		started += time.Since(t0)
 		b.StopTimer()
+		drops := map[string]float64{}
+		for _, n := range ns {
+			for _, r := range []string{p2p.DropValidationQueue, p2p.DropThrottled, p2p.DropOutbound, p2p.DropUndeliverable} {
+				drops[r] += n.host.Dropped(r)
+			}
+		}
+		b.Logf("gossip drops so far (all nodes): %v", drops)
+		hb1, heads1 := accepted()
+		b.Logf("messages accepted per node until every instance started: %.0f heartbeats, %.0f heads announcements", hb1-hb0, heads1-heads0)
 		if _, err := ns[0].CancelJob(ctx, ji.ID); err != nil {
 			b.Fatal(err)
 		}
 		for _, n := range ns {
 			waitIdle(b, n)
 		}
+		waitQuiet(b)
 		b.StartTimer()
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(width*b.N)/started.Seconds(), "instances/s")
+}
+
+// startProfile starts a CPU profile into the file the environment variable
+// env names, and returns what stops it; nil when env is unset.
+func startProfile(b *testing.B, env string) func() {
+	f := os.Getenv(env)
+	if f == "" {
+		return nil
+	}
+	w, err := os.Create(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(w); err != nil {
+		b.Fatal(err)
+	}
+	return func() { pprof.StopCPUProfile(); _ = w.Close() }
+}
+
+// waitQuiet waits (up to two minutes) until the mesh is idle: the process
+// uses under a fifth of a core for a second. A mesh that has just formed is
+// still busy (syncs, dials, the first heartbeats of every machine), and a
+// placement measured then measures that too.
+func waitQuiet(b *testing.B) {
+	b.Helper()
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		c0, t0 := cpu(), time.Now()
+		time.Sleep(time.Second)
+		use := float64(cpu()-c0) / float64(time.Since(t0))
+		if use < 0.2 || time.Now().After(deadline) {
+			b.Logf("mesh idle: %.2f cores busy", use)
+			return
+		}
+	}
 }
 
 type countTotal struct {

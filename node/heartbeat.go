@@ -86,8 +86,10 @@ func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
 	}
 	n.metrics.heartbeats.Inc()
 	// A change in what a machine runs or its liveness can change the plan.
-	if !had || prev.PlanHash != hb.PlanHash || !reflect.DeepEqual(prev.Instances, hb.Instances) {
-		n.kickScheduler()
+	if !had {
+		n.kickScheduler() // a machine came online
+	} else if prev.PlanHash != hb.PlanHash || !reflect.DeepEqual(prev.Instances, hb.Instances) {
+		n.nudgeScheduler()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
@@ -195,6 +196,10 @@ func (n *Node) headsLoop() {
 	}
 }
 
+// testHookHeads, set by benchmarks, sees each heads announcement before
+// (before=true) and after its pushed entries are taken.
+var testHookHeads atomic.Pointer[func(n *Node, pushed int, before bool)]
+
 // onHeads handles a heads announcement from a peer: fetch what we lack.
 func (n *Node) onHeads(from peer.ID, payload []byte) {
 	var msg headsMsg
@@ -202,8 +207,15 @@ func (n *Node) onHeads(from peer.ID, payload []byte) {
 		n.metrics.dropped.WithLabelValues("bad_heads").Inc()
 		return
 	}
+	h := testHookHeads.Load()
+	if h != nil {
+		(*h)(n, len(msg.Entries), true)
+	}
 	if len(msg.Entries) > 0 {
 		n.takePushed(msg.Entries)
+	}
+	if h != nil {
+		(*h)(n, len(msg.Entries), false)
 	}
 	var want []cid.Cid
 	n.mu.RLock()
@@ -226,8 +238,35 @@ func (n *Node) onHeads(from peer.ID, payload []byte) {
 
 // syncFrom fetches want and its missing ancestors from peer p. At most one
 // sync per peer runs at a time.
+//
+// A new entry is named at once by every machine's next heartbeat, so without
+// care a node would fetch it from each of them in parallel: a CID asked of
+// one peer is not asked of another for wantRetry, unless that sync ends
+// without it.
 func (n *Node) syncFrom(p peer.ID, want []cid.Cid) {
+	now := time.Now()
 	n.mu.Lock()
+	fresh := want[:0:0]
+	for _, c := range want {
+		k := c.KeyString()
+		if at, ok := n.wanted[k]; ok && now.Sub(at) < wantRetry {
+			continue
+		}
+		n.wanted[k] = now
+		fresh = append(fresh, c)
+	}
+	if len(n.wanted) > 4096 {
+		for k, at := range n.wanted {
+			if now.Sub(at) >= wantRetry {
+				delete(n.wanted, k)
+			}
+		}
+	}
+	want = fresh
+	if len(want) == 0 {
+		n.mu.Unlock()
+		return
+	}
 	if n.syncing[p] {
 		// A sync from p is running: queue the wants for its next round
 		// rather than drop them.
@@ -245,6 +284,9 @@ func (n *Node) syncFrom(p peer.ID, want []cid.Cid) {
 			n.log.Debug("sync", "peer", p.String(), "err", err)
 		}
 		n.mu.Lock()
+		for _, c := range want {
+			delete(n.wanted, c.KeyString()) // got it, or another peer may be asked now
+		}
 		want = nil
 		for _, c := range n.syncMore[p] {
 			if !n.lg.Has(c) {
@@ -260,6 +302,9 @@ func (n *Node) syncFrom(p peer.ID, want []cid.Cid) {
 		n.mu.Unlock()
 	}
 }
+
+// wantRetry is how long a CID asked of one peer is not asked of another.
+const wantRetry = 2 * time.Second
 
 // fetch pulls want (the peer's heads when empty) and their missing ancestors
 // from p, verifying every block against its CID and signature, in parallel on
@@ -301,7 +346,17 @@ func (n *Node) fetch(ctx context.Context, p peer.ID, org string, want []cid.Cid)
 			stored <- err
 		}()
 		err := p2p.FetchBlocks(fctx, n.host.LibP2P(), p, org, want, floor, func(raw [][]byte) error {
-			es, bad := verifyParallel(raw)
+			// The answer holds every entry above the floor that leads to
+			// want, mostly ones we have: a hash is cheaper than a signature.
+			n.mu.RLock()
+			fresh := raw[:0:0]
+			for _, r := range raw {
+				if !n.lg.Has(ledger.CIDOf(r)) {
+					fresh = append(fresh, r)
+				}
+			}
+			n.mu.RUnlock()
+			es, bad := verifyParallel(fresh)
 			if bad > 0 {
 				n.metrics.dropped.WithLabelValues("bad_block").Add(float64(bad))
 			}

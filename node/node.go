@@ -79,6 +79,7 @@ type Node struct {
 	live     *p2p.Liveness
 	syncing  map[peer.ID]bool
 	syncMore map[peer.ID][]cid.Cid // wants that arrived while a sync from that peer ran
+	wanted   map[string]time.Time  // CIDs asked of some peer, and when (see syncFrom)
 
 	writeMu sync.Mutex // serialises local writes so each names the latest heads
 
@@ -93,7 +94,9 @@ type Node struct {
 	cancel  context.CancelFunc
 	stopped chan struct{}
 	wg      sync.WaitGroup
-	kick    chan struct{} // wakes the scheduler
+	kick    chan struct{} // wakes the scheduler to plan now (a ledger change, an instance ended)
+	nudge   chan struct{} // a peer's instances changed: plan soon (coalesced, see planGap)
+	wakeup  chan struct{} // wakes the scheduler to send a due heartbeat, without planning
 
 	bgMu    sync.Mutex
 	bg      sync.WaitGroup // goroutines started with spawn
@@ -172,8 +175,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n := &Node{opts: opts, log: log, key: key, signer: signer, id: signer.ID(), idStr: signer.ID().String(), cfg: cfg, hw: hwinfo, limits: limits,
 		interval: interval, started: time.Now(), lg: ledger.NewLog(), waiting: map[string]*ledger.Entry{},
-		live: &p2p.Liveness{}, syncing: map[peer.ID]bool{}, syncMore: map[peer.ID][]cid.Cid{}, ctx: ctx, cancel: cancel,
-		stopped: make(chan struct{}), kick: make(chan struct{}, 1)}
+		live: &p2p.Liveness{}, syncing: map[peer.ID]bool{}, syncMore: map[peer.ID][]cid.Cid{}, wanted: map[string]time.Time{}, ctx: ctx, cancel: cancel,
+		stopped: make(chan struct{}), kick: make(chan struct{}, 1),
+		nudge: make(chan struct{}, 1), wakeup: make(chan struct{}, 1)}
 	n.reg = prometheus.NewRegistry()
 	n.metrics = newMetrics(n.reg)
 	ok := false

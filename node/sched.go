@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,24 +61,30 @@ func (in *instance) current() (int64, runtime.RunID) {
 
 // scheduler turns the shared plan into this machine's instances.
 type scheduler struct {
-	ringMu sync.Mutex
-	rings  map[uint64]*ownerRing // consistent-hash rings by their seeds
+	owners  map[string]*jobOwners // by job, for the current plan (under mu)
+	viewMu  sync.Mutex
+	views   map[string]*remoteView // by job
+	ringMu  sync.Mutex
+	buckets map[int]*itemBuckets  // by item count: they depend on nothing else (under ringMu)
+	rings   map[uint64]*ownerRing // consistent-hash rings by their seeds
 
 	n       *Node
 	drivers map[string]Driver
 	noDrv   map[string]string // driver name -> why it is unavailable
 
-	mu      sync.Mutex
-	slots   map[int]*instance
-	results map[string][]ledger.ItemResult // finished, not yet in the ledger
-	plan    smartshare.Result
-	planIn  smartshare.Input
-	wake    chan struct{} // closed and replaced on every change
-	beatDue bool
+	mu        sync.Mutex
+	slots     map[int]*instance
+	results   map[string][]ledger.ItemResult // finished, not yet in the ledger
+	plan      smartshare.Result
+	planIn    smartshare.Input
+	wake      chan struct{} // closed and replaced on every change
+	beatDue   bool
+	beatDueAt time.Time // when beatDue last became true
 
 	leases leaseBook // other machines' released leases (see leases.go)
 
 	prevInst []smartshare.Instance // the previous plan's instances
+	prevHash string                // and its hash
 	planAt   time.Time             // when the plan last changed
 }
 
@@ -114,12 +121,23 @@ func (n *Node) initRuntime() error {
 	return nil
 }
 
-func (n *Node) kickScheduler() {
+func (n *Node) kickScheduler() { signal(n.kick) }
+
+// nudgeScheduler asks for a plan soon: peers' heartbeats arrive in bursts
+// (every machine starting a wide job's instances at once), and one plan per
+// planGap serves a burst as well as one per heartbeat.
+func (n *Node) nudgeScheduler() { signal(n.nudge) }
+
+func signal(c chan struct{}) {
 	select {
-	case n.kick <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
+
+// planGap is the least time between two plans prompted by peers' heartbeats.
+// Plans prompted by this node's ledger or instances are not delayed.
+const planGap = 100 * time.Millisecond
 
 func (n *Node) startScheduler() {
 	n.wg.Add(1)
@@ -148,33 +166,49 @@ func (s *scheduler) loop() {
 	defer tick.Stop()
 	flushEvery := min(time.Second, n.interval)
 	lastFlush := time.Now()
-	// Heartbeats that announce changed instances go out at most every
-	// beatGap: a burst of starts becomes one heartbeat, not one per start.
-	beatGap := min(100*time.Millisecond, n.interval/4)
 	var lastBeat, lastPlan time.Time
-	kicked := false
+	kicked, nudged := false, false
 	for {
+		ticked := false
 		select {
 		case <-n.ctx.Done():
 			s.flush(context.Background())
 			return
 		case <-n.kick:
 			kicked = true
+		case <-n.nudge:
+			nudged = true
+		case <-n.wakeup:
 		case <-tick.C:
+			ticked = true
 		}
-		// Plan on every change, and once a second for liveness (a machine
+		// Plan on every change of our own at once, on peers' changes at
+		// most every planGap, and once a second for liveness (a machine
 		// going offline is the absence of a message).
-		if kicked || time.Since(lastPlan) >= time.Second {
+		since := time.Since(lastPlan)
+		if kicked || (nudged && (ticked || since >= planGap)) || since >= time.Second {
 			s.reconcile(time.Now())
 			s.broadcast()
-			kicked, lastPlan = false, time.Now()
+			kicked, nudged, lastPlan = false, false, time.Now()
 		}
 		// Beat before flushing: the heartbeat announces the leases of items
-		// just taken, and a flush (a durable write) can take a while.
+		// just taken, and a flush (a durable write) can take a while. But
+		// short items can finish faster than a flush a second: past flushAt
+		// finished items, flush first, or the heartbeat listing them would
+		// outgrow a gossip message.
+		if s.pendingResults() >= flushAt {
+			s.flush(n.ctx)
+			lastFlush = time.Now()
+		}
 		s.mu.Lock()
-		due := s.beatDue && time.Since(lastBeat) >= beatGap
-		if due {
-			s.beatDue = false
+		due := false
+		if s.beatDue {
+			wait := max(s.beatGap()-time.Since(lastBeat), s.beatSettle()-time.Since(s.beatDueAt))
+			if due = wait <= 0; due {
+				s.beatDue = false
+			} else if wait < 100*time.Millisecond {
+				time.AfterFunc(wait, func() { signal(n.wakeup) })
+			}
 		}
 		s.mu.Unlock()
 		if due {
@@ -294,7 +328,7 @@ func (s *scheduler) reconcile(now time.Time) {
 	})
 	s.mu.Lock()
 	if plan.Hash != s.plan.Hash {
-		s.prevInst, s.planAt = s.plan.Instances, now
+		s.prevInst, s.prevHash, s.planAt = s.plan.Instances, s.plan.Hash, now
 	}
 	s.plan, s.planIn = plan, in
 	changed := false
@@ -347,7 +381,7 @@ func (s *scheduler) reconcile(now time.Time) {
 		n.spawn(func() { s.work(ctx, inst, j, "") })
 	}
 	if changed {
-		s.beatDue = true
+		s.wantBeat()
 	}
 	s.mu.Unlock()
 	n.metrics.planHash.Set(float64(len(plan.Instances)))
@@ -413,7 +447,7 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		if s.slots[in.slot] == in {
 			delete(s.slots, in.slot)
 		}
-		s.beatDue = true
+		s.wantBeat()
 		s.mu.Unlock()
 		close(in.done)
 		n.kickScheduler()
@@ -502,11 +536,65 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 	}
 }
 
+// flushAt is the number of finished items not yet in the ledger that makes
+// the scheduler write their results at once; maxFinishedInBeat is the most a
+// heartbeat lists (with MaxConcurrentJobsLimit running instances, it stays
+// well under the 64 KiB gossip limit).
+const (
+	flushAt           = 200
+	maxFinishedInBeat = 300
+)
+
+// pendingResults counts finished items whose results are not in the ledger.
+func (s *scheduler) pendingResults() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := 0
+	for _, rs := range s.results {
+		k += len(rs)
+	}
+	return k
+}
+
+// markBeat asks for a heartbeat: an item was leased.
 func (s *scheduler) markBeat() {
 	s.mu.Lock()
-	s.beatDue = true
+	s.wantBeat()
 	s.mu.Unlock()
-	s.n.kickScheduler()
+	signal(s.n.wakeup)
+}
+
+// wantBeat marks a heartbeat due: what this machine runs changed. s.mu must
+// be held.
+func (s *scheduler) wantBeat() {
+	if !s.beatDue {
+		s.beatDue, s.beatDueAt = true, time.Now()
+	}
+}
+
+// beatSettle is how long a due heartbeat waits for the changes that follow
+// the first one: instances just started take their first items within a few
+// milliseconds, and one heartbeat then announces both. It grows with the
+// org (20 ms, 5 ms per machine above 4: half a second at 100): when a wide
+// job starts everywhere at once, the job entry must reach every machine
+// before the wave of heartbeats announcing its instances (which costs every
+// machine a check of every other machine's heartbeat), or it queues behind
+// that wave. Nothing waits on these announcements to start work: every
+// machine plans the same instances from the same ledger, and the items of
+// an instance not yet announced are left to it (see nextItem). s.mu must be
+// held.
+func (s *scheduler) beatSettle() time.Duration {
+	return min(max(20*time.Millisecond, time.Duration(len(s.planIn.Machines))*5*time.Millisecond), max(20*time.Millisecond, s.n.interval/4))
+}
+
+// beatGap is the least time between two heartbeats announcing changes. Every
+// heartbeat costs every machine of the org a signature check, so the gap
+// grows with the org: 100 ms up to 25 machines, 4 ms per machine above
+// (400 ms at 100), and never more than a quarter interval. A burst of
+// changes becomes one heartbeat, not one per change. s.mu must be held.
+func (s *scheduler) beatGap() time.Duration {
+	base := min(100*time.Millisecond, s.n.interval/4)
+	return min(max(base, time.Duration(len(s.planIn.Machines))*4*time.Millisecond), max(base, s.n.interval/4))
 }
 
 func (s *scheduler) record(in *instance, item int64, r ledger.ItemResult) {
@@ -575,11 +663,7 @@ func (s *scheduler) flush(ctx context.Context) {
 func (s *scheduler) nextItem(in *instance) (int64, bool) {
 	n := s.n
 	now := time.Now()
-	leased := map[int64]bool{}
-	type slotKey struct {
-		m string
-		s int
-	}
+	leased := map[int64]bool{} // this machine's leases; remote ones are in rv
 	me := n.id.String()
 	rank := -1
 	var owners []slotKey // the job's planned instances, in plan order
@@ -597,82 +681,38 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 	for _, r := range s.results[in.job] {
 		leased[r.Item] = true
 	}
-	for _, pi := range s.plan.Instances {
-		if pi.Job != in.job {
-			continue
-		}
-		if pi.Machine == me && pi.Slot == in.slot {
-			rank = len(owners)
-		}
-		owners = append(owners, slotKey{pi.Machine, pi.Slot})
+	jo := s.ownersOf(in.job, s.plan.Hash, s.plan.Instances)
+	owners, ring := jo.owners, jo.ring
+	if r, ok := jo.rank[slotKey{me, in.slot}]; ok {
+		rank = r
 	}
 	myPlan := s.plan.Hash
 	// Items that changed owner with a plan change less than ownerGrace ago
 	// may have been taken by their previous owner an instant ago, before
 	// its lease could reach us: wait before taking those.
-	var prevSeeds []uint64
+	var prevRing *ownerRing
 	prevRank := -1
 	if time.Since(s.planAt) < ownerGrace {
-		for _, pi := range s.prevInst {
-			if pi.Job != in.job {
-				continue
+		if pj := s.ownersOf(in.job, s.prevHash, s.prevInst); len(pj.owners) > 0 {
+			prevRing = pj.ring
+			if r, ok := pj.rank[slotKey{me, in.slot}]; ok {
+				prevRank = r
 			}
-			if pi.Machine == me && pi.Slot == in.slot {
-				prevRank = len(prevSeeds)
-			}
-			prevSeeds = append(prevSeeds, ownerSeed(in.job, pi.Machine, pi.Slot))
 		}
 	}
 	s.mu.Unlock()
 	if rank < 0 {
-		rank, owners = 0, []slotKey{{me, in.slot}} // not in the plan (any more): everything is its own
+		// Not in the plan (any more): everything is its own.
+		rank, owners = 0, []slotKey{{me, in.slot}}
+		ring = s.ringFor([]uint64{ownerSeed(in.job, me, in.slot)})
 	}
-	seeds := make([]uint64, len(owners))
-	for k, o := range owners {
-		seeds[k] = ownerSeed(in.job, o.m, o.s)
-	}
-	ring := s.ringFor(seeds)
-	var prevRing *ownerRing
-	if len(prevSeeds) > 0 {
-		prevRing = s.ringFor(prevSeeds)
-	}
-	var online []string
-	for _, m := range n.live.All() {
-		id := m.Heartbeat.Machine
-		if id == me {
-			continue
-		}
-		if _, _, ok := n.liveness(id, now); !ok {
-			s.leases.forget(id) // its leases lapse
-			continue
-		}
-		online = append(online, id)
-		if m.Heartbeat.PlanHash != myPlan {
-			// It has not announced this plan yet: its planned instances may
-			// be starting. Count them as running (see the stealing below).
-			for _, o := range owners {
-				if o.m == id {
-					alive[o] = true
-				}
-			}
-		}
-		for _, ri := range m.Heartbeat.Instances {
-			if ri.Job != in.job {
-				continue
-			}
-			if ri.Item >= 0 {
-				leased[ri.Item] = true
-			}
-			if ri.Kind != kindFinished {
-				alive[slotKey{id, int(ri.Slot)}] = true
-			}
-		}
-	}
+	rv := s.remoteView(in.job, myPlan, owners, now)
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	for _, id := range online {
+	for _, id := range rv.online {
 		s.leases.released(id, in.job, n.lg.Has, leased)
 	}
+	isAlive := func(k slotKey) bool { return alive[k] || rv.alive[k] }
 	j := n.lg.State().Jobs[in.job]
 	if j == nil || j.State != ledger.JobActive || len(j.Items) == 0 {
 		return 0, false
@@ -682,25 +722,23 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 		in.tail = len(items) - 1
 	}
 	in.cursor = min(in.cursor, len(items))
-	free := func(i int) bool { return items[i].Status == ledger.ItemPending && !leased[j.Spec.RangeStart+int64(i)] }
-	// Its own items. Owners are spread evenly, so a window of 64 per
-	// instance holds one of its items unless it has none left (then it
-	// steals, which also finds one if there is any).
-	window := 64 * len(owners)
-	for i, seen := in.cursor, 0; i < len(items) && seen < window; i++ {
-		if items[i].Status != ledger.ItemPending {
-			if i == in.cursor {
-				in.cursor++ // done for good: skip it from now on
-			}
+	free := func(i int) bool {
+		it := j.Spec.RangeStart + int64(i)
+		return items[i].Status == ledger.ItemPending && !leased[it] && !rv.leased[it]
+	}
+	for in.cursor < len(items) && items[in.cursor].Status != ledger.ItemPending {
+		in.cursor++ // done for good: skip it from now on
+	}
+	// Its own items, lowest first.
+	for _, i32 := range s.itemsOf(ring, rank, len(items)) {
+		i := int(i32)
+		if i < in.cursor || !free(i) {
 			continue
 		}
-		seen++
-		if free(i) && ring.ownerOf(i) == rank {
-			if prevRing != nil && prevRing.ownerOf(i) != prevRank {
-				continue // it just changed owner: later (see ownerGrace)
-			}
-			return j.Spec.RangeStart + int64(i), true
+		if prevRing != nil && prevRing.ownerOf(i) != prevRank {
+			continue // it just changed owner: later (see ownerGrace)
 		}
+		return j.Spec.RangeStart + int64(i), true
 	}
 	// Steal: candidates from the top down. A running owner takes its
 	// lowest free items next, one after the other, and a thief's lease
@@ -725,7 +763,7 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 	}
 	skip := map[int]bool{}
 	for o, ks := range lowest {
-		if alive[owners[o]] {
+		if isAlive(owners[o]) {
 			for _, k := range ks[max(0, len(ks)-ownReserve):] {
 				skip[k] = true
 			}
@@ -737,7 +775,7 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 			continue
 		}
 		top = append(top, j.Spec.RangeStart+int64(c.i))
-		if !alive[owners[c.owner]] {
+		if !isAlive(owners[c.owner]) {
 			orphans = append(orphans, j.Spec.RangeStart+int64(c.i))
 		}
 	}
@@ -763,6 +801,115 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 	return 0, false
 }
 
+type slotKey struct {
+	m string
+	s int
+}
+
+// jobOwners is a job's planned instances in plan order (the owners of its
+// items), their ring and each one's rank, for one plan.
+type jobOwners struct {
+	owners []slotKey
+	rank   map[slotKey]int
+	ring   *ownerRing
+}
+
+// ownersOf returns the job's owners under the plan with this hash and
+// instances (the current plan or the previous one), cached per plan. s.mu
+// must be held.
+func (s *scheduler) ownersOf(job, hash string, insts []smartshare.Instance) *jobOwners {
+	key := job + "\x00" + hash
+	if jo := s.owners[key]; jo != nil {
+		return jo
+	}
+	jo := &jobOwners{rank: map[slotKey]int{}}
+	var seeds []uint64
+	for _, pi := range insts {
+		if pi.Job != job {
+			continue
+		}
+		k := slotKey{pi.Machine, pi.Slot}
+		jo.rank[k] = len(jo.owners)
+		jo.owners = append(jo.owners, k)
+		seeds = append(seeds, ownerSeed(job, pi.Machine, pi.Slot))
+	}
+	jo.ring = s.ringFor(seeds)
+	if s.owners == nil || len(s.owners) > 64 {
+		s.owners = map[string]*jobOwners{}
+	}
+	s.owners[key] = jo
+	return jo
+}
+
+// remoteView is what other machines' heartbeats say about one job: the
+// items they lease, their live instances of it (and their planned ones while
+// they have not announced this plan: those may be starting), and which
+// machines are online. Every instance of the job asks for it on each item,
+// and a wide job starts many at once, so it is cached until a heartbeat
+// arrives, the plan changes, or remoteViewTTL passes (liveness is a matter
+// of time).
+type remoteView struct {
+	job, plan string
+	gen       uint64
+	at        time.Time
+	leased    map[int64]bool
+	alive     map[slotKey]bool
+	online    []string
+}
+
+const remoteViewTTL = 100 * time.Millisecond
+
+func (s *scheduler) remoteView(job, plan string, owners []slotKey, now time.Time) *remoteView {
+	n := s.n
+	gen := n.live.Gen()
+	s.viewMu.Lock()
+	if v := s.views[job]; v != nil && v.plan == plan && v.gen == gen && now.Sub(v.at) < remoteViewTTL && now.Sub(v.at) >= 0 {
+		s.viewMu.Unlock()
+		return v
+	}
+	s.viewMu.Unlock()
+	me := n.id.String()
+	v := &remoteView{job: job, plan: plan, gen: gen, at: now, leased: map[int64]bool{}, alive: map[slotKey]bool{}}
+	planned := map[string][]slotKey{}
+	for _, o := range owners {
+		planned[o.m] = append(planned[o.m], o)
+	}
+	for _, m := range n.live.All() {
+		id := m.Heartbeat.Machine
+		if id == me {
+			continue
+		}
+		if _, _, ok := n.liveness(id, now); !ok {
+			s.leases.forget(id) // its leases lapse
+			continue
+		}
+		v.online = append(v.online, id)
+		if m.Heartbeat.PlanHash != plan {
+			for _, o := range planned[id] {
+				v.alive[o] = true
+			}
+		}
+		for _, ri := range m.Heartbeat.Instances {
+			if ri.Job != job {
+				continue
+			}
+			if ri.Item >= 0 {
+				v.leased[ri.Item] = true
+			}
+			if ri.Kind != kindFinished {
+				v.alive[slotKey{id, int(ri.Slot)}] = true
+			}
+		}
+	}
+	s.viewMu.Lock()
+	if s.views == nil || len(s.views) > 64 {
+		s.views = map[string]*remoteView{}
+	}
+	s.views[job] = v
+	s.viewMu.Unlock()
+	return v
+}
+
 // idleSteal is how long an idle instance leaves items reserved for their
 // running owners before it takes one itself.
 const idleSteal = 2 * time.Second
@@ -773,10 +920,25 @@ const idleSteal = 2 * time.Second
 const ownerGrace = time.Second
 
 // ownerSeed is an instance's seed in rendezvous hashing.
+// It is FNV-1a (64) of "job\x00machine\x00slot", computed without
+// allocating: nextItem computes one per planned instance of the job.
 func ownerSeed(job, machine string, slot int) uint64 {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%s\x00%s\x00%d", job, machine, slot)
-	return h.Sum64()
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	add := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint64(s[i])) * prime
+		}
+	}
+	add(job)
+	h *= prime // the 0x00 separator: h ^ 0 == h
+	add(machine)
+	h *= prime // the 0x00 separator: h ^ 0 == h
+	var buf [20]byte
+	for _, c := range strconv.AppendInt(buf[:0], int64(slot), 10) {
+		h = (h ^ uint64(c)) * prime
+	}
+	return h
 }
 
 // ownReserve is how many of its lowest free items a running owner keeps
@@ -791,6 +953,122 @@ const ownReserve = 3
 type ownerRing struct {
 	points []uint64
 	owners []int
+
+	mu   sync.Mutex
+	mine map[int][]int32 // rank -> its item indexes, ascending (see itemsOf)
+	n    int             // the item count mine was computed for
+}
+
+// itemHash places item index i on the ring.
+func itemHash(i int) uint64 { return mix64(uint64(i)*0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) }
+
+// itemBuckets groups the item indexes 0..n-1 by the top bits of their ring
+// hash, so the items on an arc of the ring are found without hashing every
+// item: an owner's items are those on its arcs. Built once per item count.
+type itemBuckets struct {
+	shift uint
+	start []int32 // bucket b holds order[start[b]:start[b+1]]
+	order []int32
+}
+
+func newItemBuckets(n int) *itemBuckets {
+	bits := uint(1)
+	for 1<<bits < n/2 && bits < 24 {
+		bits++
+	}
+	ib := &itemBuckets{shift: 64 - bits, start: make([]int32, 1<<bits+1), order: make([]int32, n)}
+	for i := 0; i < n; i++ {
+		ib.start[itemHash(i)>>ib.shift+1]++
+	}
+	for b := 1; b < len(ib.start); b++ {
+		ib.start[b] += ib.start[b-1]
+	}
+	fill := append([]int32(nil), ib.start[:len(ib.start)-1]...)
+	for i := 0; i < n; i++ {
+		b := itemHash(i) >> ib.shift
+		ib.order[fill[b]] = int32(i)
+		fill[b]++
+	}
+	return ib
+}
+
+// inRange appends the items whose hash h satisfies lo < h <= hi (lo <= h
+// when loIncl).
+func (ib *itemBuckets) inRange(lo, hi uint64, loIncl bool, out []int32) []int32 {
+	if hi < lo {
+		return out
+	}
+	for b := lo >> ib.shift; ; b++ {
+		for _, i := range ib.order[ib.start[b]:ib.start[b+1]] {
+			if h := itemHash(int(i)); (h > lo || loIncl && h == lo) && h <= hi {
+				out = append(out, i)
+			}
+		}
+		if b == hi>>ib.shift {
+			return out
+		}
+	}
+}
+
+// itemsOf returns the indexes (below n) of the items that rank owns on
+// ring, ascending: exactly the i with ring.ownerOf(i) == rank.
+func (s *scheduler) itemsOf(r *ownerRing, rank, n int) []int32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == n && r.mine != nil {
+		if m, ok := r.mine[rank]; ok {
+			return m
+		}
+	} else {
+		r.n, r.mine = n, map[int][]int32{}
+	}
+	var out []int32
+	if len(r.points) == 0 {
+		out = make([]int32, n) // a ring without owners gives everything to rank 0
+		for i := range out {
+			out[i] = int32(i)
+		}
+		if rank != 0 {
+			out = nil
+		}
+	} else {
+		ib := s.bucketsFor(n)
+		last := r.points[len(r.points)-1]
+		for k, o := range r.owners {
+			if o != rank {
+				continue
+			}
+			// ownerOf gives h to the first point >= h (wrapping to point
+			// 0 past the last): point k owns (points[k-1], points[k]].
+			if k > 0 {
+				out = ib.inRange(r.points[k-1], r.points[k], false, out)
+				continue
+			}
+			if last < math.MaxUint64 {
+				out = ib.inRange(last, math.MaxUint64, false, out)
+			}
+			out = ib.inRange(0, r.points[0], true, out)
+		}
+		slices.Sort(out)
+	}
+	r.mine[rank] = out
+	return out
+}
+
+// bucketsFor returns the item buckets of n items (cached: item hashes do
+// not depend on the job, so jobs of one size share them).
+func (s *scheduler) bucketsFor(n int) *itemBuckets {
+	s.ringMu.Lock()
+	defer s.ringMu.Unlock()
+	if ib := s.buckets[n]; ib != nil {
+		return ib
+	}
+	if s.buckets == nil || len(s.buckets) > 16 {
+		s.buckets = map[int]*itemBuckets{}
+	}
+	ib := newItemBuckets(n)
+	s.buckets[n] = ib
+	return ib
 }
 
 const ringVNodes = 16
@@ -832,7 +1110,7 @@ func (r *ownerRing) ownerOf(i int) int {
 	if len(r.points) == 0 {
 		return 0
 	}
-	h := mix64(uint64(i)*0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019)
+	h := itemHash(i)
 	k := sort.Search(len(r.points), func(x int) bool { return r.points[x] >= h })
 	if k == len(r.points) {
 		k = 0
@@ -1031,8 +1309,15 @@ func (n *Node) resourceReport() (total, free p2p.Resources, running []p2p.Runnin
 		jobIDs = append(jobIDs, id)
 	}
 	sort.Strings(jobIDs)
+	listed := 0
 	for _, id := range jobIDs {
 		for _, r := range s.results[id] {
+			if listed == maxFinishedInBeat {
+				// Only if flushing fails: the rest lose their lease (an
+				// item may then run twice; the first result counts).
+				break
+			}
+			listed++
 			running = append(running, p2p.RunningInstance{Job: id, Slot: -1, Kind: kindFinished, Item: r.Item, Instance: r.Instance})
 		}
 	}

@@ -13,9 +13,9 @@
 //
 //   - /cshare/<org>/ledger: heads announcements. The payload is opaque to this
 //     package (the sync layer encodes it); on the wire it is wrapped with a
-//     per-sender sequence number, so every PublishHeads call is a new
-//     message even with unchanged heads. Only registered machines
-//     (Membership.IsMachine) may announce.
+//     per-sender sequence number and signed by the sender's machine key, so
+//     every PublishHeads call is a new message even with unchanged heads.
+//     Only registered machines (Membership.IsMachine) may announce.
 //   - /cshare/<org>/heartbeat: Heartbeat, canonical CBOR, signed by the
 //     machine's key over a domain tag and the org ID, with a Seq that grows
 //     across restarts (seeded from unix nanoseconds). Only approved machines
@@ -24,15 +24,20 @@
 // Router settings: message data capped at MaxPayloadSize (64 KiB; the wire
 // limit is 4 KiB more for the libp2p envelope, so a full-size payload still
 // reaches the validators, which reject anything larger and count it);
-// message IDs are sha256 of the data; every message must carry a valid
-// libp2p signature (StrictSign; pubsub itself drops unsigned or badly signed
-// messages before our validators run); peer scoring is on.
+// message IDs are sha256 of the data; libp2p's envelope signatures are off
+// (StrictNoSign: pubsub drops any message that carries one), because every
+// message carries its sender's own Ed25519 signature, which the validators
+// check with a cached expanded key (internal/edkey): one verification per
+// message per node instead of two. A forwarder can relay a genuine message
+// but not alter or forge one. Peer scoring is on. Validation queues are
+// deep (a wide job starting everywhere at once is a burst) and messages
+// dropped for want of room are counted in cshare_gossip_dropped_total.
 //
 // Validators (inline on pubsub's workers; Membership must answer fast)
 // reject, which costs the forwarding peer score (about five invalid messages
 // in half an hour get a peer graylisted), messages that are too large,
-// undecodable or non-canonical, unsigned or with a bad heartbeat signature,
-// whose heartbeat Machine is not the libp2p author, from a non-member, and
+// undecodable or non-canonical, unsigned or with a bad signature (checked
+// against the key of the machine the message names), from a non-member, and
 // heartbeat replays: Seq equal to the last accepted from that machine, or
 // older than it by more than ReorderWindow (Seq counts nanoseconds). A
 // heartbeat older than the last accepted one by less than that was overtaken

@@ -8,6 +8,8 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/cshare/cshare/internal/edkey"
 )
 
 // MaxPayloadSize is the largest pubsub message data (a heartbeat, a heads
@@ -107,12 +109,19 @@ func (hb *Heartbeat) MachineID() (peer.ID, error) {
 func (hb *Heartbeat) signingBytes(org string) ([]byte, error) {
 	c := *hb
 	c.Sig = nil
-	body, err := gossipEnc.Marshal(&c)
+	return signedBytes(hbSigDomain, org, &c)
+}
+
+// signedBytes is what a gossip message's sender signs: a domain tag, the
+// org (binding it stops cross-org replay), a zero byte, and the canonical
+// encoding of the message without its signature (unsigned).
+func signedBytes(domain, org string, unsigned any) ([]byte, error) {
+	body, err := gossipEnc.Marshal(unsigned)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]byte, 0, len(hbSigDomain)+len(org)+1+len(body))
-	out = append(out, hbSigDomain...)
+	out := make([]byte, 0, len(domain)+len(org)+1+len(body))
+	out = append(out, domain...)
 	out = append(out, org...)
 	out = append(out, 0)
 	return append(out, body...), nil
@@ -137,11 +146,7 @@ func (hb *Heartbeat) Verify(org string) error {
 	if len(hb.Sig) == 0 {
 		return ErrUnsigned
 	}
-	id, err := hb.MachineID()
-	if err != nil {
-		return err
-	}
-	pub, err := id.ExtractPublicKey()
+	key, err := edkey.OfID(hb.Machine)
 	if err != nil {
 		return fmt.Errorf("%w: machine key: %v", ErrMalformed, err)
 	}
@@ -149,8 +154,7 @@ func (hb *Heartbeat) Verify(org string) error {
 	if err != nil {
 		return err
 	}
-	ok, err := pub.Verify(b, hb.Sig)
-	if err != nil || !ok {
+	if !key.Verify(b, hb.Sig) {
 		return ErrBadSignature
 	}
 	return nil

@@ -26,8 +26,17 @@ type Seen struct {
 // every method that needs the time takes it. The zero value is ready to use
 // and it is safe for concurrent use.
 type Liveness struct {
-	mu sync.RWMutex
-	m  map[string]Seen
+	mu  sync.RWMutex
+	m   map[string]Seen
+	gen uint64
+}
+
+// Gen counts the changes recorded so far: a cache built from All is current
+// while Gen is unchanged (up to the passing of time, which Online measures).
+func (l *Liveness) Gen() uint64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.gen
 }
 
 // Observe records hb as seen at now. A heartbeat with a lower Seq than the
@@ -40,6 +49,7 @@ func (l *Liveness) Observe(hb Heartbeat, now time.Time) {
 		l.m = make(map[string]Seen)
 	}
 	cur, ok := l.m[hb.Machine]
+	l.gen++
 	switch {
 	case !ok || hb.Seq > cur.Heartbeat.Seq:
 		l.m[hb.Machine] = Seen{Heartbeat: hb, At: now}
@@ -84,6 +94,7 @@ func (l *Liveness) Forget(id peer.ID) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.m, id.String())
+	l.gen++
 }
 
 // All returns every machine's latest heartbeat, sorted by machine ID.

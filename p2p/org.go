@@ -11,6 +11,8 @@ import (
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/cshare/cshare/internal/edkey"
 )
 
 // Membership answers from the node's current ledger State. It must be safe
@@ -53,9 +55,8 @@ const (
 const (
 	ReasonTooLarge     = "too_large"
 	ReasonUndecodable  = "undecodable"   // not strict canonical CBOR of the schema
-	ReasonUnsigned     = "unsigned"      // heartbeat without its own signature
-	ReasonBadSignature = "bad_signature" // heartbeat signature does not verify
-	ReasonFromMismatch = "from_mismatch" // libp2p From != heartbeat Machine
+	ReasonUnsigned     = "unsigned"      // heartbeat or heads announcement without its signature
+	ReasonBadSignature = "bad_signature" // its signature does not verify
 	ReasonNotApproved  = "not_approved"  // heartbeat from a machine that is not approved
 	ReasonNotMachine   = "not_machine"   // heads from a peer that is not a machine of the org
 	ReasonReplay       = "replay"        // heartbeat Seq == last accepted, or older than it by more than ReorderWindow
@@ -92,13 +93,32 @@ var (
 )
 
 // headsMsg is the data of a ledger-topic message: the sync layer's opaque
-// payload with a per-sender sequence number. The sequence makes every
-// PublishHeads call a distinct message (content-hash IDs would otherwise
-// swallow a periodic re-announcement of unchanged heads for the seen-cache
-// TTL) and lets validators drop stale replays.
+// payload with a per-sender sequence number, signed by the sender's machine
+// key (pubsub's own signatures are off, see NewHost). The sequence makes
+// every PublishHeads call a distinct message (content-hash IDs would
+// otherwise swallow a periodic re-announcement of unchanged heads for the
+// seen-cache TTL) and lets validators drop stale replays.
 type headsMsg struct {
 	Seq     uint64 `cbor:"seq"`
 	Payload []byte `cbor:"payload"`
+	From    string `cbor:"from"`
+	Sig     []byte `cbor:"sig,omitempty"`
+}
+
+const headsSigDomain = "cshare-heads-v1\x00"
+
+// signingBytes is what the sender signs: a domain tag, the org, and the
+// canonical encoding of the message without its signature.
+func (hm *headsMsg) signingBytes(org string) ([]byte, error) {
+	c := *hm
+	c.Sig = nil
+	return signedBytes(headsSigDomain, org, &c)
+}
+
+// headsDelivery is what the ledger validator hands to ledgerLoop.
+type headsDelivery struct {
+	from    peer.ID
+	payload []byte
 }
 
 type cachedHB struct {
@@ -346,7 +366,15 @@ func (o *Org) PublishHeads(ctx context.Context, payload []byte) error {
 	o.headsPubMu.Lock()
 	defer o.headsPubMu.Unlock()
 	o.myHeadSeq = nextSeq(o.myHeadSeq)
-	data, err := gossipEnc.Marshal(&headsMsg{Seq: o.myHeadSeq, Payload: payload})
+	hm := headsMsg{Seq: o.myHeadSeq, Payload: payload, From: o.h.ID().String()}
+	sb, err := hm.signingBytes(o.name)
+	if err != nil {
+		return err
+	}
+	if hm.Sig, err = o.h.key.Sign(sb); err != nil {
+		return err
+	}
+	data, err := gossipEnc.Marshal(&hm)
 	if err != nil {
 		return err
 	}
@@ -426,11 +454,7 @@ func (o *Org) ignore(kind, reason string) pubsub.ValidationResult {
 
 func (o *Org) validateHeartbeat(_ context.Context, src peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	self := o.h.ID()
-	from := msg.GetFrom()
 	local := src == self
-	if from == self && !local {
-		return pubsub.ValidationIgnore // our own message coming back (e.g. after a restart)
-	}
 	data := msg.GetData()
 	if len(data) > MaxPayloadSize {
 		return o.reject(KindHeartbeat, ReasonTooLarge)
@@ -439,8 +463,13 @@ func (o *Org) validateHeartbeat(_ context.Context, src peer.ID, msg *pubsub.Mess
 	if err != nil {
 		return o.reject(KindHeartbeat, ReasonUndecodable)
 	}
-	if hb.Machine != from.String() {
-		return o.reject(KindHeartbeat, ReasonFromMismatch)
+	key, err := edkey.OfID(hb.Machine)
+	if err != nil {
+		return o.reject(KindHeartbeat, ReasonUndecodable)
+	}
+	from := key.ID
+	if from == self && !local {
+		return pubsub.ValidationIgnore // our own message coming back (e.g. after a restart)
 	}
 	if !local && !o.m.IsApproved(from) {
 		if la, ok := o.m.(LagAware); ok && !la.HasHeads(hb.Heads) {
@@ -476,13 +505,9 @@ func (o *Org) validateHeartbeat(_ context.Context, src peer.ID, msg *pubsub.Mess
 // is harmless (it names entries we already have).
 func (o *Org) validateHeads(_ context.Context, src peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	self := o.h.ID()
-	from := msg.GetFrom()
 	local := src == self
-	if from == self && !local {
-		return pubsub.ValidationIgnore
-	}
 	data := msg.GetData()
-	if len(data) > MaxPayloadSize+64 {
+	if len(data) > MaxPayloadSize+256 {
 		return o.reject(KindLedger, ReasonTooLarge)
 	}
 	var hm headsMsg
@@ -492,11 +517,28 @@ func (o *Org) validateHeads(_ context.Context, src peer.ID, msg *pubsub.Message)
 	if len(hm.Payload) > MaxPayloadSize {
 		return o.reject(KindLedger, ReasonTooLarge)
 	}
+	key, err := edkey.OfID(hm.From)
+	if err != nil {
+		return o.reject(KindLedger, ReasonUndecodable)
+	}
+	from := key.ID
+	if from == self && !local {
+		return pubsub.ValidationIgnore
+	}
+	if len(hm.Sig) == 0 {
+		return o.reject(KindLedger, ReasonUnsigned)
+	}
 	if !local && !o.m.IsMachine(from) {
 		if la, ok := o.m.(LagAware); ok && !la.HasHeadsPayload(hm.Payload) {
 			return o.ignore(KindLedger, IgnoreLagging)
 		}
 		return o.reject(KindLedger, ReasonNotMachine)
+	}
+	if !local {
+		sb, err := hm.signingBytes(o.name)
+		if err != nil || !key.Verify(sb, hm.Sig) {
+			return o.reject(KindLedger, ReasonBadSignature)
+		}
 	}
 	o.seqMu.Lock()
 	if hm.Seq <= o.ledgerSeq[from] {
@@ -505,7 +547,7 @@ func (o *Org) validateHeads(_ context.Context, src peer.ID, msg *pubsub.Message)
 	}
 	o.ledgerSeq[from] = hm.Seq
 	o.seqMu.Unlock()
-	msg.ValidatorData = hm.Payload
+	msg.ValidatorData = headsDelivery{from: from, payload: hm.Payload}
 	o.h.accepted.WithLabelValues(KindLedger).Inc()
 	return pubsub.ValidationAccept
 }
@@ -518,11 +560,11 @@ func (o *Org) ledgerLoop() {
 		if err != nil {
 			return
 		}
-		from := msg.GetFrom()
-		payload, ok := msg.ValidatorData.([]byte)
-		if from == self || !ok {
+		d, ok := msg.ValidatorData.(headsDelivery)
+		if !ok || d.from == self {
 			continue
 		}
+		from, payload := d.from, d.payload
 		o.mu.Lock()
 		fns := o.headsFns
 		o.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
@@ -240,8 +241,14 @@ func TestForgedHeartbeatsRejected(t *testing.T) {
 			hb := ptSigned(t, "another-org", self, 10) // signed for another org
 			return ptEncode(t, hb)
 		}},
-		{"from_mismatch", func(self crypto.PrivKey) []byte {
-			return ptEncode(t, ptSigned(t, ptOrg, other, 10)) // genuine, but not ours to send
+		{"bad_signature", func(self crypto.PrivKey) []byte {
+			// In the name of another machine, signed with our key.
+			hb := ptSigned(t, ptOrg, self, 10)
+			hb.Machine = otherID.String()
+			if err := hb.Sign(ptOrg, self); err != nil {
+				t.Fatal(err)
+			}
+			return ptEncode(t, hb)
 		}},
 		{"unsigned", func(self crypto.PrivKey) []byte {
 			hb := ptSigned(t, ptOrg, self, 10)
@@ -345,11 +352,7 @@ func TestOversizedRejected(t *testing.T) {
 	id2, _ := peer.IDFromPrivateKey(k2)
 	v.m.add(id2, true)
 	_, ledTp := ptRaw(t, v, TopicLedger(ptOrg), k2)
-	data, err := gossipEnc.Marshal(&headsMsg{Seq: 1, Payload: make([]byte, MaxPayloadSize+1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ledTp.Publish(context.Background(), data); err != nil {
+	if err := ledTp.Publish(context.Background(), ptHeads(t, k2, headsMsg{Seq: 1, Payload: make([]byte, MaxPayloadSize+1)})); err != nil {
 		t.Fatal(err)
 	}
 	v.waitRejected(t, "ledger/too_large", 1)
@@ -358,6 +361,90 @@ func TestOversizedRejected(t *testing.T) {
 	}
 	if err := v.o.PublishHeartbeat(context.Background(), Heartbeat{Version: string(make([]byte, MaxPayloadSize))}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("oversized PublishHeartbeat: %v", err)
+	}
+}
+
+// ptHeads encodes m as sent by k: From set and signed for ptOrg.
+func ptHeads(t testing.TB, k crypto.PrivKey, m headsMsg) []byte {
+	t.Helper()
+	id, err := peer.IDFromPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.From = id.String()
+	sb, err := m.signingBytes(ptOrg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Sig, err = k.Sign(sb); err != nil {
+		t.Fatal(err)
+	}
+	data, err := gossipEnc.Marshal(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestForgedHeadsRejected: a heads announcement must carry a valid signature
+// by the machine it names; forged ones are rejected and never delivered.
+func TestForgedHeadsRejected(t *testing.T) {
+	v := newPtVictim(t)
+	var mu sync.Mutex
+	var got []string
+	v.o.OnHeads(func(_ peer.ID, p []byte) { mu.Lock(); got = append(got, string(p)); mu.Unlock() })
+	other := ptKey(t)
+	otherID, _ := peer.IDFromPrivateKey(other)
+	v.m.add(otherID, true)
+	cases := []struct {
+		reason string
+		data   func(self crypto.PrivKey) []byte
+	}{
+		{"unsigned", func(self crypto.PrivKey) []byte {
+			id, _ := peer.IDFromPrivateKey(self)
+			b, _ := gossipEnc.Marshal(&headsMsg{Seq: 1, Payload: []byte("x"), From: id.String()})
+			return b
+		}},
+		{"bad_signature", func(self crypto.PrivKey) []byte {
+			var m headsMsg
+			if err := gossipDec.Unmarshal(ptHeads(t, self, headsMsg{Seq: 1, Payload: []byte("x")}), &m); err != nil {
+				t.Fatal(err)
+			}
+			m.Payload = []byte("y") // altered on the way
+			b, _ := gossipEnc.Marshal(&m)
+			return b
+		}},
+		{"bad_signature", func(self crypto.PrivKey) []byte {
+			// In the name of another machine, signed with our key.
+			m := headsMsg{Seq: 1, Payload: []byte("x"), From: otherID.String()}
+			sb, _ := m.signingBytes(ptOrg)
+			m.Sig, _ = self.Sign(sb)
+			b, _ := gossipEnc.Marshal(&m)
+			return b
+		}},
+		{"undecodable", func(self crypto.PrivKey) []byte {
+			b, _ := gossipEnc.Marshal(&headsMsg{Seq: 1, Payload: []byte("x"), From: "not a peer ID", Sig: []byte{1}})
+			return b
+		}},
+	}
+	want := map[string]uint64{}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("%d_%s", i, c.reason), func(t *testing.T) {
+			k := ptKey(t)
+			id, _ := peer.IDFromPrivateKey(k)
+			v.m.add(id, true)
+			_, tp := ptRaw(t, v, TopicLedger(ptOrg), k)
+			if err := tp.Publish(context.Background(), c.data(k)); err != nil {
+				t.Fatal(err)
+			}
+			want[c.reason]++
+			v.waitRejected(t, "ledger/"+c.reason, want[c.reason])
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 0 {
+		t.Fatalf("forged heads delivered: %q", got)
 	}
 }
 
@@ -371,8 +458,7 @@ func TestStaleHeadsIgnored(t *testing.T) {
 	v.m.add(id, false) // pending machines may announce heads
 	_, tp := ptRaw(t, v, TopicLedger(ptOrg), k)
 	for _, m := range []headsMsg{{Seq: 10, Payload: []byte("a")}, {Seq: 5, Payload: []byte("stale")}, {Seq: 11, Payload: []byte("b")}} {
-		data, _ := gossipEnc.Marshal(&m)
-		if err := tp.Publish(context.Background(), data); err != nil {
+		if err := tp.Publish(context.Background(), ptHeads(t, k, m)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -608,4 +694,35 @@ func TestOrgCloseAndRejoin(t *testing.T) {
 	if _, err := h.JoinOrg("other", m); !errors.Is(err, ErrClosed) {
 		t.Fatalf("JoinOrg after Close: %v", err)
 	}
+}
+
+// FuzzValidateHeads: the ledger-topic validator never panics, and accepts
+// only a message signed by a machine of the org, handing on that machine
+// as the sender.
+func FuzzValidateHeads(f *testing.F) {
+	h := ptHost(f, nil)
+	k := ptKey(f)
+	id, _ := peer.IDFromPrivateKey(k)
+	m := newPtMembers(h.ID())
+	m.add(id, true)
+	o, err := h.JoinOrg(ptOrg, m)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(ptHeads(f, k, headsMsg{Seq: 1, Payload: []byte("heads")}))
+	f.Add(ptHeads(f, ptKey(f), headsMsg{Seq: 2, Payload: []byte("stranger")}))
+	f.Add([]byte{0xa0})
+	f.Add([]byte{})
+	other := ptKey(f)
+	otherID, _ := peer.IDFromPrivateKey(other)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		msg := &pubsub.Message{Message: &pb.Message{Data: data}}
+		if o.validateHeads(context.Background(), otherID, msg) != pubsub.ValidationAccept {
+			return
+		}
+		d, ok := msg.ValidatorData.(headsDelivery)
+		if !ok || d.from != id {
+			t.Fatalf("accepted a message from %v", d.from)
+		}
+	})
 }

@@ -385,6 +385,12 @@ func (e *Exec) readExit(st execState) (ExitStatus, time.Time, bool) {
 	if fi, err := os.Stat(p); err == nil {
 		fin = fi.ModTime().UTC()
 	}
+	if fin.Before(st.StartedAt) {
+		// File times come from the kernel's coarse clock (a tick, up to
+		// 10 ms, behind time.Now): a run that ends at once seems to end
+		// before it began.
+		fin = st.StartedAt
+	}
 	es := ExitStatus{Code: code}
 	if st.Cgroup != "" {
 		es.OOMKilled = cgroupOOMKilled(st.Cgroup)

@@ -25,9 +25,12 @@ const (
 	DefaultHeartbeatInterval = 30 * time.Second
 	MinHeartbeatInterval     = time.Second
 	MaxHeartbeatInterval     = time.Hour
-	MaxConcurrentJobsLimit   = 1024 // sanity cap on job slots per machine
-	MaxNameLength            = 64   // bytes
-	MaxFileSize              = 1 << 20
+	// MaxConcurrentJobsLimit caps job slots per machine. A heartbeat lists
+	// every instance (and every finished item not yet in the ledger), and it
+	// must fit in a gossip message (64 KiB): 256 slots take at most ~55 KB.
+	MaxConcurrentJobsLimit = 256
+	MaxNameLength          = 64 // bytes
+	MaxFileSize            = 1 << 20
 )
 
 // File is node.yaml as written. Pointer fields and a nil GPUs slice mean the
@@ -774,7 +777,7 @@ func (f File) Limits(h hw.Hardware) (Limits, error) {
 		return Limits{}, err
 	}
 	r := f.Resources
-	l := Limits{CPULimit: 100, MemoryLimit: h.MemoryMB, DiskLimit: h.DiskMB, MaxConcurrentJobs: max(h.CPUs, 0)}
+	l := Limits{CPULimit: 100, MemoryLimit: h.MemoryMB, DiskLimit: h.DiskMB, MaxConcurrentJobs: min(max(h.CPUs, 0), MaxConcurrentJobsLimit)}
 	if r.CPULimit != nil {
 		l.CPULimit = *r.CPULimit
 	}

@@ -1,0 +1,68 @@
+package node
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// TestItemsOfMatchesOwnerOf: the items an owner enumerates from its arcs are
+// exactly those ownerOf gives it, for any owners and item count.
+func TestItemsOfMatchesOwnerOf(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		seeds := rapid.SliceOfN(rapid.Uint64(), 0, 40).Draw(t, "seeds")
+		n := rapid.IntRange(1, 3000).Draw(t, "items")
+		s := &scheduler{}
+		r := newOwnerRing(seeds)
+		want := map[int][]int32{}
+		for i := 0; i < n; i++ {
+			o := r.ownerOf(i)
+			want[o] = append(want[o], int32(i))
+		}
+		total := 0
+		for rank := 0; rank < max(1, len(seeds)); rank++ {
+			got := s.itemsOf(r, rank, n)
+			if !slices.Equal(got, want[rank]) {
+				t.Fatalf("rank %d: itemsOf %v, ownerOf %v", rank, got, want[rank])
+			}
+			total += len(got)
+		}
+		if total != n {
+			t.Fatalf("%d items enumerated, want %d", total, n)
+		}
+	})
+}
+
+// BenchmarkItemsOf: a fresh ring of 2,000 owners over 20,000 items (a
+// 100-machine, 20-slot job with ten items per slot), every owner's items.
+func BenchmarkItemsOf(b *testing.B) {
+	seeds := make([]uint64, 2000)
+	for k := range seeds {
+		seeds[k] = ownerSeed("job", "machine", k)
+	}
+	s := &scheduler{}
+	for b.Loop() {
+		r := newOwnerRing(seeds)
+		for rank := range seeds {
+			s.itemsOf(r, rank, 20000)
+		}
+	}
+}
+
+// TestOwnerSeedIsFNV: the allocation-free seed is FNV-1a of
+// "job\x00machine\x00slot", as every node of the org computes it.
+func TestOwnerSeedIsFNV(t *testing.T) {
+	for _, c := range []struct {
+		job, machine string
+		slot         int
+	}{{"0123456789ab", "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo", 0}, {"", "", -5}, {"x", "y", 123456}} {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%s\x00%s\x00%d", c.job, c.machine, c.slot)
+		if got := ownerSeed(c.job, c.machine, c.slot); got != h.Sum64() {
+			t.Errorf("ownerSeed(%q, %q, %d) = %x, want %x", c.job, c.machine, c.slot, got, h.Sum64())
+		}
+	}
+}
