@@ -116,9 +116,18 @@ func TestKill9AdoptsDockerInstances(t *testing.T) {
 			t.Fatalf("logs of item %d: %q", i, out)
 		}
 	}
-	left, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=cshare.job="+id).Output()
-	if len(strings.Fields(string(left))) != 0 {
-		t.Fatalf("containers of the finished job were not removed: %s", left)
+	// Containers of the finished job are removed (by their instances, or by
+	// the node's sweep for runs left behind).
+	var left string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, _ := exec.Command("docker", "ps", "-a", "--filter", "label=cshare.job="+id,
+			"--format", "{{.ID}} item={{.Label \"cshare.item\"}} {{.State}}").Output()
+		if left = strings.TrimSpace(string(out)); left == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("containers of the finished job were not removed within 30s:\n%s", left)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/runtime"
 )
 
 // planned is how many instances (primary, secondary) n's current plan gives
@@ -547,4 +548,60 @@ func TestWriteWithManyHeads(t *testing.T) {
 	if _, err := n.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"smartshare.mode": "none"}}); err != nil {
 		t.Fatalf("write with %d heads: %v", 101, err)
 	}
+}
+
+// Runs that no instance supervises (a container created by a request that
+// was cancelled on the way, one whose removal failed, one of a job that
+// ended while the node was down) are removed by the node's sweep, and the
+// runs of its instances are left alone.
+func TestSweepRemovesStrays(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 1, interval: 250 * time.Millisecond, slots: 2, runFor: time.Hour})
+	m.formOrg()
+	mn := m.nodes[0]
+	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
+	j := submit(t, mn.Node, api.JobSubmit{CPUs: 2, MaxCPUs: "2", Range: "1-10"})
+	eventually(t, 20*time.Second, "2 runs", func() string {
+		if k := m.running(j.ID); k != 2 {
+			return fmt.Sprintf("%d", k)
+		}
+		return ""
+	})
+	ctx := ctxT(t)
+	spec := func(job string, item int) runtime.Spec {
+		return runtime.Spec{Org: mn.orgID(), Job: job, Machine: mn.ID().String(), Instance: fmt.Sprintf("%s-s9-%d", job, item),
+			Item: item, Cmd: []string{"true"}}
+	}
+	exited, err := mn.drv.Start(ctx, spec(j.ID, 7)) // an exited run of the active job, no instance's
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mn.drv.Complete(exited, 0); err != nil {
+		t.Fatal(err)
+	}
+	orphan, err := mn.drv.Start(ctx, spec("0123456789ab", 1)) // a running run of an unknown job
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "strays removed", func() string {
+		runs, err := mn.drv.List(ctx, map[string]string{runtime.LabelOrg: mn.orgID()})
+		if err != nil {
+			return err.Error()
+		}
+		var left []string
+		mine := 0
+		for _, r := range runs {
+			if r.ID == exited || r.ID == orphan {
+				left = append(left, string(r.ID))
+			} else if r.Running {
+				mine++
+			}
+		}
+		if len(left) > 0 {
+			return fmt.Sprintf("left: %v", left)
+		}
+		if mine != 2 {
+			return fmt.Sprintf("the job's own runs: %d running, want 2", mine)
+		}
+		return ""
+	})
 }

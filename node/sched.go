@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cshare/cshare/ledger"
@@ -85,7 +86,10 @@ type scheduler struct {
 
 	prevInst []smartshare.Instance // the previous plan's instances
 	prevHash string                // and its hash
-	planAt   time.Time             // when the plan last changed
+
+	sweeping atomic.Bool            // a sweep for runs left behind is under way
+	strays   map[runtime.RunID]bool // unsupervised at the last sweep (owned by the sweep)
+	planAt   time.Time              // when the plan last changed
 }
 
 func (n *Node) initRuntime() error {
@@ -167,6 +171,7 @@ func (s *scheduler) loop() {
 	flushEvery := min(time.Second, n.interval)
 	lastFlush := time.Now()
 	var lastBeat, lastPlan time.Time
+	lastSweep := time.Now()
 	kicked, nudged := false, false
 	for {
 		ticked := false
@@ -219,7 +224,83 @@ func (s *scheduler) loop() {
 			s.flush(n.ctx)
 			lastFlush = time.Now()
 		}
+		if time.Since(lastSweep) >= sweepEvery {
+			s.sweep()
+			lastSweep = time.Now()
+		}
 	}
+}
+
+// sweepEvery is how often the scheduler looks for runs left behind.
+const sweepEvery = 5 * time.Second
+
+// sweep removes this machine's runs that nothing supervises: runs of jobs
+// that are no longer active, and exited runs that belong to no instance (a
+// container created by a request whose context was cancelled on the way, or
+// one whose removal failed). The listing is done in the background; at most
+// one sweep runs at a time.
+func (s *scheduler) sweep() {
+	n := s.n
+	org := n.orgID()
+	if org == "" || !s.sweeping.CompareAndSwap(false, true) {
+		return
+	}
+	n.spawn(func() {
+		defer s.sweeping.Store(false)
+		prev, next := s.strays, map[runtime.RunID]bool{}
+		defer func() { s.strays = next }()
+		seen := map[Driver]bool{}
+		for _, drv := range s.drivers {
+			if seen[drv] {
+				continue
+			}
+			seen[drv] = true
+			ctx, c := context.WithTimeout(n.ctx, 30*time.Second)
+			runs, err := drv.List(ctx, map[string]string{runtime.LabelOrg: org, runtime.LabelMachine: n.id.String()})
+			c()
+			if err != nil {
+				continue
+			}
+			for _, r := range runs {
+				if s.supervised(r) {
+					continue
+				}
+				// A run can be unsupervised for an instant (created, not
+				// yet handed to its instance): only one that was already
+				// unsupervised at the previous sweep goes.
+				next[r.ID] = true
+				if !prev[r.ID] {
+					continue
+				}
+				ctx, c := context.WithTimeout(n.ctx, 30*time.Second)
+				_ = drv.Stop(ctx, r.ID, 0)
+				if err := drv.Remove(ctx, r.ID); err == nil {
+					n.log.Info("removed a run left behind", "job", r.Labels[runtime.LabelJob], "item", r.Labels[runtime.LabelItem])
+				}
+				c()
+			}
+		}
+	})
+}
+
+// supervised reports whether run r must be left alone by sweep: its job is
+// active and the run is still running (an instance waits for it, or is
+// about to) or is the current run of one of this machine's instances.
+func (s *scheduler) supervised(r runtime.RunInfo) bool {
+	jobID := r.Labels[runtime.LabelJob]
+	active := false
+	s.n.snapshot(func(st *ledger.State) {
+		j := st.Jobs[jobID]
+		active = j != nil && j.State == ledger.JobActive
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, in := range s.slots {
+		if _, run := in.current(); run == r.ID {
+			return true // its instance removes it when it ends
+		}
+	}
+	return active && r.Running
 }
 
 // buildInput assembles the balancer's input from the ledger State and the
@@ -513,7 +594,6 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		dur := time.Since(began)
 		in.mu.Lock()
 		killed := in.killed
-		in.run = ""
 		in.mu.Unlock()
 		out, _ := in.drv.Logs(context.Background(), run)
 		size := int64(len(out))
@@ -521,6 +601,9 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			_ = s.saveLog(in.job, item, out)
 		}
 		_ = in.drv.Remove(context.Background(), run)
+		in.mu.Lock()
+		in.run = "" // only now: until removed, the run is this instance's (see sweep)
+		in.mu.Unlock()
 		if killed {
 			// Preempted or cancelled: no result; the item goes back to the agenda.
 			in.mu.Lock()
