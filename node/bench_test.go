@@ -310,11 +310,10 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		stop()
 	}
 	waitQuiet(b)
+	waitSameLedger(b, ns)
 	// A profile of the measured window only (go test's -cpuprofile would be
 	// dominated by forming the mesh).
-	if stop := startProfile(b, "CSHARE_BENCH_CPUPROFILE"); stop != nil {
-		defer stop()
-	}
+	profStop := startProfile(b, "CSHARE_BENCH_CPUPROFILE")
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		base := total.get()
@@ -417,6 +416,10 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		b.Logf("instances started: 1%% after %v, 50%% %v, 90%% %v, 99%% %v, all %v", marks[1], marks[50], marks[90], marks[99], time.Since(t0))
 		started += time.Since(t0)
 		b.StopTimer()
+		if profStop != nil {
+			profStop() // the first placement only
+			profStop = nil
+		}
 		drops := map[string]float64{}
 		for _, n := range ns {
 			for _, r := range []string{p2p.DropValidationQueue, p2p.DropThrottled, p2p.DropOutbound, p2p.DropUndeliverable} {
@@ -433,6 +436,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 			waitIdle(b, n)
 		}
 		waitQuiet(b)
+		waitSameLedger(b, ns)
 		b.StartTimer()
 	}
 	b.StopTimer()
@@ -454,6 +458,27 @@ func startProfile(b *testing.B, env string) func() {
 		b.Fatal(err)
 	}
 	return func() { pprof.StopCPUProfile(); _ = w.Close() }
+}
+
+// waitSameLedger waits (up to two minutes) until every node has folded the
+// same entries: a placement measured while some node still lacks an earlier
+// entry measures the repair of that gap (the next heartbeat's heads).
+func waitSameLedger(b *testing.B, ns []*Node) {
+	b.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		hashes := map[string]int{}
+		for _, n := range ns {
+			hashes[stateHash(n)]++
+		}
+		if len(hashes) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("nodes disagree on the ledger after 2 minutes: %v", hashes)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // waitQuiet waits (up to two minutes) until the mesh is idle: the process
