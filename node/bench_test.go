@@ -366,8 +366,9 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		known := make([]time.Duration, len(ns))
 		for total.get()-base < width {
 			for k, n := range ns {
-				if known[k] == 0 {
-					n.mu.RLock()
+				// TryRLock: waiting for a busy node's lock would stall
+				// this loop, and every mark below with it.
+				if known[k] == 0 && n.mu.TryRLock() {
 					if n.lg.State().Jobs[ji.ID] != nil {
 						known[k] = time.Since(t0)
 					}

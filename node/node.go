@@ -95,7 +95,7 @@ type Node struct {
 	stopped chan struct{}
 	wg      sync.WaitGroup
 	kick    chan struct{} // wakes the scheduler to plan now (a ledger change, an instance ended)
-	nudge   chan struct{} // a peer's instances changed: plan soon (coalesced, see planGap)
+	nudge   chan struct{} // a peer's instances changed: plan soon (coalesced, see planPace)
 	wakeup  chan struct{} // wakes the scheduler to send a due heartbeat, without planning
 
 	bgMu    sync.Mutex

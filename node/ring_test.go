@@ -66,3 +66,15 @@ func TestOwnerSeedIsFNV(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOwnerRing: the ring of a 2,000-instance job (every node builds
+// one when a wide job starts).
+func BenchmarkOwnerRing(b *testing.B) {
+	seeds := make([]uint64, 2000)
+	for k := range seeds {
+		seeds[k] = ownerSeed("job", "machine", k)
+	}
+	for b.Loop() {
+		newOwnerRing(seeds)
+	}
+}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -129,7 +130,7 @@ func (n *Node) kickScheduler() { signal(n.kick) }
 
 // nudgeScheduler asks for a plan soon: peers' heartbeats arrive in bursts
 // (every machine starting a wide job's instances at once), and one plan per
-// planGap serves a burst as well as one per heartbeat.
+// planPace serves a burst as well as one per heartbeat.
 func (n *Node) nudgeScheduler() { signal(n.nudge) }
 
 func signal(c chan struct{}) {
@@ -139,9 +140,12 @@ func signal(c chan struct{}) {
 	}
 }
 
-// planGap is the least time between two plans prompted by peers' heartbeats.
-// Plans prompted by this node's ledger or instances are not delayed.
-const planGap = 100 * time.Millisecond
+// planPace is the least time between two plans prompted by peers'
+// heartbeats, per machine of the org (at least 100 ms, at most a second;
+// see paced): a wave of heartbeats becomes a few plans. Plans prompted by
+// this node's ledger or instances are not delayed, and every node plans at
+// least once a second anyway.
+const planPace = 5 * time.Millisecond
 
 func (n *Node) startScheduler() {
 	n.wg.Add(1)
@@ -174,7 +178,6 @@ func (s *scheduler) loop() {
 	lastSweep := time.Now()
 	kicked, nudged := false, false
 	for {
-		ticked := false
 		select {
 		case <-n.ctx.Done():
 			s.flush(context.Background())
@@ -185,13 +188,15 @@ func (s *scheduler) loop() {
 			nudged = true
 		case <-n.wakeup:
 		case <-tick.C:
-			ticked = true
 		}
 		// Plan on every change of our own at once, on peers' changes at
 		// most every planGap, and once a second for liveness (a machine
 		// going offline is the absence of a message).
 		since := time.Since(lastPlan)
-		if kicked || (nudged && (ticked || since >= planGap)) || since >= time.Second {
+		s.mu.Lock()
+		planGap := min(s.paced(100*time.Millisecond, planPace), time.Second)
+		s.mu.Unlock()
+		if kicked || (nudged && since >= planGap) || since >= time.Second {
 			s.reconcile(time.Now())
 			s.broadcast()
 			kicked, nudged, lastPlan = false, false, time.Now()
@@ -655,29 +660,38 @@ func (s *scheduler) wantBeat() {
 	}
 }
 
-// beatSettle is how long a due heartbeat waits for the changes that follow
-// the first one: instances just started take their first items within a few
-// milliseconds, and one heartbeat then announces both. It grows with the
-// org (20 ms, 5 ms per machine above 4: half a second at 100): when a wide
-// job starts everywhere at once, the job entry must reach every machine
-// before the wave of heartbeats announcing its instances (which costs every
-// machine a check of every other machine's heartbeat), or it queues behind
-// that wave. Nothing waits on these announcements to start work: every
-// machine plans the same instances from the same ledger, and the items of
-// an instance not yet announced are left to it (see nextItem). s.mu must be
-// held.
+// Pacing of change heartbeats. A heartbeat that announces changed instances
+// costs every machine of the org a signature check (about 50 µs), so an org
+// of N machines that each announce every change at once pays N² checks per
+// wave: the wave a wide job causes when it starts everywhere at once. Both
+// the settle time (how long a due heartbeat waits for the changes that
+// follow the first one) and the gap (the least time between two change
+// heartbeats of a machine) are beatPace per machine of the org: 100 ms for
+// 10 machines, 1 s for 100, which bounds the checks to N/(N×beatPace) = 100
+// a second on every machine whatever the org's size. Never more than a
+// quarter interval, never less than 20 ms (settle) or 100 ms (gap).
+//
+// Nothing waits on these announcements to start work: every machine plans
+// the same instances from the same ledger, and the items of an instance not
+// yet announced are left to it (see nextItem). What they carry (leases, the
+// plan hash, this machine's instances as input to everyone's plan) may be
+// late by that much; plan agreement within two intervals is unaffected.
+const beatPace = 10 * time.Millisecond
+
+// beatSettle: see beatPace. s.mu must be held.
 func (s *scheduler) beatSettle() time.Duration {
-	return min(max(20*time.Millisecond, time.Duration(len(s.planIn.Machines))*5*time.Millisecond), max(20*time.Millisecond, s.n.interval/4))
+	return s.paced(20*time.Millisecond, beatPace)
 }
 
-// beatGap is the least time between two heartbeats announcing changes. Every
-// heartbeat costs every machine of the org a signature check, so the gap
-// grows with the org: 100 ms up to 25 machines, 4 ms per machine above
-// (400 ms at 100), and never more than a quarter interval. A burst of
-// changes becomes one heartbeat, not one per change. s.mu must be held.
+// beatGap: see beatPace. s.mu must be held.
 func (s *scheduler) beatGap() time.Duration {
-	base := min(100*time.Millisecond, s.n.interval/4)
-	return min(max(base, time.Duration(len(s.planIn.Machines))*4*time.Millisecond), max(base, s.n.interval/4))
+	return s.paced(100*time.Millisecond, beatPace)
+}
+
+// paced is per (per machine of the org), at least floor, at most a quarter
+// interval (unless floor is more). s.mu must be held.
+func (s *scheduler) paced(floor, per time.Duration) time.Duration {
+	return max(floor, min(time.Duration(len(s.planIn.Machines))*per, s.n.interval/4))
 }
 
 func (s *scheduler) record(in *instance, item int64, r ledger.ItemResult) {
@@ -1175,11 +1189,11 @@ func newOwnerRing(seeds []uint64) *ownerRing {
 			pts = append(pts, pt{mix64(sd ^ (v+1)*0x9E3779B97F4A7C15), k})
 		}
 	}
-	sort.Slice(pts, func(a, b int) bool {
-		if pts[a].h != pts[b].h {
-			return pts[a].h < pts[b].h
+	slices.SortFunc(pts, func(a, b pt) int {
+		if c := cmp.Compare(a.h, b.h); c != 0 {
+			return c
 		}
-		return pts[a].k < pts[b].k
+		return cmp.Compare(a.k, b.k)
 	})
 	for _, p := range pts {
 		r.points = append(r.points, p.h)
