@@ -417,6 +417,8 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		b.Logf("instances started: 1%% after %v, 50%% %v, 90%% %v, 99%% %v, all %v", marks[1], marks[50], marks[90], marks[99], time.Since(t0))
 		started += time.Since(t0)
 		b.StopTimer()
+		fmt.Fprintf(os.Stderr, "placement %d: %d instances on %d machines in %v (%.0f/s); job known by all after %v\n",
+			i+1, width, nodes, time.Since(t0).Round(time.Millisecond), float64(width)/time.Since(t0).Seconds(), known[len(known)-1].Round(time.Millisecond))
 		if profStop != nil {
 			profStop() // the first placement only
 			profStop = nil

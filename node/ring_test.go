@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -77,4 +78,31 @@ func BenchmarkOwnerRing(b *testing.B) {
 	for b.Loop() {
 		newOwnerRing(seeds)
 	}
+}
+
+// TestSortRingPoints: the bucket sort orders points exactly as a comparison
+// sort by (place, owner) does, ties and clustered places included.
+func TestSortRingPoints(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(0, 3000).Draw(t, "n")
+		narrow := rapid.Bool().Draw(t, "narrow") // few distinct places: many ties, full buckets
+		pts := make([]ringPoint, n)
+		for i := range pts {
+			h := rapid.Uint64().Draw(t, "h")
+			if narrow {
+				h = rapid.Uint64Range(0, 8).Draw(t, "h8") << 60
+			}
+			pts[i] = ringPoint{h, rapid.IntRange(0, 50).Draw(t, "k")}
+		}
+		want := slices.Clone(pts)
+		slices.SortFunc(want, func(a, b ringPoint) int {
+			if a.h != b.h {
+				return cmp.Compare(a.h, b.h)
+			}
+			return cmp.Compare(a.k, b.k)
+		})
+		if got := sortRingPoints(pts); !slices.Equal(got, want) {
+			t.Fatalf("sortRingPoints disagrees with a comparison sort")
+		}
+	})
 }

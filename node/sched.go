@@ -1,7 +1,6 @@
 package node
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,12 +62,12 @@ func (in *instance) current() (int64, runtime.RunID) {
 
 // scheduler turns the shared plan into this machine's instances.
 type scheduler struct {
-	owners  map[string]*jobOwners // by job, for the current plan (under mu)
+	owners  smallCache[string, *jobOwners] // by job and plan hash (under mu)
 	viewMu  sync.Mutex
-	views   map[string]*remoteView // by job
+	views   smallCache[string, *remoteView] // by job
 	ringMu  sync.Mutex
-	buckets map[int]*itemBuckets  // by item count: they depend on nothing else (under ringMu)
-	rings   map[uint64]*ownerRing // consistent-hash rings by their seeds
+	buckets smallCache[int, *itemBuckets]  // by item count: they depend on nothing else (under ringMu)
+	rings   smallCache[uint64, *ownerRing] // consistent-hash rings by their seeds (under ringMu)
 
 	n       *Node
 	drivers map[string]Driver
@@ -916,7 +915,7 @@ type jobOwners struct {
 // must be held.
 func (s *scheduler) ownersOf(job, hash string, insts []smartshare.Instance) *jobOwners {
 	key := job + "\x00" + hash
-	if jo := s.owners[key]; jo != nil {
+	if jo, ok := s.owners.get(key); ok {
 		return jo
 	}
 	jo := &jobOwners{rank: map[slotKey]int{}}
@@ -931,10 +930,7 @@ func (s *scheduler) ownersOf(job, hash string, insts []smartshare.Instance) *job
 		seeds = append(seeds, ownerSeed(job, pi.Machine, pi.Slot))
 	}
 	jo.ring = s.ringFor(seeds)
-	if s.owners == nil || len(s.owners) > 64 {
-		s.owners = map[string]*jobOwners{}
-	}
-	s.owners[key] = jo
+	s.owners.put(key, jo, 64)
 	return jo
 }
 
@@ -960,7 +956,7 @@ func (s *scheduler) remoteView(job, plan string, owners []slotKey, now time.Time
 	n := s.n
 	gen := n.live.Gen()
 	s.viewMu.Lock()
-	if v := s.views[job]; v != nil && v.plan == plan && v.gen == gen && now.Sub(v.at) < remoteViewTTL && now.Sub(v.at) >= 0 {
+	if v, _ := s.views.get(job); v != nil && v.plan == plan && v.gen == gen && now.Sub(v.at) < remoteViewTTL && now.Sub(v.at) >= 0 {
 		s.viewMu.Unlock()
 		return v
 	}
@@ -999,10 +995,7 @@ func (s *scheduler) remoteView(job, plan string, owners []slotKey, now time.Time
 		}
 	}
 	s.viewMu.Lock()
-	if s.views == nil || len(s.views) > 64 {
-		s.views = map[string]*remoteView{}
-	}
-	s.views[job] = v
+	s.views.put(job, v, 64)
 	s.viewMu.Unlock()
 	return v
 }
@@ -1157,14 +1150,11 @@ func (s *scheduler) itemsOf(r *ownerRing, rank, n int) []int32 {
 func (s *scheduler) bucketsFor(n int) *itemBuckets {
 	s.ringMu.Lock()
 	defer s.ringMu.Unlock()
-	if ib := s.buckets[n]; ib != nil {
+	if ib, ok := s.buckets.get(n); ok {
 		return ib
 	}
-	if s.buckets == nil || len(s.buckets) > 16 {
-		s.buckets = map[int]*itemBuckets{}
-	}
 	ib := newItemBuckets(n)
-	s.buckets[n] = ib
+	s.buckets.put(n, ib, 16)
 	return ib
 }
 
@@ -1178,29 +1168,66 @@ func mix64(z uint64) uint64 {
 }
 
 func newOwnerRing(seeds []uint64) *ownerRing {
-	r := &ownerRing{points: make([]uint64, 0, len(seeds)*ringVNodes), owners: make([]int, 0, len(seeds)*ringVNodes)}
-	type pt struct {
-		h uint64
-		k int
-	}
-	pts := make([]pt, 0, len(seeds)*ringVNodes)
+	pts := make([]ringPoint, 0, len(seeds)*ringVNodes)
 	for k, sd := range seeds {
 		for v := uint64(0); v < ringVNodes; v++ {
-			pts = append(pts, pt{mix64(sd ^ (v+1)*0x9E3779B97F4A7C15), k})
+			pts = append(pts, ringPoint{mix64(sd ^ (v+1)*0x9E3779B97F4A7C15), k})
 		}
 	}
-	slices.SortFunc(pts, func(a, b pt) int {
-		if c := cmp.Compare(a.h, b.h); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.k, b.k)
-	})
-	for _, p := range pts {
-		r.points = append(r.points, p.h)
-		r.owners = append(r.owners, p.k)
+	pts = sortRingPoints(pts)
+	r := &ownerRing{points: make([]uint64, len(pts)), owners: make([]int, len(pts))}
+	for x, p := range pts {
+		r.points[x], r.owners[x] = p.h, p.k
 	}
 	return r
 }
+
+// ringPoint is a virtual node: its place on the ring and its owner.
+type ringPoint struct {
+	h uint64
+	k int
+}
+
+// sortRingPoints returns pts ordered by (h, k). Every node that starts a
+// wide job builds its ring (16 points per instance: 32,000 for a
+// 100-machine, 20-slot job), so this is on the path from submission to
+// start: the points are hashes, spread evenly, so a counting pass on their
+// top bits puts them in buckets of about one, which insertion sort then
+// orders; several times faster than a comparison sort.
+func sortRingPoints(pts []ringPoint) []ringPoint {
+	bits := uint(1)
+	for 1<<bits < len(pts) && bits < 24 {
+		bits++
+	}
+	shift := 64 - bits
+	start := make([]int32, 1<<bits+1)
+	for _, p := range pts {
+		start[p.h>>shift+1]++
+	}
+	for b := 1; b < len(start); b++ {
+		start[b] += start[b-1]
+	}
+	out := make([]ringPoint, len(pts))
+	fill := start[:len(start)-1]
+	for _, p := range pts {
+		b := p.h >> shift
+		out[fill[b]] = p
+		fill[b]++
+	}
+	// fill[b] is now where bucket b ends, and bucket b starts where b-1 ends.
+	lo := 0
+	for _, hi := range fill {
+		for x := lo + 1; x < int(hi); x++ {
+			for y := x; y > lo && ringLess(out[y], out[y-1]); y-- {
+				out[y], out[y-1] = out[y-1], out[y]
+			}
+		}
+		lo = int(hi)
+	}
+	return out
+}
+
+func ringLess(a, b ringPoint) bool { return a.h < b.h || a.h == b.h && a.k < b.k }
 
 // ownerOf is the owner of item index i (an index into the seeds).
 func (r *ownerRing) ownerOf(i int) int {
@@ -1215,6 +1242,24 @@ func (r *ownerRing) ownerOf(i int) int {
 	return r.owners[k]
 }
 
+// smallCache is a map that is emptied when it is full: the scheduler's
+// caches hold a few entries for the current plan and jobs, and an entry is
+// cheap to rebuild. The zero value is ready; callers lock.
+type smallCache[K comparable, V any] struct{ m map[K]V }
+
+func (c *smallCache[K, V]) get(k K) (V, bool) {
+	v, ok := c.m[k]
+	return v, ok
+}
+
+// put stores v under k, first emptying the cache if it holds max entries.
+func (c *smallCache[K, V]) put(k K, v V, max int) {
+	if c.m == nil || len(c.m) >= max {
+		c.m = make(map[K]V)
+	}
+	c.m[k] = v
+}
+
 // ringFor returns the (cached) ring of a set of seeds.
 func (s *scheduler) ringFor(seeds []uint64) *ownerRing {
 	key := uint64(len(seeds))
@@ -1223,14 +1268,11 @@ func (s *scheduler) ringFor(seeds []uint64) *ownerRing {
 	}
 	s.ringMu.Lock()
 	defer s.ringMu.Unlock()
-	if r := s.rings[key]; r != nil {
+	if r, ok := s.rings.get(key); ok {
 		return r
 	}
-	if s.rings == nil || len(s.rings) > 64 {
-		s.rings = map[uint64]*ownerRing{}
-	}
 	r := newOwnerRing(seeds)
-	s.rings[key] = r
+	s.rings.put(key, r, 64)
 	return r
 }
 
