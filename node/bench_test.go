@@ -485,7 +485,7 @@ func waitSameLedger(b *testing.B, ns []*Node) {
 }
 
 // waitQuiet waits (up to two minutes) until the mesh is idle: the process
-// uses under a fifth of a core for a second. A mesh that has just formed is
+// uses under a fifth of a core for three seconds in a row. A mesh that has just formed is
 // still busy (syncs, dials, the first heartbeats of every machine), and a
 // placement measured then measures that too.
 func waitQuiet(b *testing.B) {
@@ -496,11 +496,17 @@ func waitQuiet(b *testing.B) {
 		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	deadline := time.Now().Add(2 * time.Minute)
+	quiet := 0
 	for {
 		c0, t0 := cpu(), time.Now()
 		time.Sleep(time.Second)
 		use := float64(cpu()-c0) / float64(time.Since(t0))
-		if use < 0.2 || time.Now().After(deadline) {
+		if quiet++; use >= 0.2 {
+			quiet = 0
+		}
+		// Three quiet seconds in a row: one can be a lull in the churn of
+		// a mesh that is still settling.
+		if quiet == 3 || time.Now().After(deadline) {
 			b.Logf("mesh idle: %.2f cores busy", use)
 			return
 		}
