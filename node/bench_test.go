@@ -313,7 +313,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 	waitSameLedger(b, ns)
 	// A profile of the measured window only (go test's -cpuprofile would be
 	// dominated by forming the mesh).
-	profStop := startProfile(b, "CSHARE_BENCH_CPUPROFILE")
+	profile := os.Getenv("CSHARE_BENCH_CPUPROFILE") // one profile per placement: FILE.1, FILE.2, ...
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		base := total.get()
@@ -327,6 +327,11 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		hb0, heads0 := accepted()
 		var hookMu sync.Mutex
 		got, took := map[*Node]time.Duration{}, map[*Node]time.Duration{}
+		var profStop func()
+		if profile != "" {
+			os.Setenv("CSHARE_BENCH_OP_PROFILE", fmt.Sprintf("%s.%d", profile, i+1))
+			profStop = startProfile(b, "CSHARE_BENCH_OP_PROFILE")
+		}
 		t0 := time.Now()
 		hook := func(n *Node, pushed int, before bool) {
 			if pushed == 0 {
@@ -344,13 +349,16 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		}
 		testHookHeads.Store(&hook)
 		submitted := make(chan struct{})
+		placed := make(chan struct{})
 		if f := os.Getenv("CSHARE_BENCH_STACKS"); f != "" {
+			// A slow placement: where every goroutine is, 1.5 s in
+			// (aggregated: identical stacks are counted once).
 			go func() {
 				select {
-				case <-submitted:
-				case <-time.After(2 * time.Second):
-					w, _ := os.Create(f)
-					_ = pprof.Lookup("goroutine").WriteTo(w, 2)
+				case <-placed:
+				case <-time.After(1500 * time.Millisecond):
+					w, _ := os.Create(fmt.Sprintf("%s.%d", f, i+1))
+					_ = pprof.Lookup("goroutine").WriteTo(w, 1)
 					_ = w.Close()
 				}
 			}()
@@ -362,6 +370,10 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Logf("submit returned after %v", time.Since(t0))
+		logf := func(format string, args ...any) { // to stderr too: go test keeps only the last run's log
+			b.Logf(format, args...)
+			fmt.Fprintf(os.Stderr, "  "+format+"\n", args...)
+		}
 		marks := map[int]time.Duration{}
 		known := make([]time.Duration, len(ns))
 		for total.get()-base < width {
@@ -411,17 +423,18 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		gm, gx, gn := med(got)
 		tm, tx, _ := med(took)
 		hookMu.Unlock()
-		b.Logf("pushed entry delivered to %d nodes: median %v, max %v; taken: median %v, max %v", gn, gm, gx, tm, tx)
-		b.Logf("job known per node: min %v, median %v, max %v", known[0], known[len(known)/2], known[len(known)-1])
-		b.Logf("first start per node: min %v, median %v, max %v", firsts[0], firsts[len(firsts)/2], firsts[len(firsts)-1])
-		b.Logf("instances started: 1%% after %v, 50%% %v, 90%% %v, 99%% %v, all %v", marks[1], marks[50], marks[90], marks[99], time.Since(t0))
+		logf("pushed entry delivered to %d nodes: median %v, max %v; taken: median %v, max %v", gn, gm, gx, tm, tx)
+		logf("job known per node: min %v, median %v, max %v", known[0], known[len(known)/2], known[len(known)-1])
+		logf("first start per node: min %v, median %v, max %v", firsts[0], firsts[len(firsts)/2], firsts[len(firsts)-1])
+		logf("instances started: 1%% after %v, 50%% %v, 90%% %v, 99%% %v, all %v", marks[1], marks[50], marks[90], marks[99], time.Since(t0))
 		started += time.Since(t0)
+		close(placed)
 		b.StopTimer()
-		fmt.Fprintf(os.Stderr, "placement %d: %d instances on %d machines in %v (%.0f/s); job known by all after %v\n",
-			i+1, width, nodes, time.Since(t0).Round(time.Millisecond), float64(width)/time.Since(t0).Seconds(), known[len(known)-1].Round(time.Millisecond))
+		hbIn, _ := accepted()
+		fmt.Fprintf(os.Stderr, "placement %d: %d instances on %d machines in %v (%.0f/s); job known by all after %v; %.0f heartbeats per machine meanwhile\n",
+			i+1, width, nodes, time.Since(t0).Round(time.Millisecond), float64(width)/time.Since(t0).Seconds(), known[len(known)-1].Round(time.Millisecond), hbIn-hb0)
 		if profStop != nil {
-			profStop() // the first placement only
-			profStop = nil
+			profStop()
 		}
 		drops := map[string]float64{}
 		for _, n := range ns {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"math/rand/v2"
 	"reflect"
 	"time"
 
@@ -15,9 +16,15 @@ import (
 
 // heartbeatLoop publishes this machine's heartbeat every interval while it is
 // an approved machine of an org.
+//
+// Each period is the interval less a random tenth of it: machines started
+// together (an org's nodes after a power cut, or a test mesh) would otherwise
+// beat in step, and every wave of N heartbeats costs every machine N
+// signature checks at once. A period never exceeds the interval, so Offline
+// (no heartbeat for 3 intervals) keeps its meaning.
 func (n *Node) heartbeatLoop() {
 	defer n.wg.Done()
-	t := time.NewTicker(n.interval)
+	t := time.NewTimer(beatPeriod(n.interval))
 	defer t.Stop()
 	n.beat(n.ctx)
 	n.spawn(n.learnMachines)
@@ -27,8 +34,15 @@ func (n *Node) heartbeatLoop() {
 			return
 		case <-t.C:
 			n.beat(n.ctx)
+			t.Reset(beatPeriod(n.interval))
 		}
 	}
+}
+
+// beatPeriod is the time to the next periodic heartbeat: interval less a
+// random tenth of it.
+func beatPeriod(interval time.Duration) time.Duration {
+	return interval - rand.N(interval/10+1)
 }
 
 // beat publishes one heartbeat now (and observes it locally).
