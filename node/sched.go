@@ -87,6 +87,7 @@ type scheduler struct {
 	prevInst []smartshare.Instance // the previous plan's instances
 	prevHash string                // and its hash
 
+	beating  atomic.Bool            // a change heartbeat is being published
 	sweeping atomic.Bool            // a sweep for runs left behind is under way
 	strays   map[runtime.RunID]bool // unsupervised at the last sweep (owned by the sweep)
 	planAt   time.Time              // when the plan last changed
@@ -211,7 +212,9 @@ func (s *scheduler) loop() {
 		}
 		s.mu.Lock()
 		due := false
-		if s.beatDue {
+		// While the previous heartbeat is still being published, a due one
+		// waits for it (its changes came after that one's report).
+		if s.beatDue && !s.beating.Load() {
 			wait := max(s.beatGap()-time.Since(lastBeat), s.beatSettle()-time.Since(s.beatDueAt))
 			if due = wait <= 0; due {
 				s.beatDue = false
@@ -221,7 +224,15 @@ func (s *scheduler) loop() {
 		}
 		s.mu.Unlock()
 		if due {
-			n.beat(n.ctx)
+			// Published from its own goroutine: Publish waits for the
+			// pubsub event loop, which a burst of gossip can keep busy
+			// for a while, and this loop must go on starting instances.
+			s.beating.Store(true)
+			n.spawn(func() {
+				defer signal(n.wakeup)
+				defer s.beating.Store(false)
+				n.beat(n.ctx)
+			})
 			lastBeat = time.Now()
 		}
 		if time.Since(lastFlush) >= flushEvery {
