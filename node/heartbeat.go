@@ -119,10 +119,36 @@ func (n *Node) syncHeads(id peer.ID, heads []string) {
 		}
 	}
 	n.mu.RUnlock()
-	if len(want) > 0 {
-		n.spawn(func() { n.syncFrom(id, want) })
+	if len(want) == 0 {
+		return
 	}
+	// The author's own announcement, carrying a new entry, is usually on
+	// its way by gossip: fetch only what is still missing a moment later.
+	n.spawn(func() {
+		t := time.NewTimer(headsGrace)
+		defer t.Stop()
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		n.mu.RLock()
+		missing := want[:0]
+		for _, c := range want {
+			if !n.lg.Has(c) {
+				missing = append(missing, c)
+			}
+		}
+		n.mu.RUnlock()
+		if len(missing) > 0 {
+			n.syncFrom(id, missing)
+		}
+	})
 }
+
+// headsGrace is how long heads first seen in a heartbeat wait for their
+// announcement before they are fetched from the heartbeat's sender.
+const headsGrace = 300 * time.Millisecond
 
 // publishMachineUpdate writes this machine's hardware and limits into the
 // ledger when they differ from what the ledger has.

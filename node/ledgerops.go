@@ -303,6 +303,12 @@ func (n *Node) syncFrom(p peer.ID, want []cid.Cid) {
 	}
 }
 
+// syncMargin is how far below our newest head (in clock, the DAG level) a
+// fetch first asks: the answer is every entry above that floor leading to
+// what we want, so a deep floor resends much of the ledger we have. Gaps
+// deeper than the margin are found by walking back (see fetch).
+const syncMargin = 64
+
 // wantRetry is how long a CID asked of one peer is not asked of another.
 const wantRetry = 2 * time.Second
 
@@ -317,7 +323,7 @@ func (n *Node) fetch(ctx context.Context, p peer.ID, org string, want []cid.Cid)
 		// Entries we lack can sit below our newest head on concurrent branches;
 		// ask a margin below it, and walk further back below if parents are
 		// still missing.
-		floor = floor / 2
+		floor -= min(floor, syncMargin)
 	}
 	for round := 0; round < 64; round++ {
 		// A pipeline: frames are verified (in parallel, on every core) as
