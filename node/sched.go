@@ -264,38 +264,51 @@ func (s *scheduler) sweep() {
 		defer s.sweeping.Store(false)
 		prev, next := s.strays, map[runtime.RunID]bool{}
 		defer func() { s.strays = next }()
-		seen := map[Driver]bool{}
-		for _, drv := range s.drivers {
-			if seen[drv] {
-				continue
+		s.forEachRun(org, nil, func(drv Driver, r runtime.RunInfo) {
+			if s.supervised(r) {
+				return
 			}
-			seen[drv] = true
+			// A run can be unsupervised for an instant (created, not yet
+			// handed to its instance): only one that was already
+			// unsupervised at the previous sweep goes.
+			next[r.ID] = true
+			if !prev[r.ID] {
+				return
+			}
 			ctx, c := context.WithTimeout(n.ctx, 30*time.Second)
-			runs, err := drv.List(ctx, map[string]string{runtime.LabelOrg: org, runtime.LabelMachine: n.id.String()})
-			c()
-			if err != nil {
-				continue
+			defer c()
+			_ = drv.Stop(ctx, r.ID, 0)
+			if err := drv.Remove(ctx, r.ID); err == nil {
+				n.log.Info("removed a run left behind", "job", r.Labels[runtime.LabelJob], "item", r.Labels[runtime.LabelItem])
 			}
-			for _, r := range runs {
-				if s.supervised(r) {
-					continue
-				}
-				// A run can be unsupervised for an instant (created, not
-				// yet handed to its instance): only one that was already
-				// unsupervised at the previous sweep goes.
-				next[r.ID] = true
-				if !prev[r.ID] {
-					continue
-				}
-				ctx, c := context.WithTimeout(n.ctx, 30*time.Second)
-				_ = drv.Stop(ctx, r.ID, 0)
-				if err := drv.Remove(ctx, r.ID); err == nil {
-					n.log.Info("removed a run left behind", "job", r.Labels[runtime.LabelJob], "item", r.Labels[runtime.LabelItem])
-				}
-				c()
-			}
-		}
+		})
 	})
+}
+
+// forEachRun calls fn for each of this machine's runs in org, driver by
+// driver (a driver serving several names is listed once). A driver whose
+// listing fails is skipped, after onErr (if not nil) is told.
+func (s *scheduler) forEachRun(org string, onErr func(Driver, error), fn func(Driver, runtime.RunInfo)) {
+	n := s.n
+	seen := map[Driver]bool{}
+	for _, drv := range s.drivers {
+		if seen[drv] {
+			continue
+		}
+		seen[drv] = true
+		ctx, c := context.WithTimeout(n.ctx, 30*time.Second)
+		runs, err := drv.List(ctx, map[string]string{runtime.LabelOrg: org, runtime.LabelMachine: n.id.String()})
+		c()
+		if err != nil {
+			if onErr != nil {
+				onErr(drv, err)
+			}
+			continue
+		}
+		for _, r := range runs {
+			fn(drv, r)
+		}
+	}
 }
 
 // supervised reports whether run r must be left alone by sweep: its job is
@@ -1333,23 +1346,9 @@ func (s *scheduler) adopt() {
 	if org == "" {
 		return
 	}
-	seen := map[Driver]bool{}
-	for _, drv := range s.drivers {
-		if seen[drv] {
-			continue
-		}
-		seen[drv] = true
-		ctx, c := context.WithTimeout(n.ctx, 30*time.Second)
-		runs, err := drv.List(ctx, map[string]string{runtime.LabelOrg: org, runtime.LabelMachine: n.id.String()})
-		c()
-		if err != nil {
-			n.log.Warn("adoption: listing runs failed", "driver", drv.Name(), "err", err)
-			continue
-		}
-		for _, r := range runs {
-			s.adoptOne(drv, r)
-		}
-	}
+	s.forEachRun(org, func(drv Driver, err error) {
+		n.log.Warn("adoption: listing runs failed", "driver", drv.Name(), "err", err)
+	}, s.adoptOne)
 }
 
 func (s *scheduler) adoptOne(drv Driver, r runtime.RunInfo) {
