@@ -304,7 +304,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 	}
 	sort.Ints(conns)
 	b.Logf("connections per node: min %d, median %d, max %d", conns[0], conns[len(conns)/2], conns[len(conns)-1])
-	if stop := startProfile(b, "CSHARE_BENCH_IDLEPROFILE"); stop != nil {
+	if stop := startProfile(b, os.Getenv("CSHARE_BENCH_IDLEPROFILE")); stop != nil {
 		// What the formed mesh does while nothing is submitted.
 		time.Sleep(20 * time.Second)
 		stop()
@@ -329,8 +329,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		got, took := map[*Node]time.Duration{}, map[*Node]time.Duration{}
 		var profStop func()
 		if profile != "" {
-			os.Setenv("CSHARE_BENCH_OP_PROFILE", fmt.Sprintf("%s.%d", profile, i+1))
-			profStop = startProfile(b, "CSHARE_BENCH_OP_PROFILE")
+			profStop = startProfile(b, fmt.Sprintf("%s.%d", profile, i+1))
 		}
 		t0 := time.Now()
 		hook := func(n *Node, pushed int, before bool) {
@@ -462,10 +461,9 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 	b.ReportMetric(float64(width*b.N)/started.Seconds(), "instances/s")
 }
 
-// startProfile starts a CPU profile into the file the environment variable
-// env names, and returns what stops it; nil when env is unset.
-func startProfile(b *testing.B, env string) func() {
-	f := os.Getenv(env)
+// startProfile starts a CPU profile into file f and returns what stops it;
+// nil when f is "".
+func startProfile(b *testing.B, f string) func() {
 	if f == "" {
 		return nil
 	}

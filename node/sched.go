@@ -201,11 +201,9 @@ func (s *scheduler) loop() {
 			s.broadcast()
 			kicked, nudged, lastPlan = false, false, time.Now()
 		}
-		// Beat before flushing: the heartbeat announces the leases of items
-		// just taken, and a flush (a durable write) can take a while. But
-		// short items can finish faster than a flush a second: past flushAt
-		// finished items, flush first, or the heartbeat listing them would
-		// outgrow a gossip message.
+		// Short items can finish faster than a flush a second: past
+		// flushAt finished items, flush at once, or the heartbeat listing
+		// them would outgrow a gossip message.
 		if s.pendingResults() >= flushAt {
 			s.flush(n.ctx)
 			lastFlush = time.Now()
@@ -938,24 +936,21 @@ type jobOwners struct {
 // instances (the current plan or the previous one), cached per plan. s.mu
 // must be held.
 func (s *scheduler) ownersOf(job, hash string, insts []smartshare.Instance) *jobOwners {
-	key := job + "\x00" + hash
-	if jo, ok := s.owners.get(key); ok {
-		return jo
-	}
-	jo := &jobOwners{rank: map[slotKey]int{}}
-	var seeds []uint64
-	for _, pi := range insts {
-		if pi.Job != job {
-			continue
+	return s.owners.getOr(job+"\x00"+hash, 64, func() *jobOwners {
+		jo := &jobOwners{rank: map[slotKey]int{}}
+		var seeds []uint64
+		for _, pi := range insts {
+			if pi.Job != job {
+				continue
+			}
+			k := slotKey{pi.Machine, pi.Slot}
+			jo.rank[k] = len(jo.owners)
+			jo.owners = append(jo.owners, k)
+			seeds = append(seeds, ownerSeed(job, pi.Machine, pi.Slot))
 		}
-		k := slotKey{pi.Machine, pi.Slot}
-		jo.rank[k] = len(jo.owners)
-		jo.owners = append(jo.owners, k)
-		seeds = append(seeds, ownerSeed(job, pi.Machine, pi.Slot))
-	}
-	jo.ring = s.ringFor(seeds)
-	s.owners.put(key, jo, 64)
-	return jo
+		jo.ring = s.ringFor(seeds)
+		return jo
+	})
 }
 
 // remoteView is what other machines' heartbeats say about one job: the
@@ -966,12 +961,12 @@ func (s *scheduler) ownersOf(job, hash string, insts []smartshare.Instance) *job
 // arrives, the plan changes, or remoteViewTTL passes (liveness is a matter
 // of time).
 type remoteView struct {
-	job, plan string
-	gen       uint64
-	at        time.Time
-	leased    map[int64]bool
-	alive     map[slotKey]bool
-	online    []string
+	plan   string
+	gen    uint64
+	at     time.Time
+	leased map[int64]bool
+	alive  map[slotKey]bool
+	online []string
 }
 
 const remoteViewTTL = 100 * time.Millisecond
@@ -986,7 +981,7 @@ func (s *scheduler) remoteView(job, plan string, owners []slotKey, now time.Time
 	}
 	s.viewMu.Unlock()
 	me := n.id.String()
-	v := &remoteView{job: job, plan: plan, gen: gen, at: now, leased: map[int64]bool{}, alive: map[slotKey]bool{}}
+	v := &remoteView{plan: plan, gen: gen, at: now, leased: map[int64]bool{}, alive: map[slotKey]bool{}}
 	planned := map[string][]slotKey{}
 	for _, o := range owners {
 		planned[o.m] = append(planned[o.m], o)
@@ -1086,24 +1081,39 @@ type itemBuckets struct {
 }
 
 func newItemBuckets(n int) *itemBuckets {
+	idx := make([]int32, n)
+	for i := range idx {
+		idx[i] = int32(i)
+	}
+	ib := &itemBuckets{}
+	ib.order, ib.shift, ib.start = bucketByTopBits(idx, 2, func(i int32) uint64 { return itemHash(int(i)) })
+	return ib
+}
+
+// bucketByTopBits orders xs by the top bits of their keys, a counting sort:
+// the keys are hashes, spread evenly, so about perBucket share a bucket.
+// Bucket b is out[start[b]:start[b+1]]; a key k is in bucket k>>shift.
+func bucketByTopBits[T any](xs []T, perBucket int, key func(T) uint64) (out []T, shift uint, start []int32) {
 	bits := uint(1)
-	for 1<<bits < n/2 && bits < 24 {
+	for 1<<bits < len(xs)/perBucket && bits < 24 {
 		bits++
 	}
-	ib := &itemBuckets{shift: 64 - bits, start: make([]int32, 1<<bits+1), order: make([]int32, n)}
-	for i := 0; i < n; i++ {
-		ib.start[itemHash(i)>>ib.shift+1]++
+	shift = 64 - bits
+	start = make([]int32, 1<<bits+1)
+	for _, x := range xs {
+		start[key(x)>>shift+1]++
 	}
-	for b := 1; b < len(ib.start); b++ {
-		ib.start[b] += ib.start[b-1]
+	for b := 1; b < len(start); b++ {
+		start[b] += start[b-1]
 	}
-	fill := append([]int32(nil), ib.start[:len(ib.start)-1]...)
-	for i := 0; i < n; i++ {
-		b := itemHash(i) >> ib.shift
-		ib.order[fill[b]] = int32(i)
+	fill := append([]int32(nil), start[:len(start)-1]...)
+	out = make([]T, len(xs))
+	for _, x := range xs {
+		b := key(x) >> shift
+		out[fill[b]] = x
 		fill[b]++
 	}
-	return ib
+	return out, shift, start
 }
 
 // inRange appends the items whose hash h satisfies lo < h <= hi (lo <= h
@@ -1174,12 +1184,7 @@ func (s *scheduler) itemsOf(r *ownerRing, rank, n int) []int32 {
 func (s *scheduler) bucketsFor(n int) *itemBuckets {
 	s.ringMu.Lock()
 	defer s.ringMu.Unlock()
-	if ib, ok := s.buckets.get(n); ok {
-		return ib
-	}
-	ib := newItemBuckets(n)
-	s.buckets.put(n, ib, 16)
-	return ib
+	return s.buckets.getOr(n, 16, func() *itemBuckets { return newItemBuckets(n) })
 }
 
 const ringVNodes = 16
@@ -1219,34 +1224,14 @@ type ringPoint struct {
 // top bits puts them in buckets of about one, which insertion sort then
 // orders; several times faster than a comparison sort.
 func sortRingPoints(pts []ringPoint) []ringPoint {
-	bits := uint(1)
-	for 1<<bits < len(pts) && bits < 24 {
-		bits++
-	}
-	shift := 64 - bits
-	start := make([]int32, 1<<bits+1)
-	for _, p := range pts {
-		start[p.h>>shift+1]++
-	}
-	for b := 1; b < len(start); b++ {
-		start[b] += start[b-1]
-	}
-	out := make([]ringPoint, len(pts))
-	fill := start[:len(start)-1]
-	for _, p := range pts {
-		b := p.h >> shift
-		out[fill[b]] = p
-		fill[b]++
-	}
-	// fill[b] is now where bucket b ends, and bucket b starts where b-1 ends.
-	lo := 0
-	for _, hi := range fill {
-		for x := lo + 1; x < int(hi); x++ {
+	out, _, start := bucketByTopBits(pts, 1, func(p ringPoint) uint64 { return p.h })
+	for b := 0; b+1 < len(start); b++ {
+		lo, hi := int(start[b]), int(start[b+1])
+		for x := lo + 1; x < hi; x++ {
 			for y := x; y > lo && ringLess(out[y], out[y-1]); y-- {
 				out[y], out[y-1] = out[y-1], out[y]
 			}
 		}
-		lo = int(hi)
 	}
 	return out
 }
@@ -1276,6 +1261,16 @@ func (c *smallCache[K, V]) get(k K) (V, bool) {
 	return v, ok
 }
 
+// getOr returns the value under k, building and storing it if missing.
+func (c *smallCache[K, V]) getOr(k K, max int, build func() V) V {
+	if v, ok := c.m[k]; ok {
+		return v
+	}
+	v := build()
+	c.put(k, v, max)
+	return v
+}
+
 // put stores v under k, first emptying the cache if it holds max entries.
 func (c *smallCache[K, V]) put(k K, v V, max int) {
 	if c.m == nil || len(c.m) >= max {
@@ -1292,12 +1287,7 @@ func (s *scheduler) ringFor(seeds []uint64) *ownerRing {
 	}
 	s.ringMu.Lock()
 	defer s.ringMu.Unlock()
-	if r, ok := s.rings.get(key); ok {
-		return r
-	}
-	r := newOwnerRing(seeds)
-	s.rings.put(key, r, 64)
-	return r
+	return s.rings.getOr(key, 64, func() *ownerRing { return newOwnerRing(seeds) })
 }
 
 func (s *scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {

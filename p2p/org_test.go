@@ -227,10 +227,7 @@ func TestForgedHeartbeatsRejected(t *testing.T) {
 	otherID, _ := peer.IDFromPrivateKey(other)
 	v.m.add(otherID, true)
 
-	cases := []struct {
-		reason string
-		data   func(self crypto.PrivKey) []byte
-	}{
+	cases := []forgery{
 		{"bad_signature", func(self crypto.PrivKey) []byte {
 			hb := ptSigned(t, ptOrg, self, 10)
 			forged := ptSigned(t, ptOrg, other, 10)
@@ -266,23 +263,7 @@ func TestForgedHeartbeatsRejected(t *testing.T) {
 			return append(out, b[j+3:]...)
 		}},
 	}
-	want := map[string]uint64{}
-	for i, c := range cases {
-		t.Run(fmt.Sprintf("%d_%s", i, c.reason), func(t *testing.T) {
-			k := ptKey(t) // a fresh approved sender per case, so its score stays above graylist
-			id, _ := peer.IDFromPrivateKey(k)
-			v.m.add(id, true)
-			_, tp := ptRaw(t, v, TopicHeartbeat(ptOrg), k)
-			if err := tp.Publish(context.Background(), c.data(k)); err != nil {
-				t.Fatal(err)
-			}
-			want[c.reason]++
-			v.waitRejected(t, "heartbeat/"+c.reason, want[c.reason])
-			if got := ptCounter(t, v.reg, "heartbeat", c.reason); got != float64(want[c.reason]) {
-				t.Fatalf("counter %s = %v, want %d", c.reason, got, want[c.reason])
-			}
-		})
-	}
+	v.publishForgeries(t, TopicHeartbeat(ptOrg), KindHeartbeat, cases)
 	if n := v.rec.count(func(h Heartbeat) bool { return h.Machine != v.h.ID().String() }); n != 0 {
 		t.Fatalf("%d forged heartbeats delivered", n)
 	}
@@ -386,6 +367,37 @@ func ptHeads(t testing.TB, k crypto.PrivKey, m headsMsg) []byte {
 	return data
 }
 
+// forgery is a message a test publishes as sender self, expecting it to be
+// rejected for reason.
+type forgery struct {
+	reason string
+	data   func(self crypto.PrivKey) []byte
+}
+
+// publishForgeries publishes each forgery on topic from a fresh approved
+// sender (so its score stays above graylist) and waits until the victim has
+// rejected it for its reason and counted it.
+func (v *ptVictim) publishForgeries(t *testing.T, topic, kind string, cases []forgery) {
+	t.Helper()
+	want := map[string]uint64{}
+	for i, c := range cases {
+		t.Run(fmt.Sprintf("%d_%s", i, c.reason), func(t *testing.T) {
+			k := ptKey(t)
+			id, _ := peer.IDFromPrivateKey(k)
+			v.m.add(id, true)
+			_, tp := ptRaw(t, v, topic, k)
+			if err := tp.Publish(context.Background(), c.data(k)); err != nil {
+				t.Fatal(err)
+			}
+			want[c.reason]++
+			v.waitRejected(t, kind+"/"+c.reason, want[c.reason])
+			if got := ptCounter(t, v.reg, kind, c.reason); got != float64(want[c.reason]) {
+				t.Fatalf("counter %s = %v, want %d", c.reason, got, want[c.reason])
+			}
+		})
+	}
+}
+
 // TestForgedHeadsRejected: a heads announcement must carry a valid signature
 // by the machine it names; forged ones are rejected and never delivered.
 func TestForgedHeadsRejected(t *testing.T) {
@@ -396,10 +408,7 @@ func TestForgedHeadsRejected(t *testing.T) {
 	other := ptKey(t)
 	otherID, _ := peer.IDFromPrivateKey(other)
 	v.m.add(otherID, true)
-	cases := []struct {
-		reason string
-		data   func(self crypto.PrivKey) []byte
-	}{
+	cases := []forgery{
 		{"unsigned", func(self crypto.PrivKey) []byte {
 			id, _ := peer.IDFromPrivateKey(self)
 			b, _ := gossipEnc.Marshal(&headsMsg{Seq: 1, Payload: []byte("x"), From: id.String()})
@@ -427,20 +436,7 @@ func TestForgedHeadsRejected(t *testing.T) {
 			return b
 		}},
 	}
-	want := map[string]uint64{}
-	for i, c := range cases {
-		t.Run(fmt.Sprintf("%d_%s", i, c.reason), func(t *testing.T) {
-			k := ptKey(t)
-			id, _ := peer.IDFromPrivateKey(k)
-			v.m.add(id, true)
-			_, tp := ptRaw(t, v, TopicLedger(ptOrg), k)
-			if err := tp.Publish(context.Background(), c.data(k)); err != nil {
-				t.Fatal(err)
-			}
-			want[c.reason]++
-			v.waitRejected(t, "ledger/"+c.reason, want[c.reason])
-		})
-	}
+	v.publishForgeries(t, TopicLedger(ptOrg), KindLedger, cases)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(got) != 0 {
