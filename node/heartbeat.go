@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -110,7 +111,20 @@ func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
 // syncHeads fetches from machine id the heads its heartbeat names that this
 // node lacks: heartbeats carry heads, so the ledger topic needs only the
 // announcements of new entries and a slow periodic one (see headsLoop).
+//
+// A machine names the same heads heartbeat after heartbeat while the ledger
+// is quiet, and an org whose machines all wrote at once (after an approval
+// wave or a restart) keeps a hundred heads until someone writes again, so
+// heads this node already had when the machine last named them are not
+// decoded and looked up again: the ledger only grows.
 func (n *Node) syncHeads(id peer.ID, heads []string) {
+	key := id.String()
+	n.headsMu.Lock()
+	same := slices.Equal(n.haveHeads[key], heads)
+	n.headsMu.Unlock()
+	if same {
+		return
+	}
 	var want []cid.Cid
 	n.mu.RLock()
 	for _, h := range heads {
@@ -120,6 +134,12 @@ func (n *Node) syncHeads(id peer.ID, heads []string) {
 	}
 	n.mu.RUnlock()
 	if len(want) == 0 {
+		n.headsMu.Lock()
+		if n.haveHeads == nil {
+			n.haveHeads = map[string][]string{}
+		}
+		n.haveHeads[key] = heads
+		n.headsMu.Unlock()
 		return
 	}
 	// The author's own announcement, carrying a new entry, is usually on

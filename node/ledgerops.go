@@ -87,10 +87,14 @@ func (n *Node) addLocked(es []*ledger.Entry) []*ledger.Entry {
 func (n *Node) write(ctx context.Context, kind string, payload any) (*ledger.Entry, error) {
 	n.writeMu.Lock()
 	defer n.writeMu.Unlock()
+	// Every entry folded so far is durable before this one names it: a
+	// pushed entry is folded before its write ends (see takePushed).
+	n.persisting.Lock()
 	n.mu.RLock()
 	org := n.lg.Org()
 	heads, clock := n.parentsLocked()
 	n.mu.RUnlock()
+	n.persisting.Unlock()
 	if kind == ledger.KindGenesis {
 		org, heads, clock = "", nil, 0
 	}
@@ -587,9 +591,17 @@ func (m *membership) HasHeadsPayload(payload []byte) bool {
 }
 
 // takePushed verifies entries pushed in a heads announcement exactly as
-// fetched blocks are (signature, canonical form, org), stores them durably
-// and folds them. Entries whose parents are missing wait for the fetch that
-// the announcement's heads trigger.
+// fetched blocks are (signature, canonical form, org), folds them and stores
+// them durably. Entries whose parents are missing wait for the fetch that the
+// announcement's heads trigger.
+//
+// The fold comes first, so the scheduler starts a new job's instances while
+// the write is under way: on a busy host the write is the slowest step of
+// taking a new entry. A pushed entry is not a write this node acknowledged,
+// and one lost in a crash is fetched again from the peers that sent it; but a
+// local write must never name a parent that is not durable, or the node would
+// restart with a child whose parent it lacks, so write waits (persisting)
+// until every folded entry is stored.
 func (n *Node) takePushed(raw [][]byte) {
 	org := n.orgID()
 	var es []*ledger.Entry
@@ -612,10 +624,12 @@ func (n *Node) takePushed(raw [][]byte) {
 	if len(es) == 0 {
 		return
 	}
-	if err := n.store.PutBlocks(blocks); err != nil {
-		return
-	}
+	n.persisting.RLock()
+	defer n.persisting.RUnlock()
 	n.mu.Lock()
 	n.addLocked(es)
 	n.mu.Unlock()
+	if err := n.store.PutBlocks(blocks); err != nil {
+		n.log.Warn("could not store a pushed ledger entry; peers will send it again after a restart", "err", err)
+	}
 }

@@ -82,9 +82,18 @@ type Node struct {
 	wanted   map[string]time.Time  // CIDs asked of some peer, and when (see syncFrom)
 
 	writeMu sync.Mutex // serialises local writes so each names the latest heads
+	// persisting is read-held by takePushed from the fold of a pushed entry
+	// until its durable write ends; write takes it to name only durable
+	// parents (see takePushed).
+	persisting sync.RWMutex
 
 	peersMu sync.Mutex
 	known   map[string][]string // machine ID -> last known addresses
+
+	headsMu sync.Mutex
+	// haveHeads is, per machine, the heads its last heartbeat named when
+	// this node had every one of them (see syncHeads).
+	haveHeads map[string][]string
 
 	apiSrv  *http.Server
 	apiAddr string

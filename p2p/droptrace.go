@@ -21,7 +21,37 @@ const (
 // dropTracer counts the messages GossipSub drops under load. A drop is not
 // an error (gossip repairs it, heartbeats carry heads) but it delays the
 // org's view, so it is a metric an operator should see.
-type dropTracer struct{ dropped *prometheus.CounterVec }
+type dropTracer struct {
+	dropped *prometheus.CounterVec
+	traffic *traffic
+}
+
+// traffic counts GossipSub RPCs and messages by direction: the per-machine
+// cost of an org's gossip, which grows with the org's size.
+type traffic struct {
+	rpcsIn, rpcsOut, dups, ihaves prometheus.Counter
+}
+
+func newTraffic(reg prometheus.Registerer) *traffic {
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cshare_gossip_rpcs_total",
+		Help: "GossipSub RPCs (frames of messages and control) sent and received, by direction.",
+	}, []string{"dir"})
+	dups := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cshare_gossip_duplicates_total",
+		Help: "Gossip messages received again after a first copy (the redundancy of the mesh).",
+	})
+	ihaves := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "cshare_gossip_ihave_sent_total",
+		Help: "IHAVE announcements (lazy gossip) sent.",
+	})
+	if reg != nil {
+		vec = registerOrExisting(reg, vec)
+		dups = registerOrExisting(reg, dups)
+		ihaves = registerOrExisting(reg, ihaves)
+	}
+	return &traffic{rpcsIn: vec.WithLabelValues("in"), rpcsOut: vec.WithLabelValues("out"), dups: dups, ihaves: ihaves}
+}
 
 var _ pubsub.RawTracer = dropTracer{}
 
@@ -38,22 +68,40 @@ func (t dropTracer) UndeliverableMessage(*pubsub.Message) {
 	t.dropped.WithLabelValues(DropUndeliverable).Inc()
 }
 
-func (dropTracer) AddPeer(peer.ID, protocol.ID)     {}
-func (dropTracer) RemovePeer(peer.ID)               {}
-func (dropTracer) Join(string)                      {}
-func (dropTracer) Leave(string)                     {}
-func (dropTracer) Graft(peer.ID, string)            {}
-func (dropTracer) Prune(peer.ID, string)            {}
-func (dropTracer) ValidateMessage(*pubsub.Message)  {}
-func (dropTracer) DeliverMessage(*pubsub.Message)   {}
-func (dropTracer) DuplicateMessage(*pubsub.Message) {}
-func (dropTracer) ThrottlePeer(peer.ID)             {}
-func (dropTracer) RecvRPC(*pubsub.RPC)              {}
-func (dropTracer) SendRPC(*pubsub.RPC, peer.ID)     {}
+func (dropTracer) AddPeer(peer.ID, protocol.ID)       {}
+func (dropTracer) RemovePeer(peer.ID)                 {}
+func (dropTracer) Join(string)                        {}
+func (dropTracer) Leave(string)                       {}
+func (dropTracer) Graft(peer.ID, string)              {}
+func (dropTracer) Prune(peer.ID, string)              {}
+func (dropTracer) ValidateMessage(*pubsub.Message)    {}
+func (dropTracer) DeliverMessage(*pubsub.Message)     {}
+func (t dropTracer) DuplicateMessage(*pubsub.Message) { t.traffic.dups.Inc() }
+func (dropTracer) ThrottlePeer(peer.ID)               {}
+func (t dropTracer) RecvRPC(*pubsub.RPC)              { t.traffic.rpcsIn.Inc() }
+func (t dropTracer) SendRPC(r *pubsub.RPC, _ peer.ID) {
+	t.traffic.rpcsOut.Inc()
+	if c := r.GetControl(); c != nil && len(c.GetIhave()) > 0 {
+		t.traffic.ihaves.Inc()
+	}
+}
 
 // Dropped returns how many gossip messages this host dropped for reason (one
 // of the Drop* constants) since it started.
 func (h *Host) Dropped(reason string) float64 { return counterValue(h.dropped, reason) }
+
+// Traffic returns the GossipSub RPCs this host received and sent, the
+// duplicate messages it received, and the RPCs carrying IHAVE it sent, since
+// it started.
+func (h *Host) Traffic() (in, out, dups, ihaves float64) {
+	v := func(c prometheus.Counter) float64 {
+		var m dto.Metric
+		_ = c.Write(&m)
+		return m.GetCounter().GetValue()
+	}
+	t := h.traffic
+	return v(t.rpcsIn), v(t.rpcsOut), v(t.dups), v(t.ihaves)
+}
 
 // Accepted returns how many gossip messages of a topic kind (KindLedger or
 // KindHeartbeat) this host's validators accepted since it started, its own
