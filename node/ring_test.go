@@ -80,29 +80,66 @@ func BenchmarkOwnerRing(b *testing.B) {
 	}
 }
 
-// TestSortRingPoints: the bucket sort orders points exactly as a comparison
-// sort by (place, owner) does, ties and clustered places included.
-func TestSortRingPoints(t *testing.T) {
+// TestOwnerRingSorted: the ring built in place holds every seed's points
+// ordered exactly as a comparison sort by (place, owner) orders them.
+func TestOwnerRingSorted(t *testing.T) {
+	type point struct {
+		h uint64
+		k int32
+	}
 	rapid.Check(t, func(t *rapid.T) {
-		n := rapid.IntRange(0, 3000).Draw(t, "n")
-		narrow := rapid.Bool().Draw(t, "narrow") // few distinct places: many ties, full buckets
-		pts := make([]ringPoint, n)
-		for i := range pts {
-			h := rapid.Uint64().Draw(t, "h")
-			if narrow {
-				h = rapid.Uint64Range(0, 8).Draw(t, "h8") << 60
+		seeds := rapid.SliceOfN(rapid.Uint64(), 0, 300).Draw(t, "seeds")
+		var want []point
+		for k, sd := range seeds {
+			for v := uint64(0); v < ringVNodes; v++ {
+				want = append(want, point{ringPlace(sd, v), int32(k)})
 			}
-			pts[i] = ringPoint{h, rapid.IntRange(0, 50).Draw(t, "k")}
 		}
-		want := slices.Clone(pts)
-		slices.SortFunc(want, func(a, b ringPoint) int {
+		slices.SortFunc(want, func(a, b point) int {
 			if a.h != b.h {
 				return cmp.Compare(a.h, b.h)
 			}
 			return cmp.Compare(a.k, b.k)
 		})
-		if got := sortRingPoints(pts); !slices.Equal(got, want) {
-			t.Fatalf("sortRingPoints disagrees with a comparison sort")
+		r := newOwnerRing(seeds)
+		if len(r.points) != len(want) || len(r.owners) != len(want) {
+			t.Fatalf("ring has %d points and %d owners, want %d", len(r.points), len(r.owners), len(want))
+		}
+		for x, p := range want {
+			if r.points[x] != p.h || r.owners[x] != p.k {
+				t.Fatalf("point %d: (%x, %d), want (%x, %d)", x, r.points[x], r.owners[x], p.h, p.k)
+			}
+		}
+	})
+}
+
+// TestSortRingBucket: a bucket's insertion sort orders by (place, owner),
+// ties and repeated places included, and moves each owner with its place.
+func TestSortRingBucket(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(0, 40).Draw(t, "n")
+		points, owners := make([]uint64, n), make([]int32, n)
+		type pair struct {
+			h uint64
+			k int32
+		}
+		want := make([]pair, n)
+		for i := range points {
+			points[i] = rapid.Uint64Range(0, 4).Draw(t, "h")
+			owners[i] = rapid.Int32Range(0, 5).Draw(t, "k")
+			want[i] = pair{points[i], owners[i]}
+		}
+		slices.SortFunc(want, func(a, b pair) int {
+			if a.h != b.h {
+				return cmp.Compare(a.h, b.h)
+			}
+			return cmp.Compare(a.k, b.k)
+		})
+		sortRingBucket(points, owners)
+		for i, w := range want {
+			if points[i] != w.h || owners[i] != w.k {
+				t.Fatalf("at %d: (%d, %d), want (%d, %d)", i, points[i], owners[i], w.h, w.k)
+			}
 		}
 	})
 }

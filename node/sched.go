@@ -1061,7 +1061,7 @@ const ownReserve = 3
 // lookup is a binary search, so dispatch stays cheap for wide jobs.
 type ownerRing struct {
 	points []uint64
-	owners []int
+	owners []int32
 
 	mu   sync.Mutex
 	mine map[int][]int32 // rank -> its item indexes, ascending (see itemsOf)
@@ -1159,7 +1159,7 @@ func (s *scheduler) itemsOf(r *ownerRing, rank, n int) []int32 {
 		ib := s.bucketsFor(n)
 		last := r.points[len(r.points)-1]
 		for k, o := range r.owners {
-			if o != rank {
+			if int(o) != rank {
 				continue
 			}
 			// ownerOf gives h to the first point >= h (wrapping to point
@@ -1196,47 +1196,66 @@ func mix64(z uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
+// newOwnerRing places ringVNodes points per seed and sorts them by (place,
+// owner), in place in the ring's own two arrays: a counting pass by the top
+// bits of the place into about one bucket per point, then an insertion sort
+// within each bucket (places are uniform, so buckets hold one or two). Every
+// node builds the ring of a wide job when it starts (32,000 points for 2,000
+// instances), so it allocates just the ring and the bucket starts.
 func newOwnerRing(seeds []uint64) *ownerRing {
-	pts := make([]ringPoint, 0, len(seeds)*ringVNodes)
-	for k, sd := range seeds {
+	n := len(seeds) * ringVNodes
+	r := &ownerRing{points: make([]uint64, n), owners: make([]int32, n)}
+	if n == 0 {
+		return r
+	}
+	bits := uint(1)
+	for 1<<bits < n && bits < 24 {
+		bits++
+	}
+	shift := 64 - bits
+	// next[b] is where bucket b's next point goes: first the bucket's start
+	// (counts, then sums), and once every point is placed, its end.
+	next := make([]int32, 1<<bits)
+	for _, sd := range seeds {
 		for v := uint64(0); v < ringVNodes; v++ {
-			pts = append(pts, ringPoint{mix64(sd ^ (v+1)*0x9E3779B97F4A7C15), k})
+			if b := ringPlace(sd, v) >> shift; b+1 < uint64(len(next)) {
+				next[b+1]++
+			}
 		}
 	}
-	pts = sortRingPoints(pts)
-	r := &ownerRing{points: make([]uint64, len(pts)), owners: make([]int, len(pts))}
-	for x, p := range pts {
-		r.points[x], r.owners[x] = p.h, p.k
+	for b := 1; b < len(next); b++ {
+		next[b] += next[b-1]
+	}
+	for k, sd := range seeds {
+		for v := uint64(0); v < ringVNodes; v++ {
+			h := ringPlace(sd, v)
+			b := h >> shift
+			x := next[b]
+			next[b]++
+			r.points[x], r.owners[x] = h, int32(k)
+		}
+	}
+	lo := int32(0)
+	for _, hi := range next {
+		sortRingBucket(r.points[lo:hi], r.owners[lo:hi])
+		lo = hi
 	}
 	return r
 }
 
-// ringPoint is a virtual node: its place on the ring and its owner.
-type ringPoint struct {
-	h uint64
-	k int
-}
+// ringPlace is the place on the ring of a seed's v-th point.
+func ringPlace(seed, v uint64) uint64 { return mix64(seed ^ (v+1)*0x9E3779B97F4A7C15) }
 
-// sortRingPoints returns pts ordered by (h, k). Every node that starts a
-// wide job builds its ring (16 points per instance: 32,000 for a
-// 100-machine, 20-slot job), so this is on the path from submission to
-// start: the points are hashes, spread evenly, so a counting pass on their
-// top bits puts them in buckets of about one, which insertion sort then
-// orders; several times faster than a comparison sort.
-func sortRingPoints(pts []ringPoint) []ringPoint {
-	out, _, start := bucketByTopBits(pts, 1, func(p ringPoint) uint64 { return p.h })
-	for b := 0; b+1 < len(start); b++ {
-		lo, hi := int(start[b]), int(start[b+1])
-		for x := lo + 1; x < hi; x++ {
-			for y := x; y > lo && ringLess(out[y], out[y-1]); y-- {
-				out[y], out[y-1] = out[y-1], out[y]
-			}
+// sortRingBucket sorts one bucket's points by (place, owner), moving the
+// owners along: an insertion sort, for the few points of a bucket.
+func sortRingBucket(points []uint64, owners []int32) {
+	for x := 1; x < len(points); x++ {
+		for y := x; y > 0 && (points[y] < points[y-1] || points[y] == points[y-1] && owners[y] < owners[y-1]); y-- {
+			points[y], points[y-1] = points[y-1], points[y]
+			owners[y], owners[y-1] = owners[y-1], owners[y]
 		}
 	}
-	return out
 }
-
-func ringLess(a, b ringPoint) bool { return a.h < b.h || a.h == b.h && a.k < b.k }
 
 // ownerOf is the owner of item index i (an index into the seeds).
 func (r *ownerRing) ownerOf(i int) int {
@@ -1248,7 +1267,7 @@ func (r *ownerRing) ownerOf(i int) int {
 	if k == len(r.points) {
 		k = 0
 	}
-	return r.owners[k]
+	return int(r.owners[k])
 }
 
 // smallCache is a map that is emptied when it is full: the scheduler's
