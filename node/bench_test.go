@@ -281,6 +281,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 			return hb / float64(nodes), heads / float64(nodes)
 		}
 		hb0, heads0 := accepted()
+		drops0 := gossipDrops(ns)
 		var hookMu sync.Mutex
 		got, took := map[*Node]time.Duration{}, map[*Node]time.Duration{}
 		var profStop func()
@@ -392,13 +393,11 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		if profStop != nil {
 			profStop()
 		}
-		drops := map[string]float64{}
-		for _, n := range ns {
-			for _, r := range []string{p2p.DropValidationQueue, p2p.DropThrottled, p2p.DropOutbound, p2p.DropUndeliverable} {
-				drops[r] += n.host.Dropped(r)
-			}
+		drops1 := gossipDrops(ns)
+		for r, v := range drops1 {
+			drops1[r] = v - drops0[r]
 		}
-		b.Logf("gossip drops so far (all nodes): %v", drops)
+		fmt.Fprintf(os.Stderr, "  gossip drops during the placement (all nodes): %v\n", drops1)
 		b.Logf("messages accepted per node until every instance started: %.0f heartbeats, %.0f heads announcements", hbIn-hb0, heads1-heads0)
 	}
 	b.ReportMetric(float64(width*b.N)/started.Seconds(), "instances/s")
@@ -559,6 +558,17 @@ func formPlacementMesh(nodes, slots int, listen string) (*placementMesh, error) 
 	sort.Ints(conns)
 	phase(fmt.Sprintf("mesh dialled (connections per node: min %d, median %d, max %d)", conns[0], conns[len(conns)/2], conns[len(conns)-1]))
 	return pm, nil
+}
+
+// gossipDrops sums the gossip messages every node dropped, by reason.
+func gossipDrops(ns []*Node) map[string]float64 {
+	drops := map[string]float64{}
+	for _, n := range ns {
+		for _, r := range []string{p2p.DropValidationQueue, p2p.DropThrottled, p2p.DropOutbound, p2p.DropUndeliverable} {
+			drops[r] += n.host.Dropped(r)
+		}
+	}
+	return drops
 }
 
 // idleMesh profiles the formed, quiet mesh (CSHARE_BENCH_IDLEPROFILE=FILE)

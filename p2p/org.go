@@ -240,10 +240,10 @@ func (o *Org) join() error {
 			return err
 		}
 	}
-	if o.ledgerSub, err = o.ledgerTopic.Subscribe(pubsub.WithBufferSize(256)); err != nil {
+	if o.ledgerSub, err = o.ledgerTopic.Subscribe(pubsub.WithBufferSize(subBuffer)); err != nil {
 		return err
 	}
-	if o.hbSub, err = o.hbTopic.Subscribe(pubsub.WithBufferSize(256)); err != nil {
+	if o.hbSub, err = o.hbTopic.Subscribe(pubsub.WithBufferSize(subBuffer)); err != nil {
 		return err
 	}
 	o.events, err = o.hbTopic.EventHandler()
@@ -551,6 +551,19 @@ func (o *Org) validateHeads(_ context.Context, src peer.ID, msg *pubsub.Message)
 	o.h.accepted.WithLabelValues(KindLedger).Inc()
 	return pubsub.ValidationAccept
 }
+
+// subBuffer is how many accepted messages a topic's subscription holds for
+// its loop (ledgerLoop, heartbeatLoop) before GossipSub drops the next ones
+// (cshare_gossip_dropped_total{reason="subscriber_slow"}). A message dropped
+// there has passed validation and is marked seen, so no other copy is
+// delivered: a heads announcement's pushed entry then comes only through the
+// slow repair path (a later heartbeat's heads, then a fetch), and a dropped
+// heartbeat loses a machine's leases until its next one. A wave of heartbeats
+// (a wide job starting on every machine of a large org) arrives while the
+// loop waits for the ledger's lock; 256 overflowed at 100 machines on a busy
+// host (600-700 drops over six placements of the placement benchmark). The
+// buffer holds pointers and fills only under backlog.
+const subBuffer = 4096
 
 func (o *Org) ledgerLoop() {
 	defer o.wg.Done()
