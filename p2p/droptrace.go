@@ -94,13 +94,8 @@ func (h *Host) Dropped(reason string) float64 { return counterValue(h.dropped, r
 // duplicate messages it received, and the RPCs carrying IHAVE it sent, since
 // it started.
 func (h *Host) Traffic() (in, out, dups, ihaves float64) {
-	v := func(c prometheus.Counter) float64 {
-		var m dto.Metric
-		_ = c.Write(&m)
-		return m.GetCounter().GetValue()
-	}
 	t := h.traffic
-	return v(t.rpcsIn), v(t.rpcsOut), v(t.dups), v(t.ihaves)
+	return counterOf(t.rpcsIn), counterOf(t.rpcsOut), counterOf(t.dups), counterOf(t.ihaves)
 }
 
 // Accepted returns how many gossip messages of a topic kind (KindLedger or
@@ -109,8 +104,13 @@ func (h *Host) Traffic() (in, out, dups, ihaves float64) {
 func (h *Host) Accepted(kind string) float64 { return counterValue(h.accepted, kind) }
 
 func counterValue(c *prometheus.CounterVec, labels ...string) float64 {
+	return counterOf(c.WithLabelValues(labels...))
+}
+
+// counterOf reads a counter's value.
+func counterOf(c prometheus.Counter) float64 {
 	var m dto.Metric
-	if err := c.WithLabelValues(labels...).Write(&m); err != nil {
+	if err := c.Write(&m); err != nil {
 		return 0
 	}
 	return m.GetCounter().GetValue()
