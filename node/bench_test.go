@@ -6,16 +6,20 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fxamacker/cbor/v2"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/p2p"
@@ -271,6 +275,16 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 			idleMesh(b, ns)
 		}
 		pm.placements++
+		// The 100 nodes share one heap (about 2 GB live), and collecting
+		// it takes both cores for 1.5-2 s about every 10 s: a
+		// process-wide stall that no machine of a real org sees, each
+		// collecting its own ~20 MB heap in milliseconds. A placement
+		// that overlapped one took 1.5-5 s instead of 0.3 s. So each
+		// placement starts on a collected heap, as testing's own runs do
+		// (what it allocates is logged).
+		goruntime.GC()
+		var mem0 goruntime.MemStats
+		goruntime.ReadMemStats(&mem0)
 		b.StartTimer()
 		base := total.get()
 		accepted := func() (hb, heads float64) {
@@ -304,6 +318,45 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 			}
 		}
 		testHookHeads.Store(&hook)
+		// Where a late pushed entry waited: GossipSub's validation and
+		// delivery of the job's announcement on each node, and lost or
+		// reopened pubsub streams.
+		ledgerTopic := p2p.TopicLedger(ns[0].orgID())
+		byID := map[peer.ID]*Node{}
+		for _, n := range ns {
+			byID[n.host.ID()] = n
+		}
+		validated, delivered := map[*Node]time.Duration{}, map[*Node]time.Duration{}
+		var peerAdds, peerRemoves atomic.Int64
+		p2p.SetTraceHook(func(self peer.ID, ev, topic string, data []byte) {
+			switch ev {
+			case p2p.TracePeerAdd:
+				peerAdds.Add(1)
+				return
+			case p2p.TracePeerRemove:
+				peerRemoves.Add(1)
+				return
+			}
+			if topic != ledgerTopic {
+				return
+			}
+			var env struct {
+				Payload []byte `cbor:"payload"`
+			}
+			var msg headsMsg
+			if cbor.Unmarshal(data, &env) != nil || cbor.Unmarshal(env.Payload, &msg) != nil || len(msg.Entries) == 0 {
+				return
+			}
+			m := delivered
+			if ev == p2p.TraceValidate {
+				m = validated
+			}
+			hookMu.Lock()
+			if _, ok := m[byID[self]]; !ok {
+				m[byID[self]] = time.Since(t0)
+			}
+			hookMu.Unlock()
+		})
 		placed := make(chan struct{})
 		if f := os.Getenv("CSHARE_BENCH_STACKS"); f != "" {
 			// A slow placement: where every goroutine is, 1.5 s in
@@ -368,7 +421,19 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
 		sort.Slice(known, func(i, j int) bool { return known[i] < known[j] })
 		testHookHeads.Store(nil)
+		p2p.SetTraceHook(nil)
 		hookMu.Lock()
+		slow := make([]*Node, 0, len(got))
+		for n := range got {
+			slow = append(slow, n)
+		}
+		sort.Slice(slow, func(i, j int) bool { return got[slow[i]] > got[slow[j]] })
+		for _, n := range slow[:min(3, len(slow))] {
+			fmt.Fprintf(os.Stderr, "  slow node %s: validated %v, delivered %v, handled %v, taken %v\n",
+				n.id.ShortString(), validated[n].Round(time.Millisecond), delivered[n].Round(time.Millisecond),
+				got[n].Round(time.Millisecond), took[n].Round(time.Millisecond))
+		}
+		fmt.Fprintf(os.Stderr, "  pubsub streams meanwhile: %d opened, %d lost\n", peerAdds.Load(), peerRemoves.Load())
 		med := func(m map[*Node]time.Duration) (time.Duration, time.Duration, int) {
 			var ds []time.Duration
 			for _, d := range m {
@@ -393,6 +458,10 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		if profStop != nil {
 			profStop()
 		}
+		var mem1 goruntime.MemStats
+		goruntime.ReadMemStats(&mem1)
+		fmt.Fprintf(os.Stderr, "  allocated meanwhile: %d MB in all, %d KB per machine; %d collections\n",
+			(mem1.TotalAlloc-mem0.TotalAlloc)>>20, (mem1.TotalAlloc-mem0.TotalAlloc)>>10/uint64(nodes), mem1.NumGC-mem0.NumGC)
 		drops1 := gossipDrops(ns)
 		for r, v := range drops1 {
 			drops1[r] = v - drops0[r]

@@ -1,6 +1,8 @@
 package p2p
 
 import (
+	"sync/atomic"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,8 +24,45 @@ const (
 // an error (gossip repairs it, heartbeats carry heads) but it delays the
 // org's view, so it is a metric an operator should see.
 type dropTracer struct {
+	self    peer.ID
 	dropped *prometheus.CounterVec
 	traffic *traffic
+}
+
+// Trace events passed to a TraceHook.
+const (
+	TraceValidate   = "validate"    // a message entered validation
+	TraceDeliver    = "deliver"     // an accepted message was handed to our subscriber
+	TracePeerAdd    = "peer_add"    // a peer's pubsub stream opened
+	TracePeerRemove = "peer_remove" // a peer's pubsub stream was lost
+)
+
+// TraceHook sees GossipSub events of every host in the process: the host
+// (self), the event, and for messages their topic and data. It is for
+// benchmarks and diagnosis, and must be fast.
+type TraceHook func(self peer.ID, event, topic string, data []byte)
+
+var traceHook atomic.Pointer[TraceHook]
+
+// SetTraceHook installs fn (nil removes it).
+func SetTraceHook(fn TraceHook) {
+	if fn == nil {
+		traceHook.Store(nil)
+		return
+	}
+	traceHook.Store(&fn)
+}
+
+func (t dropTracer) trace(event string, m *pubsub.Message) {
+	h := traceHook.Load()
+	if h == nil {
+		return
+	}
+	if m == nil {
+		(*h)(t.self, event, "", nil)
+		return
+	}
+	(*h)(t.self, event, m.GetTopic(), m.GetData())
 }
 
 // traffic counts GossipSub RPCs and messages by direction: the per-machine
@@ -68,17 +107,17 @@ func (t dropTracer) UndeliverableMessage(*pubsub.Message) {
 	t.dropped.WithLabelValues(DropUndeliverable).Inc()
 }
 
-func (dropTracer) AddPeer(peer.ID, protocol.ID)       {}
-func (dropTracer) RemovePeer(peer.ID)                 {}
-func (dropTracer) Join(string)                        {}
-func (dropTracer) Leave(string)                       {}
-func (dropTracer) Graft(peer.ID, string)              {}
-func (dropTracer) Prune(peer.ID, string)              {}
-func (dropTracer) ValidateMessage(*pubsub.Message)    {}
-func (dropTracer) DeliverMessage(*pubsub.Message)     {}
-func (t dropTracer) DuplicateMessage(*pubsub.Message) { t.traffic.dups.Inc() }
-func (dropTracer) ThrottlePeer(peer.ID)               {}
-func (t dropTracer) RecvRPC(*pubsub.RPC)              { t.traffic.rpcsIn.Inc() }
+func (t dropTracer) AddPeer(peer.ID, protocol.ID)      { t.trace(TracePeerAdd, nil) }
+func (t dropTracer) RemovePeer(peer.ID)                { t.trace(TracePeerRemove, nil) }
+func (dropTracer) Join(string)                         {}
+func (dropTracer) Leave(string)                        {}
+func (dropTracer) Graft(peer.ID, string)               {}
+func (dropTracer) Prune(peer.ID, string)               {}
+func (t dropTracer) ValidateMessage(m *pubsub.Message) { t.trace(TraceValidate, m) }
+func (t dropTracer) DeliverMessage(m *pubsub.Message)  { t.trace(TraceDeliver, m) }
+func (t dropTracer) DuplicateMessage(*pubsub.Message)  { t.traffic.dups.Inc() }
+func (dropTracer) ThrottlePeer(peer.ID)                {}
+func (t dropTracer) RecvRPC(*pubsub.RPC)               { t.traffic.rpcsIn.Inc() }
 func (t dropTracer) SendRPC(r *pubsub.RPC, _ peer.ID) {
 	t.traffic.rpcsOut.Inc()
 	if c := r.GetControl(); c != nil && len(c.GetIhave()) > 0 {

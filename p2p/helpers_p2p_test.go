@@ -82,6 +82,21 @@ func ptHostKey(t testing.TB, k crypto.PrivKey, reg prometheus.Registerer) *Host 
 	return h
 }
 
+// ptPair starts two hosts, machines of one org, and joins it on both.
+func ptPair(t testing.TB) (a, b *Host, oa, ob *Org, m *ptMembers) {
+	t.Helper()
+	a, b = ptHost(t, nil), ptHost(t, nil)
+	m = newPtMembers(a.ID(), b.ID())
+	var err error
+	if oa, err = a.JoinOrg(ptOrg, m); err != nil {
+		t.Fatal(err)
+	}
+	if ob, err = b.JoinOrg(ptOrg, m); err != nil {
+		t.Fatal(err)
+	}
+	return a, b, oa, ob, m
+}
+
 func ptConnect(t testing.TB, a, b *Host) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

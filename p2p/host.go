@@ -156,7 +156,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		// the next heartbeat, an interval later.
 		pubsub.WithValidateQueueSize(validateQueueSize),
 		pubsub.WithPeerOutboundQueueSize(outboundQueueSize),
-		pubsub.WithRawTracer(dropTracer{dropped: h.dropped, traffic: h.traffic}),
+		pubsub.WithRawTracer(dropTracer{self: lh.ID(), dropped: h.dropped, traffic: h.traffic}),
 		pubsub.WithLogger(logger),
 	)
 	if err != nil {

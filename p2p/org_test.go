@@ -59,16 +59,7 @@ func (v *ptVictim) waitRejected(t *testing.T, key string, n uint64) {
 }
 
 func TestExchangeHeadsAndHeartbeats(t *testing.T) {
-	a, b := ptHost(t, nil), ptHost(t, nil)
-	m := newPtMembers(a.ID(), b.ID())
-	oa, err := a.JoinOrg(ptOrg, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ob, err := b.JoinOrg(ptOrg, m)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, oa, ob, m := ptPair(t)
 	if _, err := a.JoinOrg(ptOrg, m); !errors.Is(err, ErrOrgJoined) {
 		t.Fatalf("second JoinOrg: %v", err)
 	}
