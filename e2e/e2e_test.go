@@ -144,6 +144,13 @@ func TestThreeNodesDockerJob(t *testing.T) {
 	if len(machines) < 2 {
 		t.Fatalf("the job ran on %d machine(s); want it spread over the mesh", len(machines))
 	}
+	// Every item's output, from one machine's CLI: most are fetched from
+	// the machine that ran them.
+	for _, it := range items {
+		if out := ps[0].must("job", "logs", id, "--item", strconv.Itoa(int(it.Item))); strings.TrimSpace(out) != strconv.Itoa(int(it.Item)) {
+			t.Fatalf("logs of item %d (ran on %s), asked of node 0: %q", it.Item, it.Machine, out)
+		}
+	}
 	b, _ := json.Marshal(items)
 	t.Logf("items: %s", b)
 }

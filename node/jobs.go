@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"os"
@@ -14,9 +15,11 @@ import (
 	"time"
 
 	units "github.com/docker/go-units"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/runtime"
 )
 
@@ -508,7 +511,72 @@ func (n *Node) JobLogs(ctx context.Context, id string, item int64) ([]byte, erro
 	var it ledger.Item
 	n.snapshot(func(st *ledger.State) { it = st.Jobs[j.ID].Items[item-j.Spec.RangeStart] })
 	if it.Machine != "" && it.Machine != n.id.String() {
-		return nil, api.Errorf(http.StatusNotFound, "item %d ran on machine %s; its output is kept there (cshare --api of that node, job logs)", item, it.Machine)
+		return n.remoteLog(ctx, j.ID, item, it.Machine)
 	}
 	return nil, api.Errorf(http.StatusNotFound, "item %d has no output here yet (status: %s)", item, map[uint8]string{0: "pending", 1: "done", 2: "failed"}[it.Status])
+}
+
+// remoteLogTimeout bounds the fetch of an item's output from the machine
+// that ran it.
+const remoteLogTimeout = 30 * time.Second
+
+// remoteLog fetches an item's output from the machine that ran it, where it
+// is kept (p2p.LogsProtocol).
+func (n *Node) remoteLog(ctx context.Context, job string, item int64, machine string) ([]byte, error) {
+	pid, err := peer.Decode(machine)
+	if err != nil {
+		return nil, api.Errorf(http.StatusNotFound, "item %d ran on machine %s, whose ID is not valid", item, machine)
+	}
+	ctx, cancel := context.WithTimeout(ctx, remoteLogTimeout)
+	defer cancel()
+	out, err := p2p.FetchLog(ctx, n.host.LibP2P(), pid, p2p.LogsRequest{Org: n.orgID(), Job: job, Item: item}, runtime.LogCap)
+	switch {
+	case err == nil:
+		return out, nil
+	case errors.Is(err, p2p.ErrNoLog):
+		return nil, api.Errorf(http.StatusNotFound, "item %d ran on machine %s, which has no output for it (removed with its data dir?)", item, machine)
+	default:
+		return nil, api.Errorf(http.StatusBadGateway, "item %d ran on machine %s, which keeps its output, but could not send it: %v", item, machine, err)
+	}
+}
+
+// logSource serves this machine's item outputs to the org's machines
+// (p2p.LogsProtocol).
+type logSource Node
+
+func (s *logSource) LogsOrg() string { return (*Node)(s).orgID() }
+
+func (s *logSource) IsApproved(p peer.ID) bool { return (*membership)(s).IsApproved(p) }
+
+// OpenLog opens the output of an item of a job of the ledger: the job must
+// be known here (which also keeps the name from reaching outside the logs
+// directory) and the item in its range.
+func (s *logSource) OpenLog(job string, item int64) (io.ReadCloser, int64, error) {
+	n := (*Node)(s)
+	var spec *ledger.JobSpec
+	n.snapshot(func(st *ledger.State) {
+		if j := st.Jobs[job]; j != nil {
+			sp := j.Spec
+			spec = &sp
+		}
+	})
+	if spec == nil {
+		return nil, 0, fmt.Errorf("job %s is not in this machine's ledger", job)
+	}
+	if item < spec.RangeStart || item > spec.RangeEnd {
+		return nil, 0, fmt.Errorf("item: %d is outside the job's range %d-%d", item, spec.RangeStart, spec.RangeEnd)
+	}
+	f, err := os.Open(n.sched.logPath(job, item))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, 0, fmt.Errorf("%w: item %d of job %s", p2p.ErrNoLog, item, job)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, 0, err
+	}
+	return f, min(fi.Size(), runtime.LogCap), nil
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -604,4 +605,50 @@ func TestSweepRemovesStrays(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestJobLogsFromAnyMachine: an item's output stays on the machine that ran
+// it, and `job logs` on any other machine of the org fetches it from there;
+// once that machine is gone, the error names it.
+func TestJobLogsFromAnyMachine(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 2, interval: 250 * time.Millisecond, slots: 2, runFor: 50 * time.Millisecond})
+	m.formOrg()
+	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
+	j := submit(t, m.nodes[0].Node, api.JobSubmit{Name: "logs", CPUs: 4, MaxCPUs: "4", Range: "1-8"})
+	m.waitJobDone(30*time.Second, j.ID)
+	who := m.checkDoneOnce(j.ID)
+	ctx := ctxT(t)
+	byID := map[string]*meshNode{}
+	for _, mn := range m.nodes {
+		byID[mn.ID().String()] = mn
+	}
+	fetched := false // an output was fetched from the other machine
+	for item, machine := range who {
+		ran := byID[machine]
+		here, err := ran.JobLogs(ctx, j.ID, item)
+		if err != nil || len(here) == 0 {
+			t.Fatalf("%s ran item %d: logs %q, %v", ran.name, item, here, err)
+		}
+		for _, mn := range m.nodes {
+			got, err := mn.JobLogs(ctx, j.ID, item)
+			if err != nil || !bytes.Equal(got, here) {
+				t.Fatalf("%s: logs of item %d (ran on %s): %q, %v; want %q", mn.name, item, ran.name, got, err, here)
+			}
+			fetched = fetched || mn != ran
+		}
+	}
+	if !fetched {
+		t.Fatal("no output was fetched from another machine")
+	}
+	// The machine that ran item 1 stops; the other can no longer fetch it.
+	ran := 0
+	if who[1] == m.nodes[1].ID().String() {
+		ran = 1
+	}
+	gone := m.nodes[ran].ID().String()
+	m.stop(ran)
+	_, err := m.nodes[1-ran].JobLogs(ctx, j.ID, 1)
+	if statusCode(err) != http.StatusBadGateway || !strings.Contains(err.Error(), gone) {
+		t.Fatalf("logs of item 1 once its machine is gone: %v", err)
+	}
 }

@@ -205,6 +205,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return nil, fmt.Errorf("node: libp2p: %w", err)
 	}
 	p2p.ServeSync(n.host.LibP2P(), (*syncSource)(n))
+	p2p.ServeLogs(n.host.LibP2P(), (*logSource)(n))
 	if err := n.initRuntime(); err != nil {
 		return nil, err
 	}

@@ -169,22 +169,31 @@ func AnnounceHeads(ctx context.Context, h host.Host, p peer.ID, org string, head
 	return syncCall(ctx, h, p, syncReq{Op: "announce", Org: org, Want: fromCIDs(heads)}, nil)
 }
 
-func syncCall(ctx context.Context, h host.Host, p peer.ID, req syncReq, fn func([][]byte) error) error {
-	s, err := h.NewStream(network.WithAllowLimitedConn(ctx, "sync"), p, SyncProtocol)
+// request opens a stream of protocol proto to p, whose deadline is ctx's or
+// timeout from now, and sends req as one frame.
+func request(ctx context.Context, h host.Host, p peer.ID, proto protocol.ID, timeout time.Duration, req any) (network.Stream, *bufio.Reader, error) {
+	s, err := h.NewStream(network.WithAllowLimitedConn(ctx, string(proto)), p, proto)
 	if err != nil {
-		return fmt.Errorf("p2p: open sync stream to %s: %w", p, err)
+		return nil, nil, fmt.Errorf("p2p: open %s stream to %s: %w", proto, p, err)
 	}
-	defer s.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(dl)
 	} else {
-		_ = s.SetDeadline(time.Now().Add(syncTimeout))
+		_ = s.SetDeadline(time.Now().Add(timeout))
 	}
-	r, w := bufio.NewReader(s), bufio.NewWriter(s)
-	if err := writeSyncFrame(w, req); err != nil {
+	if err := writeSyncFrame(bufio.NewWriter(s), req); err != nil {
 		_ = s.Reset()
-		return fmt.Errorf("p2p: sync request: %w", err)
+		return nil, nil, fmt.Errorf("p2p: %s request: %w", proto, err)
 	}
+	return s, bufio.NewReader(s), nil
+}
+
+func syncCall(ctx context.Context, h host.Host, p peer.ID, req syncReq, fn func([][]byte) error) error {
+	s, r, err := request(ctx, h, p, SyncProtocol, syncTimeout, req)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
 	for {
 		var resp syncResp
 		if err := readSyncFrame(r, &resp); err != nil {
