@@ -285,6 +285,8 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		goruntime.GC()
 		var mem0 goruntime.MemStats
 		goruntime.ReadMemStats(&mem0)
+		allocProfile := os.Getenv("CSHARE_BENCH_ALLOCPROFILE") // FILE.N.before, FILE.N.after: pprof -base
+		writeAllocs(b, allocProfile, pm.placements, "before")
 		b.StartTimer()
 		base := total.get()
 		accepted := func() (hb, heads float64) {
@@ -460,6 +462,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		}
 		var mem1 goruntime.MemStats
 		goruntime.ReadMemStats(&mem1)
+		writeAllocs(b, allocProfile, pm.placements, "after")
 		fmt.Fprintf(os.Stderr, "  allocated meanwhile: %d MB in all, %d KB per machine; %d collections\n",
 			(mem1.TotalAlloc-mem0.TotalAlloc)>>20, (mem1.TotalAlloc-mem0.TotalAlloc)>>10/uint64(nodes), mem1.NumGC-mem0.NumGC)
 		drops1 := gossipDrops(ns)
@@ -691,6 +694,24 @@ func startProfile(b *testing.B, f string) func() {
 		b.Fatal(err)
 	}
 	return func() { pprof.StopCPUProfile(); _ = w.Close() }
+}
+
+// writeAllocs writes the process's allocation profile to f.k.when (nothing
+// when f is ""): the difference of two is what a placement allocated. The
+// profile counts what the last collection saw, so it collects first.
+func writeAllocs(b *testing.B, f string, k int, when string) {
+	if f == "" {
+		return
+	}
+	goruntime.GC()
+	w, err := os.Create(fmt.Sprintf("%s.%d.%s", f, k, when))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	if err := pprof.Lookup("allocs").WriteTo(w, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // waitSameLedger waits (up to two minutes) until every node has folded the
