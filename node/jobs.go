@@ -513,6 +513,11 @@ func (n *Node) JobLogs(ctx context.Context, id string, item int64) ([]byte, erro
 	if it.Machine != "" && it.Machine != n.id.String() {
 		return n.remoteLog(ctx, j.ID, item, it.Machine)
 	}
+	if it.Status == ledger.ItemPending {
+		if m := n.sched.runningOn(j.ID, item); m != "" {
+			return nil, api.Errorf(http.StatusNotFound, "item %d is running on machine %s; its output is kept when it ends", item, m)
+		}
+	}
 	return nil, api.Errorf(http.StatusNotFound, "item %d has no output here yet (status: %s)", item, map[uint8]string{0: "pending", 1: "done", 2: "failed"}[it.Status])
 }
 

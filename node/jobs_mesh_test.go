@@ -652,3 +652,38 @@ func TestJobLogsFromAnyMachine(t *testing.T) {
 		t.Fatalf("logs of item 1 once its machine is gone: %v", err)
 	}
 }
+
+// TestJobLogsOfRunningItem: asked for the output of an item still running,
+// every machine names the one running it.
+func TestJobLogsOfRunningItem(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 2, interval: 250 * time.Millisecond, slots: 1, runFor: time.Minute})
+	m.formOrg()
+	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
+	j := submit(t, m.nodes[0].Node, api.JobSubmit{Name: "long", CPUs: 2, MaxCPUs: "2", Range: "1-2"})
+	ctx := ctxT(t)
+	eventually(t, 30*time.Second, "both machines name the runner of each item", func() string {
+		runner := map[int64]string{}
+		for _, mn := range m.nodes {
+			for item := int64(1); item <= 2; item++ {
+				_, err := mn.JobLogs(ctx, j.ID, item)
+				msg := fmt.Sprint(err)
+				i := strings.Index(msg, "is running on machine ")
+				if i < 0 {
+					return fmt.Sprintf("%s, item %d: %v", mn.name, item, err)
+				}
+				who := strings.Fields(msg[i+len("is running on machine "):])[0]
+				if r, ok := runner[item]; ok && r != who {
+					return fmt.Sprintf("item %d: %s and %s", item, r, who)
+				}
+				runner[item] = who
+			}
+		}
+		if runner[1] == runner[2] {
+			return "both items on " + runner[1]
+		}
+		return ""
+	})
+	if _, err := m.nodes[0].CancelJob(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -106,6 +106,20 @@ func (b *leaseBook) released(machine, job string, has func(cid.Cid) bool, leased
 	}
 }
 
+// holder returns the machine whose latest heartbeat holds item of job, or
+// "" (the smallest ID if several do, during a brief disagreement).
+func (b *leaseBook) holder(job string, item int64) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var who string
+	for m, held := range b.held {
+		if held[leaseKey{job, item}] && (who == "" || m < who) {
+			who = m
+		}
+	}
+	return who
+}
+
 // forget drops what is known of an offline machine's leases: they lapse.
 func (b *leaseBook) forget(machine string) {
 	b.mu.Lock()

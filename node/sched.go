@@ -1333,6 +1333,21 @@ func (s *scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
 	return sp
 }
 
+// runningOn returns the machine running item of job: this one if one of
+// its instances has it, else the one whose heartbeat holds its lease; ""
+// if none is known to.
+func (s *scheduler) runningOn(job string, item int64) string {
+	s.mu.Lock()
+	for _, o := range s.slots {
+		if it, _ := o.current(); o.job == job && it == item {
+			s.mu.Unlock()
+			return s.n.id.String()
+		}
+	}
+	s.mu.Unlock()
+	return s.leases.holder(job, item)
+}
+
 func (s *scheduler) logPath(job string, item int64) string {
 	return filepath.Join(s.n.opts.DataDir, "logs", job, strconv.FormatInt(item, 10)+".log")
 }
