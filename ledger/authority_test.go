@@ -456,3 +456,32 @@ func permutations(es []*Entry) [][]*Entry {
 	}
 	return out
 }
+
+// TestMerge: an approved machine's ledger.merge names the heads as its
+// parents and changes nothing else; anyone else's has no effect.
+func TestMerge(t *testing.T) {
+	w := newWorld(t)
+	m := w.member(2, RoleMember)
+	other := w.member(3, RoleMember)
+	// Two concurrent writes: two heads.
+	base := w.heads()
+	w.mustAdd(w.on(m, KindMachineUpdate, MachineUpdate{Name: "a"}, base...))
+	w.mustAdd(w.on(other, KindMachineUpdate, MachineUpdate{Name: "b"}, base...))
+	if hs := w.heads(); len(hs) != 2 {
+		t.Fatalf("%d heads, want 2", len(hs))
+	}
+	before := w.log.State().Hash()
+	e := w.ok(m, KindMerge, Merge{})
+	if hs := w.heads(); len(hs) != 1 || hs[0].CID() != e.CID() || len(e.Parents) != 2 {
+		t.Fatalf("after the merge: %d heads, the merge names %d parents", len(hs), len(e.Parents))
+	}
+	st := w.log.State().Clone()
+	st.Applied-- // the only change it makes
+	if st.Hash() != before {
+		t.Fatal("the merge changed the state")
+	}
+	stranger := newActor(t, 9)
+	w.denied(ErrNotAuthority, stranger, KindMerge, Merge{})
+	w.ok(w.owner, KindMemberRemove, MemberRef{Member: other.id})
+	w.denied(ErrNotAuthority, other, KindMerge, Merge{})
+}

@@ -126,6 +126,15 @@ func Apply(st *State, e *Entry) error {
 		}
 		m.Hardware, m.Limits, m.HasLimits, m.Version = p.Hardware, p.Limits, true, p.Version
 		return nil
+	case KindMerge:
+		var p Merge
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		if m := st.Machines[author]; m == nil || m.Status != MachineApproved {
+			return denied("ledger.merge by %s, which is not an approved machine", author)
+		}
+		return nil
 	}
 
 	// Everything else needs a role.

@@ -16,7 +16,14 @@ const (
 	KindJobModify      = "job.modify"
 	KindJobCancel      = "job.cancel"
 	KindJobResults     = "job.results"
+	KindMerge          = "ledger.merge"
 )
+
+// Merge is the empty payload of a ledger.merge entry, which an approved
+// machine writes only to name the ledger's heads as its parents: after a wave
+// of concurrent writes, it folds the many heads into one. It changes nothing
+// else.
+type Merge struct{}
 
 // Roles, from most to least powerful.
 const (

@@ -35,6 +35,7 @@ func (n *Node) heartbeatLoop() {
 			return
 		case <-t.C:
 			n.beat(n.ctx)
+			n.maybeMerge(n.ctx, time.Now())
 			t.Reset(beatPeriod(n.interval))
 		}
 	}

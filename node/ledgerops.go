@@ -75,6 +75,7 @@ func (n *Node) addLocked(es []*ledger.Entry) []*ledger.Entry {
 		n.waiting = map[string]*ledger.Entry{} // a peer is flooding us with orphans
 	}
 	if len(added) > 0 {
+		n.noteAdded()
 		n.metrics.entries.Set(float64(n.lg.Len()))
 		n.kickScheduler()
 	}
@@ -107,6 +108,7 @@ func (n *Node) write(ctx context.Context, kind string, payload any) (*ledger.Ent
 	}
 	n.mu.Lock()
 	errs, err := n.lg.AddBatch([]*ledger.Entry{e})
+	n.noteAdded()
 	n.metrics.entries.Set(float64(n.lg.Len()))
 	n.mu.Unlock()
 	if err != nil {

@@ -80,6 +80,9 @@ type Node struct {
 	syncing  map[peer.ID]bool
 	syncMore map[peer.ID][]cid.Cid // wants that arrived while a sync from that peer ran
 	wanted   map[string]time.Time  // CIDs asked of some peer, and when (see syncFrom)
+	// lastAdded is when the last entry was added to the ledger (see
+	// maybeMerge).
+	lastAdded time.Time
 
 	writeMu sync.Mutex // serialises local writes so each names the latest heads
 	// persisting is read-held by takePushed from the fold of a pushed entry

@@ -1,0 +1,58 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/cshare/cshare/ledger"
+)
+
+// Merging the ledger's heads. After a wave of concurrent writes (every
+// machine of a busy org flushing results at once) the ledger has about as
+// many heads as there were writers, and keeps them until someone writes
+// again: meanwhile every heartbeat and heads announcement lists them all
+// (about 60 bytes each; 6 KB at 100 machines), and the next entry names up
+// to ledger.MaxParents of them. Once the ledger has been quiet for
+// mergeQuiet intervals, the online machine with the lowest ID among those
+// that see more than mergeAbove heads writes one ledger.merge entry naming
+// them. Two machines that each take themselves for the lowest write two,
+// leaving two heads; a merge is itself a write, so the next one waits for
+// quiet again.
+
+// mergeAbove is the number of heads that a merge is written above (a
+// variable for tests).
+var mergeAbove = 8
+
+// mergeQuiet is how many heartbeat intervals without a new entry come
+// before a merge.
+const mergeQuiet = 2
+
+// noteAdded records that an entry was just added (n.mu held).
+func (n *Node) noteAdded() { n.lastAdded = time.Now() }
+
+// maybeMerge writes a ledger.merge entry if this machine should now (see
+// above).
+func (n *Node) maybeMerge(ctx context.Context, now time.Time) {
+	n.mu.RLock()
+	heads, _ := n.lg.Heads()
+	quiet := now.Sub(n.lastAdded) >= mergeQuiet*n.interval
+	m := n.lg.State().Machines[n.idStr]
+	approved := m != nil && m.Status == ledger.MachineApproved
+	n.mu.RUnlock()
+	if len(heads) <= mergeAbove || !quiet || !approved {
+		return
+	}
+	for _, s := range n.live.All() { // sorted by machine ID
+		id := s.Heartbeat.Machine
+		if id >= n.idStr {
+			break
+		}
+		if _, _, ok := n.liveness(id, now); ok {
+			return // a lower online machine merges
+		}
+	}
+	if _, err := n.write(ctx, ledger.KindMerge, ledger.Merge{}); err != nil && !errors.Is(err, context.Canceled) {
+		n.log.Warn("ledger: merging the heads failed", "heads", len(heads), "err", err)
+	}
+}
