@@ -283,6 +283,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		// placement starts on a collected heap, as testing's own runs do
 		// (what it allocates is logged).
 		goruntime.GC()
+		headsBefore, _ := heads(ns[0])
 		var mem0 goruntime.MemStats
 		goruntime.ReadMemStats(&mem0)
 		allocProfile := os.Getenv("CSHARE_BENCH_ALLOCPROFILE") // FILE.N.before, FILE.N.after: pprof -base
@@ -463,8 +464,8 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		var mem1 goruntime.MemStats
 		goruntime.ReadMemStats(&mem1)
 		writeAllocs(b, allocProfile, pm.placements, "after")
-		fmt.Fprintf(os.Stderr, "  allocated meanwhile: %d MB in all, %d KB per machine; %d collections\n",
-			(mem1.TotalAlloc-mem0.TotalAlloc)>>20, (mem1.TotalAlloc-mem0.TotalAlloc)>>10/uint64(nodes), mem1.NumGC-mem0.NumGC)
+		fmt.Fprintf(os.Stderr, "  allocated meanwhile: %d MB in all, %d KB per machine; %d collections; %d ledger heads before\n",
+			(mem1.TotalAlloc-mem0.TotalAlloc)>>20, (mem1.TotalAlloc-mem0.TotalAlloc)>>10/uint64(nodes), mem1.NumGC-mem0.NumGC, len(headsBefore))
 		drops1 := gossipDrops(ns)
 		for r, v := range drops1 {
 			drops1[r] = v - drops0[r]
