@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/cshare/cshare/ledger"
@@ -21,8 +22,10 @@ import (
 // quiet again.
 
 // mergeAbove is the number of heads that a merge is written above (a
-// variable for tests).
-var mergeAbove = 8
+// variable for tests and benchmarks).
+var mergeAbove atomic.Int64
+
+func init() { mergeAbove.Store(8) }
 
 // mergeQuiet is how many heartbeat intervals without a new entry come
 // before a merge.
@@ -40,7 +43,7 @@ func (n *Node) maybeMerge(ctx context.Context, now time.Time) {
 	m := n.lg.State().Machines[n.idStr]
 	approved := m != nil && m.Status == ledger.MachineApproved
 	n.mu.RUnlock()
-	if len(heads) <= mergeAbove || !quiet || !approved {
+	if int64(len(heads)) <= mergeAbove.Load() || !quiet || !approved {
 		return
 	}
 	for _, s := range n.live.All() { // sorted by machine ID

@@ -12,9 +12,8 @@ import (
 // the ledger is quiet, one ledger.merge entry (or a few, while views
 // differ) folds them into one head on every node, and no more are written.
 func TestHeadsMerged(t *testing.T) {
-	old := mergeAbove
-	mergeAbove = 1
-	t.Cleanup(func() { mergeAbove = old }) // after the mesh stops (cleanups run last first)
+	old := mergeAbove.Swap(1)
+	t.Cleanup(func() { mergeAbove.Store(old) }) // after the mesh stops (cleanups run last first)
 	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond})
 	m.formOrg()
 	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
