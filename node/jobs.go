@@ -504,19 +504,21 @@ func (n *Node) JobLogs(ctx context.Context, id string, item int64) ([]byte, erro
 	if item < j.Spec.RangeStart || item > j.Spec.RangeEnd {
 		return nil, api.Errorf(http.StatusBadRequest, "item: %d is outside the job's range %d-%d", item, j.Spec.RangeStart, j.Spec.RangeEnd)
 	}
-	b, err := os.ReadFile(n.sched.logPath(j.ID, item))
-	if err == nil {
-		return b, nil
-	}
 	var it ledger.Item
 	n.snapshot(func(st *ledger.State) { it = st.Jobs[j.ID].Items[item-j.Spec.RangeStart] })
-	if it.Machine != "" && it.Machine != n.id.String() {
+	// The output that counts is that of the run whose result the ledger
+	// holds, kept by the machine that ran it; this machine may hold an
+	// earlier attempt's (one preempted, say), which is not it.
+	if it.Status != ledger.ItemPending && it.Machine != "" && it.Machine != n.idStr {
 		return n.remoteLog(ctx, j.ID, item, it.Machine)
 	}
 	if it.Status == ledger.ItemPending {
 		if m := n.sched.runningOn(j.ID, item); m != "" {
 			return nil, api.Errorf(http.StatusNotFound, "item %d is running on machine %s; its output is kept when it ends", item, m)
 		}
+	}
+	if b, err := os.ReadFile(n.sched.logPath(j.ID, item)); err == nil {
+		return b, nil
 	}
 	return nil, api.Errorf(http.StatusNotFound, "item %d has no output here yet (status: %s)", item, map[uint8]string{0: "pending", 1: "done", 2: "failed"}[it.Status])
 }
