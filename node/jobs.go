@@ -501,8 +501,8 @@ func (n *Node) JobLogs(ctx context.Context, id string, item int64) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	if item < j.Spec.RangeStart || item > j.Spec.RangeEnd {
-		return nil, api.Errorf(http.StatusBadRequest, "item: %d is outside the job's range %d-%d", item, j.Spec.RangeStart, j.Spec.RangeEnd)
+	if err := itemInRange(j.Spec, item); err != nil {
+		return nil, api.Errorf(http.StatusBadRequest, "%v", err)
 	}
 	var it ledger.Item
 	n.snapshot(func(st *ledger.State) { it = st.Jobs[j.ID].Items[item-j.Spec.RangeStart] })
@@ -521,6 +521,14 @@ func (n *Node) JobLogs(ctx context.Context, id string, item int64) ([]byte, erro
 		return b, nil
 	}
 	return nil, api.Errorf(http.StatusNotFound, "item %d has no output here yet (status: %s)", item, map[uint8]string{0: "pending", 1: "done", 2: "failed"}[it.Status])
+}
+
+// itemInRange says, naming the field, when item is not one of the job's.
+func itemInRange(s ledger.JobSpec, item int64) error {
+	if item < s.RangeStart || item > s.RangeEnd {
+		return fmt.Errorf("item: %d is outside the job's range %d-%d", item, s.RangeStart, s.RangeEnd)
+	}
+	return nil
 }
 
 // remoteLogTimeout bounds the fetch of an item's output from the machine
@@ -570,8 +578,8 @@ func (s *logSource) OpenLog(job string, item int64) (io.ReadCloser, int64, error
 	if spec == nil {
 		return nil, 0, fmt.Errorf("job %s is not in this machine's ledger", job)
 	}
-	if item < spec.RangeStart || item > spec.RangeEnd {
-		return nil, 0, fmt.Errorf("item: %d is outside the job's range %d-%d", item, spec.RangeStart, spec.RangeEnd)
+	if err := itemInRange(*spec, item); err != nil {
+		return nil, 0, err
 	}
 	f, err := os.Open(n.sched.logPath(job, item))
 	if errors.Is(err, os.ErrNotExist) {

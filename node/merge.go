@@ -14,8 +14,8 @@ import (
 // many heads as there were writers, and keeps them until someone writes
 // again: meanwhile every heartbeat and heads announcement lists them all
 // (about 60 bytes each; 6 KB at 100 machines), and the next entry names up
-// to ledger.MaxParents of them. Once the ledger has been quiet for
-// mergeQuiet intervals, the online machine with the lowest ID among those
+// to ledger.MaxParents of them. Once the ledger has been quiet (and the
+// node up) for mergeQuiet intervals, the online machine with the lowest ID among those
 // that see more than mergeAbove heads writes one ledger.merge entry naming
 // them. Two machines that each take themselves for the lowest write two,
 // leaving two heads; a merge is itself a write, so the next one waits for

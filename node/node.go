@@ -80,8 +80,8 @@ type Node struct {
 	syncing  map[peer.ID]bool
 	syncMore map[peer.ID][]cid.Cid // wants that arrived while a sync from that peer ran
 	wanted   map[string]time.Time  // CIDs asked of some peer, and when (see syncFrom)
-	// lastAdded is when the last entry was added to the ledger (see
-	// maybeMerge).
+	// lastAdded is when the last entry was added to the ledger, or the node
+	// started (see maybeMerge).
 	lastAdded time.Time
 
 	writeMu sync.Mutex // serialises local writes so each names the latest heads
@@ -190,6 +190,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		live: &p2p.Liveness{}, syncing: map[peer.ID]bool{}, syncMore: map[peer.ID][]cid.Cid{}, wanted: map[string]time.Time{}, ctx: ctx, cancel: cancel,
 		stopped: make(chan struct{}), kick: make(chan struct{}, 1),
 		nudge: make(chan struct{}, 1), wakeup: make(chan struct{}, 1)}
+	n.lastAdded = n.started // a node just started does not yet know who is online (see maybeMerge)
 	n.reg = prometheus.NewRegistry()
 	n.metrics = newMetrics(n.reg)
 	ok := false

@@ -1341,7 +1341,7 @@ func (s *scheduler) runningOn(job string, item int64) string {
 	for _, o := range s.slots {
 		if it, _ := o.current(); o.job == job && it == item {
 			s.mu.Unlock()
-			return s.n.id.String()
+			return s.n.idStr
 		}
 	}
 	s.mu.Unlock()
