@@ -1,0 +1,96 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/runtime"
+)
+
+// adopt finds this machine's runs left by a previous process (after a crash)
+// and adopts them: running ones are waited for, finished ones recorded, and
+// runs of cancelled or unknown jobs removed. It runs before the first plan,
+// so no item is started twice.
+func (s *scheduler) adopt() {
+	n := s.n
+	org := n.orgID()
+	if org == "" {
+		return
+	}
+	s.forEachRun(org, func(drv Driver, err error) {
+		n.log.Warn("adoption: listing runs failed", "driver", drv.Name(), "err", err)
+	}, s.adoptOne)
+}
+
+func (s *scheduler) adoptOne(drv Driver, r runtime.RunInfo) {
+	n := s.n
+	jobID, instID := r.Labels[runtime.LabelJob], r.Labels[runtime.LabelInstance]
+	item, err1 := strconv.ParseInt(r.Labels[runtime.LabelItem], 10, 64)
+	slot, err2 := slotOf(instID)
+	var j *ledger.Job
+	n.snapshot(func(st *ledger.State) {
+		if x := st.Jobs[jobID]; x != nil {
+			c := *x
+			j = &c
+		}
+	})
+	ctx := context.Background()
+	if j == nil || j.State != ledger.JobActive || err1 != nil || err2 != nil {
+		n.log.Info("adoption: removing a run of an unknown or ended job", "job", jobID, "run", string(r.ID))
+		_ = drv.Stop(ctx, r.ID, 0)
+		_ = drv.Remove(ctx, r.ID)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !r.Running {
+		out, _ := drv.Logs(ctx, r.ID)
+		_ = s.saveLog(jobID, item, out)
+		s.results[jobID] = append(s.results[jobID], ledger.ItemResult{Item: item, Code: int64(r.ExitCode),
+			DurationMS: r.FinishedAt.Sub(r.StartedAt).Milliseconds(), OutputSize: int64(len(out)), Instance: instID})
+		_ = drv.Remove(ctx, r.ID)
+		n.log.Info("adoption: recorded a run that finished while the node was down", "job", jobID, "item", item, "code", r.ExitCode)
+		return
+	}
+	if s.slots[slot] != nil {
+		_ = drv.Stop(ctx, r.ID, 0)
+		_ = drv.Remove(ctx, r.ID)
+		return
+	}
+	inst := &instance{id: instID, job: jobID, slot: slot, kind: "primary", started: r.StartedAt.UnixMilli(), drv: drv,
+		item: item, run: r.ID, done: make(chan struct{})}
+	s.slots[slot] = inst
+	wctx, cancel := context.WithCancel(n.ctx)
+	inst.cancel = cancel
+	n.spawn(func() { s.work(wctx, inst, j, r.ID) })
+	n.log.Info("adoption: adopted a running instance", "job", jobID, "item", item, "slot", slot)
+}
+
+func slotOf(instID string) (int, error) {
+	i := strings.LastIndex(instID, "-s")
+	if i < 0 {
+		return 0, fmt.Errorf("instance %q has no slot", instID)
+	}
+	rest := instID[i+2:]
+	if k := strings.IndexByte(rest, '-'); k >= 0 {
+		rest = rest[:k]
+	}
+	return strconv.Atoi(rest)
+}
+
+// stopAll ends supervision at shutdown. Instances keep running in Docker (or
+// as processes) so a restarted node adopts them; only their goroutines stop.
+func (s *scheduler) stopAll() {
+	s.mu.Lock()
+	insts := make([]*instance, 0, len(s.slots))
+	for _, in := range s.slots {
+		insts = append(insts, in)
+	}
+	s.mu.Unlock()
+	for _, in := range insts {
+		in.cancel()
+	}
+}

@@ -1,0 +1,277 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/runtime"
+)
+
+// work is an instance's loop: take the next free item, run it, record it.
+func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adoptRun runtime.RunID) {
+	n := s.n
+	defer func() {
+		s.mu.Lock()
+		if s.slots[in.slot] == in {
+			delete(s.slots, in.slot)
+		}
+		s.wantBeat()
+		s.mu.Unlock()
+		close(in.done)
+		n.kickScheduler()
+	}()
+	for ctx.Err() == nil {
+		in.mu.Lock()
+		stop := in.stopAfter
+		in.mu.Unlock()
+		if stop {
+			return
+		}
+		var item int64
+		var run runtime.RunID
+		var began time.Time
+		if adoptRun != "" {
+			run, adoptRun = adoptRun, ""
+			it, _ := in.current()
+			item, began = it, time.Now()
+		} else {
+			var ok bool
+			item, ok = s.nextItem(in)
+			if !ok {
+				// Nothing free now: wait for a change, then look again.
+				select {
+				case <-ctx.Done():
+					return
+				case <-s.waitCh():
+				}
+				continue
+			}
+			in.mu.Lock()
+			in.item = item
+			in.mu.Unlock()
+			s.markBeat()
+			began = time.Now()
+			var err error
+			run, err = in.drv.Start(ctx, s.spec(in, j, item))
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				s.record(in, item, ledger.ItemResult{Item: item, Code: -1, DurationMS: time.Since(began).Milliseconds(), Instance: in.id, Error: err.Error()})
+				continue
+			}
+		}
+		in.mu.Lock()
+		in.run = run
+		killedEarly := in.killed
+		in.mu.Unlock()
+		if killedEarly {
+			// Stopped while its run was starting: stop the run now.
+			sctx, c := context.WithTimeout(context.Background(), 30*time.Second)
+			_ = in.drv.Stop(sctx, run, 0)
+			c()
+		}
+		n.metrics.started.Inc()
+		st, err := in.drv.Wait(ctx, run)
+		if ctx.Err() != nil {
+			// The node is stopping: the run goes on (a container outlives
+			// its node) and the restarted node adopts it; nothing to record.
+			return
+		}
+		dur := time.Since(began)
+		in.mu.Lock()
+		killed := in.killed
+		in.mu.Unlock()
+		out, _ := in.drv.Logs(context.Background(), run)
+		size := int64(len(out))
+		if len(out) > 0 || err == nil {
+			_ = s.saveLog(in.job, item, out)
+		}
+		_ = in.drv.Remove(context.Background(), run)
+		in.mu.Lock()
+		in.run = "" // only now: until removed, the run is this instance's (see sweep)
+		in.mu.Unlock()
+		if killed {
+			// Preempted or cancelled: no result; the item goes back to the agenda.
+			in.mu.Lock()
+			in.item = -1
+			in.mu.Unlock()
+			return
+		}
+		res := ledger.ItemResult{Item: item, Code: int64(st.Code), DurationMS: dur.Milliseconds(), OutputSize: size, Instance: in.id, Error: st.Err}
+		if err != nil {
+			res.Code, res.Error = -1, err.Error()
+		}
+		s.record(in, item, res)
+	}
+}
+
+// flushAt is the number of finished items not yet in the ledger that makes
+// the scheduler write their results at once; maxFinishedInBeat is the most a
+// heartbeat lists (with MaxConcurrentJobsLimit running instances, it stays
+// well under the 64 KiB gossip limit).
+const (
+	flushAt           = 200
+	maxFinishedInBeat = 300
+)
+
+// pendingResults counts finished items whose results are not in the ledger.
+func (s *scheduler) pendingResults() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := 0
+	for _, rs := range s.results {
+		k += len(rs)
+	}
+	return k
+}
+
+// markBeat asks for a heartbeat: an item was leased.
+func (s *scheduler) markBeat() {
+	s.mu.Lock()
+	s.wantBeat()
+	s.mu.Unlock()
+	signal(s.n.wakeup)
+}
+
+// wantBeat marks a heartbeat due: what this machine runs changed. s.mu must
+// be held.
+func (s *scheduler) wantBeat() {
+	if !s.beatDue {
+		s.beatDue, s.beatDueAt = true, time.Now()
+	}
+}
+
+// Pacing of change heartbeats. A heartbeat that announces changed instances
+// costs every machine of the org a signature check (about 50 µs), so an org
+// of N machines that each announce every change at once pays N² checks per
+// wave: the wave a wide job causes when it starts everywhere at once. Both
+// the settle time (how long a due heartbeat waits for the changes that
+// follow the first one) and the gap (the least time between two change
+// heartbeats of a machine) are beatPace per machine of the org: 100 ms for
+// 10 machines, 1 s for 100, which bounds the checks to N/(N×beatPace) = 100
+// a second on every machine whatever the org's size. Never more than a
+// quarter interval, never less than 20 ms (settle) or 100 ms (gap).
+//
+// Nothing waits on these announcements to start work: every machine plans
+// the same instances from the same ledger, and the items of an instance not
+// yet announced are left to it (see nextItem). What they carry (leases, the
+// plan hash, this machine's instances as input to everyone's plan) may be
+// late by that much; plan agreement within two intervals is unaffected.
+const beatPace = 10 * time.Millisecond
+
+// beatSettle: see beatPace. s.mu must be held.
+func (s *scheduler) beatSettle() time.Duration {
+	return s.paced(20*time.Millisecond, beatPace)
+}
+
+// beatGap: see beatPace. s.mu must be held.
+func (s *scheduler) beatGap() time.Duration {
+	return s.paced(100*time.Millisecond, beatPace)
+}
+
+// paced is per (per machine of the org), at least floor, at most a quarter
+// interval (unless floor is more). s.mu must be held.
+func (s *scheduler) paced(floor, per time.Duration) time.Duration {
+	return max(floor, min(time.Duration(len(s.planIn.Machines))*per, s.n.interval/4))
+}
+
+func (s *scheduler) record(in *instance, item int64, r ledger.ItemResult) {
+	s.mu.Lock()
+	s.results[in.job] = append(s.results[in.job], r)
+	s.mu.Unlock()
+	in.mu.Lock()
+	in.item = -1
+	in.mu.Unlock()
+}
+
+// flush writes one job.results entry per job with everything finished since
+// the last flush: the ledger grows by batches, not by items.
+func (s *scheduler) flush(ctx context.Context) {
+	// Results stay in s.results (and so count as leased for dispatch) until
+	// their entry is in the ledger; only then are they dropped here.
+	s.mu.Lock()
+	pending := make(map[string][]ledger.ItemResult, len(s.results))
+	for id, rs := range s.results {
+		pending[id] = rs
+	}
+	s.mu.Unlock()
+	ids := make([]string, 0, len(pending))
+	for id := range pending {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		rs := pending[id]
+		for len(rs) > 0 {
+			k := min(len(rs), 500)
+			if _, err := s.n.write(ctx, ledger.KindJobResults, ledger.JobResults{Job: id, Results: rs[:k]}); err != nil && !errors.Is(err, ledger.ErrNotAuthority) {
+				s.n.log.Debug("recording results", "job", id, "err", err)
+			}
+			rs = rs[k:]
+		}
+		s.mu.Lock()
+		s.results[id] = s.results[id][len(pending[id]):]
+		if len(s.results[id]) == 0 {
+			delete(s.results, id)
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
+	n := s.n
+	sp := runtime.Spec{Org: n.orgID(), Job: j.ID, Instance: in.id, Machine: n.id.String(), Item: int(item),
+		Image: j.Spec.Image, Cmd: j.Spec.Cmd, Env: j.Spec.Env, PidsLimit: 4096,
+		WorkDir: filepath.Join(n.opts.DataDir, "work", in.id)}
+	sp.Auth = n.registryAuth(j.Spec.Image)
+	if j.Spec.Cores > 0 {
+		sp.NanoCPUs = j.Spec.Cores * 1_000_000
+	}
+	if j.Spec.MemoryMB > 0 {
+		sp.MemoryBytes = j.Spec.MemoryMB << 20
+		sp.MemoryReservationBytes = sp.MemoryBytes
+		sp.ShmBytes = sp.MemoryBytes / 4
+	}
+	for _, g := range in.gpus {
+		for _, hg := range n.hw.GPUs {
+			if hg.Index == g {
+				sp.GPUUUIDs = append(sp.GPUUUIDs, hg.UUID)
+			}
+		}
+	}
+	return sp
+}
+
+// runningOn returns the machine running item of job: this one if one of
+// its instances has it, else the one whose heartbeat holds its lease; ""
+// if none is known to.
+func (s *scheduler) runningOn(job string, item int64) string {
+	s.mu.Lock()
+	for _, o := range s.slots {
+		if it, _ := o.current(); o.job == job && it == item {
+			s.mu.Unlock()
+			return s.n.idStr
+		}
+	}
+	s.mu.Unlock()
+	return s.leases.holder(job, item)
+}
+
+func (s *scheduler) logPath(job string, item int64) string {
+	return filepath.Join(s.n.opts.DataDir, "logs", job, strconv.FormatInt(item, 10)+".log")
+}
+
+func (s *scheduler) saveLog(job string, item int64, out []byte) error {
+	p := s.logPath(job, item)
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(p, out, 0o600)
+}
