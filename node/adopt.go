@@ -48,7 +48,7 @@ func (s *scheduler) adoptOne(drv Driver, r runtime.RunInfo) {
 	defer s.mu.Unlock()
 	if !r.Running {
 		out, _ := drv.Logs(ctx, r.ID)
-		_ = s.saveLog(jobID, item, out)
+		_ = n.logs.Save(jobID, item, out)
 		s.results[jobID] = append(s.results[jobID], ledger.ItemResult{Item: item, Code: int64(r.ExitCode),
 			DurationMS: r.FinishedAt.Sub(r.StartedAt).Milliseconds(), OutputSize: int64(len(out)), Instance: instID})
 		_ = drv.Remove(ctx, r.ID)

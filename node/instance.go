@@ -3,10 +3,8 @@ package node
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/cshare/cshare/ledger"
@@ -91,7 +89,7 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		out, _ := in.drv.Logs(context.Background(), run)
 		size := int64(len(out))
 		if len(out) > 0 || err == nil {
-			_ = s.saveLog(in.job, item, out)
+			_ = s.n.logs.Save(in.job, item, out)
 		}
 		_ = in.drv.Remove(context.Background(), run)
 		in.mu.Lock()
@@ -262,16 +260,4 @@ func (s *scheduler) runningOn(job string, item int64) string {
 	}
 	s.mu.Unlock()
 	return s.leases.holder(job, item)
-}
-
-func (s *scheduler) logPath(job string, item int64) string {
-	return filepath.Join(s.n.opts.DataDir, "logs", job, strconv.FormatInt(item, 10)+".log")
-}
-
-func (s *scheduler) saveLog(job string, item int64, out []byte) error {
-	p := s.logPath(job, item)
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
-	return os.WriteFile(p, out, 0o600)
 }

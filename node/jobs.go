@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/node/logs"
 	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/runtime"
 )
@@ -147,7 +147,7 @@ func (n *Node) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInfo, e
 	if spec.GPUs > maxGPUs {
 		return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "gpus: %d requested, but no machine of this org offers more than %d", spec.GPUs, maxGPUs)
 	}
-	if why, ok := n.sched.noDrv[spec.Driver]; ok && n.opts.Driver == nil {
+	if why, ok := n.drivers.Why(spec.Driver); ok {
 		if spec.Driver == "exec" {
 			return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "driver exec: refused: %s", why)
 		}
@@ -167,16 +167,14 @@ func (n *Node) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInfo, e
 // checkImage refuses a docker job whose image is neither present nor
 // pullable on this machine.
 func (n *Node) checkImage(ctx context.Context, spec ledger.JobSpec) error {
-	if spec.Driver != "docker" || n.opts.Driver != nil {
+	if spec.Driver != "docker" {
 		return nil
-	}
-	d, ok := n.sched.drivers["docker"].(*runtime.Docker)
-	if !ok {
-		return nil // no engine here; other machines may run it
 	}
 	cctx, c := context.WithTimeout(ctx, 2*time.Minute)
 	defer c()
-	if err := d.EnsureImage(cctx, spec.Image, n.registryAuth(spec.Image)); err != nil {
+	// A machine without an engine (or a driver that cannot check images)
+	// says nothing: other machines may run it.
+	if err := n.drivers.EnsureImage(cctx, "docker", spec.Image, n.registryAuth(spec.Image)); err != nil {
 		if errors.Is(err, runtime.ErrImageNotFound) {
 			return api.Errorf(http.StatusBadRequest, "image: %s", strings.TrimPrefix(err.Error(), "runtime: "))
 		}
@@ -517,7 +515,7 @@ func (n *Node) JobLogs(ctx context.Context, id string, item int64) ([]byte, erro
 			return nil, api.Errorf(http.StatusNotFound, "item %d is running on machine %s; its output is kept when it ends", item, m)
 		}
 	}
-	if b, err := os.ReadFile(n.sched.logPath(j.ID, item)); err == nil {
+	if b, err := n.logs.Read(j.ID, item); err == nil {
 		return b, nil
 	}
 	return nil, api.Errorf(http.StatusNotFound, "item %d has no output here yet (status: %s)", item, map[uint8]string{0: "pending", 1: "done", 2: "failed"}[it.Status])
@@ -581,17 +579,9 @@ func (s *logSource) OpenLog(job string, item int64) (io.ReadCloser, int64, error
 	if err := itemInRange(*spec, item); err != nil {
 		return nil, 0, err
 	}
-	f, err := os.Open(n.sched.logPath(job, item))
-	if errors.Is(err, os.ErrNotExist) {
+	r, size, err := n.logs.Open(job, item)
+	if errors.Is(err, logs.ErrNoLog) {
 		return nil, 0, fmt.Errorf("%w: item %d of job %s", p2p.ErrNoLog, item, job)
 	}
-	if err != nil {
-		return nil, 0, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	return f, min(fi.Size(), runtime.LogCap), nil
+	return r, size, err
 }

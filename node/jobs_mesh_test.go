@@ -633,7 +633,7 @@ func TestJobLogsFromAnyMachine(t *testing.T) {
 			if mn != ran {
 				// An earlier attempt's output here (a preempted run's)
 				// is not the item's.
-				if err := mn.sched.saveLog(j.ID, item, []byte("a stopped attempt\n")); err != nil {
+				if err := mn.logs.Save(j.ID, item, []byte("a stopped attempt\n")); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -28,7 +28,9 @@ import (
 	"github.com/cshare/cshare/ledger/store"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/node/config"
+	"github.com/cshare/cshare/node/logs"
 	"github.com/cshare/cshare/p2p"
+	"github.com/cshare/cshare/runtime"
 	"github.com/cshare/cshare/runtime/hw"
 )
 
@@ -114,7 +116,9 @@ type Node struct {
 	bg      sync.WaitGroup // goroutines started with spawn
 	closing bool
 
-	sched *scheduler
+	sched   *scheduler
+	drivers *runtime.Registry // set once at start, read without a lock
+	logs    *logs.Store       // item output: written by supervision, read by the API and the logs protocol
 }
 
 // Run starts a node and blocks until ctx is cancelled or the node is asked to
@@ -191,6 +195,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		stopped: make(chan struct{}), kick: make(chan struct{}, 1),
 		nudge: make(chan struct{}, 1), wakeup: make(chan struct{}, 1)}
 	n.lastAdded = n.started // a node just started does not yet know who is online (see maybeMerge)
+	n.logs = logs.New(filepath.Join(opts.DataDir, "logs"), runtime.LogCap)
 	n.reg = prometheus.NewRegistry()
 	n.metrics = newMetrics(n.reg)
 	ok := false

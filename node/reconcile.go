@@ -148,8 +148,8 @@ func (s *scheduler) reconcile(now time.Time) {
 		if j == nil {
 			continue
 		}
-		drv := s.drivers[j.Spec.Driver]
-		if drv == nil {
+		drv, ok := n.drivers.Get(j.Spec.Driver)
+		if !ok {
 			continue
 		}
 		gpus, ok := s.allocGPUs(int(j.Spec.GPUs))

@@ -59,9 +59,7 @@ type scheduler struct {
 	buckets smallCache[int, *itemBuckets]  // by item count: they depend on nothing else (under ringMu)
 	rings   smallCache[uint64, *ownerRing] // consistent-hash rings by their seeds (under ringMu)
 
-	n       *Node
-	drivers map[string]Driver
-	noDrv   map[string]string // driver name -> why it is unavailable
+	n *Node
 
 	mu        sync.Mutex
 	slots     map[int]*instance
@@ -245,12 +243,7 @@ func (s *scheduler) sweep() {
 // listing fails is skipped, after onErr (if not nil) is told.
 func (s *scheduler) forEachRun(org string, onErr func(Driver, error), fn func(Driver, runtime.RunInfo)) {
 	n := s.n
-	seen := map[Driver]bool{}
-	for _, drv := range s.drivers {
-		if seen[drv] {
-			continue
-		}
-		seen[drv] = true
+	n.drivers.Each(func(drv Driver) {
 		ctx, c := context.WithTimeout(n.ctx, 30*time.Second)
 		runs, err := drv.List(ctx, map[string]string{runtime.LabelOrg: org, runtime.LabelMachine: n.id.String()})
 		c()
@@ -258,12 +251,12 @@ func (s *scheduler) forEachRun(org string, onErr func(Driver, error), fn func(Dr
 			if onErr != nil {
 				onErr(drv, err)
 			}
-			continue
+			return
 		}
 		for _, r := range runs {
 			fn(drv, r)
 		}
-	}
+	})
 }
 
 // supervised reports whether run r must be left alone by sweep: its job is
