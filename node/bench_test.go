@@ -86,7 +86,25 @@ func startBenchNode(dir string, drv runtime.Driver, yaml string, listen string, 
 		return nil, err
 	}
 	return Start(context.Background(), Options{DataDir: filepath.Join(dir, "data"), API: "127.0.0.1:0",
-		Listen: []string{listen}, ConfigPath: cfg, HeartbeatInterval: interval, Driver: drv, NVML: noGPU{}})
+		Listen: []string{listen}, ConfigPath: cfg, HeartbeatInterval: interval, Driver: drv, NVML: noGPU{}, TraceHook: benchTrace})
+}
+
+// benchTraceHook is what benchTrace, every benchmark node's trace hook,
+// passes events to (nil: none).
+var benchTraceHook atomic.Pointer[p2p.TraceHook]
+
+func benchTrace(self peer.ID, ev, topic string, data []byte) {
+	if h := benchTraceHook.Load(); h != nil {
+		(*h)(self, ev, topic, data)
+	}
+}
+
+func setBenchTrace(fn p2p.TraceHook) {
+	if fn == nil {
+		benchTraceHook.Store(nil)
+		return
+	}
+	benchTraceHook.Store(&fn)
 }
 
 // BenchmarkInstanceStart measures, on one node, the time from job submission
@@ -331,7 +349,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		}
 		validated, delivered := map[*Node]time.Duration{}, map[*Node]time.Duration{}
 		var peerAdds, peerRemoves atomic.Int64
-		p2p.SetTraceHook(func(self peer.ID, ev, topic string, data []byte) {
+		setBenchTrace(func(self peer.ID, ev, topic string, data []byte) {
 			switch ev {
 			case p2p.TracePeerAdd:
 				peerAdds.Add(1)
@@ -424,7 +442,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
 		sort.Slice(known, func(i, j int) bool { return known[i] < known[j] })
 		testHookHeads.Store(nil)
-		p2p.SetTraceHook(nil)
+		setBenchTrace(nil)
 		hookMu.Lock()
 		slow := make([]*Node, 0, len(got))
 		for n := range got {

@@ -138,9 +138,10 @@ func (s *scheduler) markBeat() {
 	signal(s.n.wakeup)
 }
 
-// wantBeat marks a heartbeat due: what this machine runs changed. s.mu must
-// be held.
+// wantBeat marks a heartbeat due: what this machine runs changed, so the
+// read view is published again too. s.mu must be held.
 func (s *scheduler) wantBeat() {
+	s.publish()
 	if !s.beatDue {
 		s.beatDue, s.beatDueAt = true, time.Now()
 	}
@@ -182,11 +183,12 @@ func (s *scheduler) paced(floor, per time.Duration) time.Duration {
 
 func (s *scheduler) record(in *instance, item int64, r ledger.ItemResult) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.results[in.job] = append(s.results[in.job], r)
-	s.mu.Unlock()
 	in.mu.Lock()
 	in.item = -1
 	in.mu.Unlock()
+	s.publish()
 }
 
 // flush writes one job.results entry per job with everything finished since
@@ -249,15 +251,10 @@ func (s *scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
 
 // runningOn returns the machine running item of job: this one if one of
 // its instances has it, else the one whose heartbeat holds its lease; ""
-// if none is known to.
+// if none is known to. It reads the read view, not the scheduler.
 func (s *scheduler) runningOn(job string, item int64) string {
-	s.mu.Lock()
-	for _, o := range s.slots {
-		if it, _ := o.current(); o.job == job && it == item {
-			s.mu.Unlock()
-			return s.n.idStr
-		}
+	if s.readView().runsItem(job, item) {
+		return s.n.idStr
 	}
-	s.mu.Unlock()
 	return s.leases.holder(job, item)
 }

@@ -238,10 +238,8 @@ func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
 		ji.Ended = api.FormatTime(time.UnixMilli(j.Ended))
 	}
 	ji.Items = api.Items{Total: int64(len(j.Items)), Done: j.Done, Failed: j.Failed}
-	s := n.sched
-	s.mu.Lock()
-	plan := s.plan
-	s.mu.Unlock()
+	view := n.sched.readView()
+	plan := view.plan
 	// What actually runs: from heartbeats (others) and local truth (this node).
 	type key struct {
 		m string
@@ -263,14 +261,11 @@ func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
 			}
 		}
 	}
-	s.mu.Lock()
-	for _, in := range s.slots {
+	for _, in := range view.instances {
 		if in.job == j.ID {
-			it, _ := in.current()
-			running[key{me, in.slot}] = it
+			running[key{me, in.slot}] = in.item
 		}
 	}
-	s.mu.Unlock()
 	names := map[string]string{}
 	n.snapshot(func(st *ledger.State) {
 		for id, m := range st.Machines {
@@ -489,7 +484,7 @@ func (n *Node) CancelJob(ctx context.Context, id string) (api.JobInfo, error) {
 	if _, err := n.write(ctx, ledger.KindJobCancel, ledger.JobRef{Job: j.ID}); err != nil {
 		return api.JobInfo{}, refused(err)
 	}
-	n.sched.reconcile(time.Now())
+	n.kickScheduler() // the scheduler stops its instances; the API waits for nobody
 	return n.Job(ctx, j.ID)
 }
 

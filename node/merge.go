@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/cshare/cshare/ledger"
@@ -16,16 +15,14 @@ import (
 // (about 60 bytes each; 6 KB at 100 machines), and the next entry names up
 // to ledger.MaxParents of them. Once the ledger has been quiet (and the
 // node up) for mergeQuiet intervals, the online machine with the lowest ID among those
-// that see more than mergeAbove heads writes one ledger.merge entry naming
+// that see more than Options.MergeAbove heads writes one ledger.merge entry naming
 // them. Two machines that each take themselves for the lowest write two,
 // leaving two heads; a merge is itself a write, so the next one waits for
 // quiet again.
 
-// mergeAbove is the number of heads that a merge is written above (a
-// variable for tests and benchmarks).
-var mergeAbove atomic.Int64
-
-func init() { mergeAbove.Store(8) }
+// defaultMergeAbove is the number of heads that a merge is written above
+// unless Options.MergeAbove says otherwise.
+const defaultMergeAbove = 8
 
 // mergeQuiet is how many heartbeat intervals without a new entry come
 // before a merge.
@@ -43,7 +40,7 @@ func (n *Node) maybeMerge(ctx context.Context, now time.Time) {
 	m := n.lg.State().Machines[n.idStr]
 	approved := m != nil && m.Status == ledger.MachineApproved
 	n.mu.RUnlock()
-	if int64(len(heads)) <= mergeAbove.Load() || !quiet || !approved {
+	if len(heads) <= n.opts.MergeAbove || !quiet || !approved {
 		return
 	}
 	for _, s := range n.live.All() { // sorted by machine ID

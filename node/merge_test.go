@@ -12,9 +12,7 @@ import (
 // the ledger is quiet, one ledger.merge entry (or a few, while views
 // differ) folds them into one head on every node, and no more are written.
 func TestHeadsMerged(t *testing.T) {
-	old := mergeAbove.Swap(1)
-	t.Cleanup(func() { mergeAbove.Store(old) }) // after the mesh stops (cleanups run last first)
-	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond})
+	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond, merge: 1})
 	m.formOrg()
 	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
 	m.waitConverged(30 * time.Second)

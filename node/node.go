@@ -54,6 +54,15 @@ type Options struct {
 	NVML hw.NVML
 	// For tests: run instances with this driver instead of docker/exec.
 	Driver Driver
+	// Now is the node's clock (default time.Now): what it reads for
+	// liveness, leases, plan ages and dispatch. Tests may run nodes under
+	// testing/synctest, whose clock time.Now already is.
+	Now func() time.Time
+	// MergeAbove is the number of ledger heads above which a ledger.merge
+	// is written (default 8; see merge.go).
+	MergeAbove int
+	// TraceHook, if set, sees this node's GossipSub events (benchmarks).
+	TraceHook p2p.TraceHook
 }
 
 // Node is a running cshare node.
@@ -144,6 +153,15 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if opts.API == "" {
 		opts.API = DefaultAPI
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MergeAbove == 0 {
+		opts.MergeAbove = defaultMergeAbove
+	}
+	if opts.MergeAbove < 0 {
+		return nil, fmt.Errorf("node: merge threshold %d is negative", opts.MergeAbove)
+	}
 	if len(opts.Listen) == 0 {
 		opts.Listen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}
 	}
@@ -210,7 +228,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := n.loadLedger(); err != nil {
 		return nil, err
 	}
-	if n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: opts.Listen, Logger: log, Metrics: n.reg}); err != nil {
+	if n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: opts.Listen, Logger: log, Metrics: n.reg, Trace: opts.TraceHook}); err != nil {
 		return nil, fmt.Errorf("node: libp2p: %w", err)
 	}
 	p2p.ServeSync(n.host.LibP2P(), (*syncSource)(n))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/plandiff"
 	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/smartshare"
 )
@@ -88,110 +89,71 @@ func (s *scheduler) reconcile(now time.Time) {
 		return
 	}
 	plan = smartshare.Plan(in)
-	me := n.id.String()
-	target := map[int]smartshare.Instance{}
-	for _, pi := range plan.Instances {
-		if pi.Machine == me {
-			target[pi.Slot] = pi
-		}
-	}
-	preempt := map[int]smartshare.Preemption{}
-	for _, p := range plan.Preempt {
-		if p.Machine == me {
-			preempt[p.Slot] = p
-		}
-	}
+	di := plandiff.Input{Machine: n.idStr, Plan: plan, Active: map[string]plandiff.Job{}, Drivers: map[string]bool{}}
 	active := map[string]*ledger.Job{}
 	n.snapshot(func(st *ledger.State) {
 		for id, j := range st.Jobs {
 			if j.State == ledger.JobActive {
 				c := *j
 				active[id] = &c
+				di.Active[id] = plandiff.Job{Driver: j.Spec.Driver, GPUs: int(j.Spec.GPUs)}
+				if _, ok := n.drivers.Get(j.Spec.Driver); ok {
+					di.Drivers[j.Spec.Driver] = true
+				}
 			}
 		}
 	})
+	for _, g := range n.limits.GPUs {
+		di.GPUs = append(di.GPUs, int(g.Device))
+	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if plan.Hash != s.plan.Hash {
 		s.prevInst, s.prevHash, s.planAt = s.plan.Instances, s.plan.Hash, now
 	}
 	s.plan, s.planIn = plan, in
-	changed := false
-	for slot, inst := range s.slots {
-		t, ok := target[slot]
-		switch {
-		case ok && t.Job == inst.job:
-			if inst.kind != t.Kind {
-				inst.kind = t.Kind
-				changed = true
-			}
-		case active[inst.job] == nil:
-			s.stopInstance(inst, true, "") // cancelled or finished: stop now
-		case preempt[slot].Mode == "passive":
-			s.stopInstance(inst, false, "passive")
-		case preempt[slot].Mode == "aggressive":
-			s.stopInstance(inst, true, "aggressive")
-		case ok:
-			// Another job's instance planned here without a preemption: the
-			// plan saw the slot free (its input, this machine's last
-			// heartbeat, predates this instance). Not a preemption: finish
-			// the item; a plan that wants the slot now preempts it.
-			s.stopInstance(inst, false, "")
-		default:
-			s.stopInstance(inst, false, "") // no longer wanted: finish the item
-		}
+	for _, inst := range s.slots {
+		inst.mu.Lock()
+		di.Running = append(di.Running, plandiff.Running{Slot: inst.slot, Job: inst.job, Kind: inst.kind, GPUs: inst.gpus,
+			Stopping: inst.stopAfter, Killed: inst.killed, Preempted: inst.preempted})
+		inst.mu.Unlock()
 	}
-	for slot, t := range target {
-		if s.slots[slot] != nil {
-			continue
-		}
-		j := active[t.Job]
-		if j == nil {
-			continue
-		}
-		drv, ok := n.drivers.Get(j.Spec.Driver)
-		if !ok {
-			continue
-		}
-		gpus, ok := s.allocGPUs(int(j.Spec.GPUs))
-		if !ok {
-			continue
-		}
-		inst := &instance{id: fmt.Sprintf("%s-s%d-%d", t.Job, slot, now.UnixNano()%1e9), job: t.Job, slot: slot, kind: t.Kind,
-			started: now.UnixMilli(), drv: drv, gpus: gpus, item: -1, done: make(chan struct{})}
-		s.slots[slot] = inst
-		changed = true
-		ctx, cancel := context.WithCancel(n.ctx)
-		inst.cancel = cancel
-		n.spawn(func() { s.work(ctx, inst, j, "") })
-	}
-	if changed {
+	if s.apply(plandiff.Diff(di), active, now) {
 		s.wantBeat()
 	}
-	s.mu.Unlock()
+	s.publish()
 	n.metrics.planHash.Set(float64(len(plan.Instances)))
 }
 
-// allocGPUs picks n free GPU devices of this machine. s.mu must be held.
-func (s *scheduler) allocGPUs(want int) ([]int, bool) {
-	if want == 0 {
-		return nil, true
-	}
-	used := map[int]bool{}
-	for _, in := range s.slots {
-		for _, g := range in.gpus {
-			used[g] = true
+// apply carries out the plan's actions on this machine; it reports whether
+// what this machine runs changed (a heartbeat is then due). s.mu must be
+// held.
+func (s *scheduler) apply(actions []plandiff.Action, active map[string]*ledger.Job, now time.Time) bool {
+	n := s.n
+	changed := false
+	for _, a := range actions {
+		inst := s.slots[a.Slot]
+		switch a.Kind {
+		case plandiff.Relabel:
+			inst.kind = a.InstanceKind
+			changed = true
+		case plandiff.StopNow:
+			s.stopInstance(inst, true, a.Preempt)
+		case plandiff.StopAfter:
+			s.stopInstance(inst, false, a.Preempt)
+		case plandiff.Start:
+			j := active[a.Job]
+			drv, _ := n.drivers.Get(j.Spec.Driver)
+			inst := &instance{id: fmt.Sprintf("%s-s%d-%d", a.Job, a.Slot, now.UnixNano()%1e9), job: a.Job, slot: a.Slot, kind: a.InstanceKind,
+				started: now.UnixMilli(), drv: drv, gpus: a.GPUs, item: -1, done: make(chan struct{})}
+			s.slots[a.Slot] = inst
+			changed = true
+			ctx, cancel := context.WithCancel(n.ctx)
+			inst.cancel = cancel
+			n.spawn(func() { s.work(ctx, inst, j, "") })
 		}
 	}
-	var out []int
-	for _, g := range s.n.limits.GPUs {
-		if !used[int(g.Device)] {
-			out = append(out, int(g.Device))
-			if len(out) == want {
-				return out, true
-			}
-		}
-	}
-	return nil, false
+	return changed
 }
 
 // stopInstance stops an instance: now (its item goes back to the agenda) or

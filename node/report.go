@@ -76,11 +76,8 @@ func activeInstances(hb p2p.Heartbeat) []p2p.RunningInstance {
 }
 
 func (n *Node) runningJobs() int {
-	s := n.sched
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	jobs := map[string]bool{}
-	for _, in := range s.slots {
+	for _, in := range n.sched.readView().instances {
 		jobs[in.job] = true
 	}
 	return len(jobs)
@@ -89,10 +86,7 @@ func (n *Node) runningJobs() int {
 // planAgreement is this node's plan hash and how many online peers announce
 // the same one.
 func (n *Node) planAgreement() (string, int, int) {
-	s := n.sched
-	s.mu.Lock()
-	h := s.plan.Hash
-	s.mu.Unlock()
+	h := n.sched.readView().plan.Hash
 	agree, peers := 0, 0
 	now := time.Now()
 	me := n.id.String()

@@ -79,6 +79,8 @@ type scheduler struct {
 	sweeping atomic.Bool            // a sweep for runs left behind is under way
 	strays   map[runtime.RunID]bool // unsupervised at the last sweep (owned by the sweep)
 	planAt   time.Time              // when the plan last changed
+
+	view atomic.Pointer[schedView] // the read view for the API (see view.go)
 }
 
 func (n *Node) kickScheduler() { signal(n.kick) }

@@ -1,8 +1,6 @@
 package p2p
 
 import (
-	"sync/atomic"
-
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,6 +25,7 @@ type dropTracer struct {
 	self    peer.ID
 	dropped *prometheus.CounterVec
 	traffic *traffic
+	hook    TraceHook // may be nil
 }
 
 // Trace events passed to a TraceHook.
@@ -37,32 +36,20 @@ const (
 	TracePeerRemove = "peer_remove" // a peer's pubsub stream was lost
 )
 
-// TraceHook sees GossipSub events of every host in the process: the host
+// TraceHook sees a host's GossipSub events (Config.Trace): the host
 // (self), the event, and for messages their topic and data. It is for
 // benchmarks and diagnosis, and must be fast.
 type TraceHook func(self peer.ID, event, topic string, data []byte)
 
-var traceHook atomic.Pointer[TraceHook]
-
-// SetTraceHook installs fn (nil removes it).
-func SetTraceHook(fn TraceHook) {
-	if fn == nil {
-		traceHook.Store(nil)
-		return
-	}
-	traceHook.Store(&fn)
-}
-
 func (t dropTracer) trace(event string, m *pubsub.Message) {
-	h := traceHook.Load()
-	if h == nil {
+	if t.hook == nil {
 		return
 	}
 	if m == nil {
-		(*h)(t.self, event, "", nil)
+		t.hook(t.self, event, "", nil)
 		return
 	}
-	(*h)(t.self, event, m.GetTopic(), m.GetData())
+	t.hook(t.self, event, m.GetTopic(), m.GetData())
 }
 
 // traffic counts GossipSub RPCs and messages by direction: the per-machine

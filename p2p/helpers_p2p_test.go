@@ -70,11 +70,17 @@ func ptHost(t testing.TB, reg prometheus.Registerer) *Host {
 
 func ptHostKey(t testing.TB, k crypto.PrivKey, reg prometheus.Registerer) *Host {
 	t.Helper()
-	h, err := New(context.Background(), Config{
-		Key:         k,
-		ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		Metrics:     reg,
-	})
+	return ptHostCfg(t, Config{Key: k, Metrics: reg})
+}
+
+// ptHostCfg starts a host on loopback with cfg (its key made if missing).
+func ptHostCfg(t testing.TB, cfg Config) *Host {
+	t.Helper()
+	if cfg.Key == nil {
+		cfg.Key = ptKey(t)
+	}
+	cfg.ListenAddrs = []string{"/ip4/127.0.0.1/tcp/0"}
+	h, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +91,13 @@ func ptHostKey(t testing.TB, k crypto.PrivKey, reg prometheus.Registerer) *Host 
 // ptPair starts two hosts, machines of one org, and joins it on both.
 func ptPair(t testing.TB) (a, b *Host, oa, ob *Org, m *ptMembers) {
 	t.Helper()
-	a, b = ptHost(t, nil), ptHost(t, nil)
+	return ptPairCfg(t, Config{}, Config{})
+}
+
+// ptPairCfg is ptPair with each host's config.
+func ptPairCfg(t testing.TB, ca, cb Config) (a, b *Host, oa, ob *Org, m *ptMembers) {
+	t.Helper()
+	a, b = ptHostCfg(t, ca), ptHostCfg(t, cb)
 	m = newPtMembers(a.ID(), b.ID())
 	var err error
 	if oa, err = a.JoinOrg(ptOrg, m); err != nil {

@@ -46,6 +46,7 @@ type Config struct {
 	ListenAddrs []string              // multiaddrs; default DefaultListenAddrs
 	Logger      *slog.Logger          // default: discard
 	Metrics     prometheus.Registerer // may be nil: no metrics registered
+	Trace       TraceHook             // may be nil; sees this host's GossipSub events (benchmarks, diagnosis)
 }
 
 // Host is the node's libp2p host with its GossipSub router.
@@ -156,7 +157,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		// the next heartbeat, an interval later.
 		pubsub.WithValidateQueueSize(validateQueueSize),
 		pubsub.WithPeerOutboundQueueSize(outboundQueueSize),
-		pubsub.WithRawTracer(dropTracer{self: lh.ID(), dropped: h.dropped, traffic: h.traffic}),
+		pubsub.WithRawTracer(dropTracer{self: lh.ID(), dropped: h.dropped, traffic: h.traffic, hook: cfg.Trace}),
 		pubsub.WithLogger(logger),
 	)
 	if err != nil {
