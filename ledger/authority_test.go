@@ -371,8 +371,13 @@ func TestJobResults(t *testing.T) {
 	w.mustAdd(r2)
 	w.mustAdd(r1)
 	it := w.log.State().Jobs[job].Items[0]
-	if it.Status != ItemDone || it.Machine != first || it.Attempts != 1 || w.log.State().Jobs[job].Done != 1 {
-		t.Fatalf("item 1: %+v; want done once, by %s", it, first)
+	if it.Status != ItemDone || it.Machine != first || it.Attempts != 2 || w.log.State().Jobs[job].Done != 1 {
+		t.Fatalf("item 1: %+v; want done once, by %s, after 2 real attempts", it, first)
+	}
+	// Both runs are visible; the second in total order is a duplicate.
+	if j := w.log.State().Jobs[job]; len(j.Runs) != 2 || j.Duplicates != 1 ||
+		!j.Runs[0].Counted || j.Runs[0].Machine != first || j.Runs[1].Counted || j.Runs[1].Machine == first {
+		t.Fatalf("runs %+v, duplicates %d; want the first counted and the other a duplicate", j.Runs, j.Duplicates)
 	}
 	// Retries: item 2 fails once (retries=1, still pending), then fails again.
 	w.ok(m1, KindJobResults, JobResults{Job: job, Results: []ItemResult{{Item: 2, Code: 3}}})
@@ -395,6 +400,9 @@ func TestJobResults(t *testing.T) {
 	w.write(m1, KindJobResults, JobResults{Job: job, Results: []ItemResult{{Item: 2}}})
 	if !slices.Equal(before, w.log.State().Jobs[job].Items) {
 		t.Fatal("a late result changed a finished job")
+	}
+	if j := w.log.State().Jobs[job]; j.Duplicates != 2 || j.Runs[len(j.Runs)-1].Counted {
+		t.Fatalf("a late result is a duplicate run: runs %+v, duplicates %d", j.Runs, j.Duplicates)
 	}
 	// All items done: done.
 	ok := w.submit(m2, 2, 0)

@@ -534,6 +534,15 @@ func applyMemberRemove(st *State, e *Entry, author string, p MemberRef) error {
 	return nil
 }
 
+// addRun records a run of one of j's items.
+func addRun(j *Job, machine string, r ItemResult, counted bool) {
+	j.Runs = append(j.Runs, Run{Item: r.Item, Machine: machine, Instance: r.Instance, Started: r.Started,
+		DurationMS: r.DurationMS, Code: r.Code, Counted: counted})
+	if !counted {
+		j.Duplicates++
+	}
+}
+
 func applyResults(st *State, e *Entry, author string, p JobResults) error {
 	m := st.Machines[author]
 	if m == nil || m.Status != MachineApproved {
@@ -552,7 +561,12 @@ func applyResults(st *State, e *Entry, author string, p JobResults) error {
 		}
 	}
 	if j.State != JobActive {
-		return nil // late results of a finished or cancelled job count for nothing
+		// Late results of a finished or cancelled job count for nothing,
+		// but they were real runs.
+		for _, r := range p.Results {
+			addRun(j, author, r, false)
+		}
+		return nil
 	}
 	if !j.Machines[author] {
 		j.Machines[author] = true
@@ -560,10 +574,12 @@ func applyResults(st *State, e *Entry, author string, p JobResults) error {
 	}
 	for _, r := range p.Results {
 		it := &j.Items[uint64(r.Item)-uint64(j.Spec.RangeStart)]
+		it.Attempts++ // every real attempt, counted or not
 		if it.Status != ItemPending {
-			continue // the first completion in the total order counts
+			addRun(j, author, r, false) // the first completion in the total order counts
+			continue
 		}
-		it.Attempts++
+		addRun(j, author, r, true)
 		it.Code, it.DurationMS, it.OutputSize, it.Machine = r.Code, r.DurationMS, r.OutputSize, author
 		switch {
 		case r.Code == 0:

@@ -179,4 +179,5 @@ type ItemResult struct {
 	OutputSize int64  `cbor:"output_size"`
 	Instance   string `cbor:"instance,omitempty"`
 	Error      string `cbor:"error,omitempty"`
+	Started    int64  `cbor:"started,omitempty"` // unix ms when the run started (0: not known)
 }

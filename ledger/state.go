@@ -102,6 +102,22 @@ type Job struct {
 	Error     string          `cbor:"error"`
 	Machines  map[string]bool `cbor:"machines"`
 	Ended     int64           `cbor:"ended"`
+	// Runs is every run whose result reached the ledger, in the fold's
+	// order; Duplicates counts those the ledger did not count (the item
+	// was already done or failed for good, or the job had ended).
+	Runs       []Run `cbor:"runs,omitempty"`
+	Duplicates int64 `cbor:"dups,omitempty"`
+}
+
+// Run is one run of an item, as its machine reported it.
+type Run struct {
+	Item       int64  `cbor:"i"`
+	Machine    string `cbor:"m"`
+	Instance   string `cbor:"n,omitempty"`
+	Started    int64  `cbor:"s,omitempty"` // unix ms, 0 if not reported
+	DurationMS int64  `cbor:"d"`
+	Code       int64  `cbor:"c"`
+	Counted    bool   `cbor:"k"` // the ledger took this run's result for the item
 }
 
 // Revocation records how a member lost a role, for conflict resolution.
@@ -178,6 +194,7 @@ func (s *State) Clone() *State {
 	for k, v := range s.Jobs {
 		j := *v
 		j.Items = append([]Item(nil), v.Items...)
+		j.Runs = v.Runs[:len(v.Runs):len(v.Runs)] // append-only: the copy reallocates on its first append
 		j.Machines = make(map[string]bool, len(v.Machines))
 		for m := range v.Machines {
 			j.Machines[m] = true

@@ -46,11 +46,19 @@ func (s *scheduler) adoptOne(drv Driver, r runtime.RunInfo) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !r.Running && s.hasResult(jobID, item, instID) {
+		_ = drv.Remove(ctx, r.ID) // its result was recorded before the kill (see results.go)
+		return
+	}
 	if !r.Running {
 		out, _ := drv.Logs(ctx, r.ID)
 		_ = n.logs.Save(jobID, item, out)
-		s.results[jobID] = append(s.results[jobID], ledger.ItemResult{Item: item, Code: int64(r.ExitCode),
-			DurationMS: r.FinishedAt.Sub(r.StartedAt).Milliseconds(), OutputSize: int64(len(out)), Instance: instID})
+		res := ledger.ItemResult{Item: item, Code: int64(r.ExitCode), DurationMS: r.FinishedAt.Sub(r.StartedAt).Milliseconds(),
+			OutputSize: int64(len(out)), Instance: instID, Started: r.StartedAt.UnixMilli()}
+		if err := s.persistResult(jobID, res); err != nil {
+			n.log.Warn("adoption: could not record a result durably", "job", jobID, "item", item, "err", err)
+		}
+		s.results[jobID] = append(s.results[jobID], res)
 		_ = drv.Remove(ctx, r.ID)
 		n.log.Info("adoption: recorded a run that finished while the node was down", "job", jobID, "item", item, "code", r.ExitCode)
 		return

@@ -37,7 +37,7 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		if adoptRun != "" {
 			run, adoptRun = adoptRun, ""
 			it, _ := in.current()
-			item, began = it, time.Now()
+			item, began = it, time.UnixMilli(in.started) // adopted: the run's own start
 		} else {
 			var ok bool
 			item, ok = s.nextItem(in)
@@ -61,7 +61,7 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 				if ctx.Err() != nil {
 					return
 				}
-				s.record(in, item, ledger.ItemResult{Item: item, Code: -1, DurationMS: time.Since(began).Milliseconds(), Instance: in.id, Error: err.Error()})
+				s.record(in, item, ledger.ItemResult{Item: item, Code: -1, DurationMS: time.Since(began).Milliseconds(), Instance: in.id, Error: err.Error(), Started: began.UnixMilli()})
 				continue
 			}
 		}
@@ -91,22 +91,27 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		if len(out) > 0 || err == nil {
 			_ = s.n.logs.Save(in.job, item, out)
 		}
+		if !killed {
+			res := ledger.ItemResult{Item: item, Code: int64(st.Code), DurationMS: dur.Milliseconds(), OutputSize: size, Instance: in.id,
+				Error: st.Err, Started: began.UnixMilli()}
+			if err != nil {
+				res.Code, res.Error = -1, err.Error()
+			}
+			// The result is durable before the run is removed: a kill in
+			// between leaves the run for adoption, which finds the record.
+			s.record(in, item, res)
+		}
 		_ = in.drv.Remove(context.Background(), run)
 		in.mu.Lock()
 		in.run = "" // only now: until removed, the run is this instance's (see sweep)
-		in.mu.Unlock()
 		if killed {
 			// Preempted or cancelled: no result; the item goes back to the agenda.
-			in.mu.Lock()
 			in.item = -1
-			in.mu.Unlock()
+		}
+		in.mu.Unlock()
+		if killed {
 			return
 		}
-		res := ledger.ItemResult{Item: item, Code: int64(st.Code), DurationMS: dur.Milliseconds(), OutputSize: size, Instance: in.id, Error: st.Err}
-		if err != nil {
-			res.Code, res.Error = -1, err.Error()
-		}
-		s.record(in, item, res)
 	}
 }
 
@@ -181,7 +186,13 @@ func (s *scheduler) paced(floor, per time.Duration) time.Duration {
 	return max(floor, min(time.Duration(len(s.planIn.Machines))*per, s.n.interval/4))
 }
 
+// record keeps a finished item's result until flush writes it to the
+// ledger: first durably in the store (see results.go), then in s.results,
+// where it counts as this machine's lease.
 func (s *scheduler) record(in *instance, item int64, r ledger.ItemResult) {
+	if err := s.persistResult(in.job, r); err != nil {
+		s.n.log.Warn("could not record a result durably; it is kept in memory until written to the ledger", "job", in.job, "item", item, "err", err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.results[in.job] = append(s.results[in.job], r)
@@ -214,6 +225,7 @@ func (s *scheduler) flush(ctx context.Context) {
 			if _, err := s.n.write(ctx, ledger.KindJobResults, ledger.JobResults{Job: id, Results: rs[:k]}); err != nil && !errors.Is(err, ledger.ErrNotAuthority) {
 				s.n.log.Debug("recording results", "job", id, "err", err)
 			}
+			s.forgetResults(id, rs[:k]) // in the ledger now (or refused for good)
 			rs = rs[k:]
 		}
 		s.mu.Lock()

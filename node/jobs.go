@@ -238,6 +238,7 @@ func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
 		ji.Ended = api.FormatTime(time.UnixMilli(j.Ended))
 	}
 	ji.Items = api.Items{Total: int64(len(j.Items)), Done: j.Done, Failed: j.Failed}
+	ji.DuplicateRuns = j.Duplicates
 	view := n.sched.readView()
 	plan := view.plan
 	// What actually runs: from heartbeats (others) and local truth (this node).
@@ -408,6 +409,20 @@ func (n *Node) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) 
 		if j == nil {
 			return // voided by a re-fold since resolveJob
 		}
+		runs := make([][]api.RunInfo, len(j.Items))
+		for i := range runs {
+			runs[i] = []api.RunInfo{}
+		}
+		for _, r := range j.Runs {
+			ri := api.RunInfo{Machine: r.Machine, Instance: r.Instance, ExitCode: r.Code, Counted: r.Counted}
+			if r.Started != 0 {
+				ri.Start = api.FormatTimeMS(time.UnixMilli(r.Started))
+				ri.End = api.FormatTimeMS(time.UnixMilli(r.Started + r.DurationMS))
+			}
+			if k := r.Item - j.Spec.RangeStart; k >= 0 && k < int64(len(runs)) {
+				runs[k] = append(runs[k], ri)
+			}
+		}
 		for i, it := range j.Items {
 			status := "pending"
 			switch it.Status {
@@ -417,7 +432,7 @@ func (n *Node) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) 
 				status = "failed"
 			}
 			out = append(out, api.ItemInfo{Item: j.Spec.RangeStart + int64(i), Status: status, Attempts: it.Attempts, Code: it.Code,
-				DurationMS: it.DurationMS, OutputSize: it.OutputSize, Machine: it.Machine})
+				DurationMS: it.DurationMS, OutputSize: it.OutputSize, Machine: it.Machine, Runs: runs[i]})
 		}
 	})
 	return out, nil

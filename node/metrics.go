@@ -28,3 +28,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	return m
 }
+
+// registerRunMetrics exports the runs the org's ledger knows of, summed
+// over every job: all of them, and the duplicates (runs of items already
+// counted). The ledger only grows, so both only grow.
+func registerRunMetrics(reg prometheus.Registerer, runs func() (all, dups int64)) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cshare_item_runs_total",
+			Help: "Runs of agenda items whose results reached the ledger, org-wide."}, func() float64 { a, _ := runs(); return float64(a) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "cshare_item_duplicate_runs_total",
+			Help: "Runs of agenda items the ledger had already counted (work done twice), org-wide."}, func() float64 { _, d := runs(); return float64(d) }),
+	)
+}

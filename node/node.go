@@ -216,6 +216,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.logs = logs.New(filepath.Join(opts.DataDir, "logs"), runtime.LogCap)
 	n.reg = prometheus.NewRegistry()
 	n.metrics = newMetrics(n.reg)
+	registerRunMetrics(n.reg, n.runCounts)
 	ok := false
 	defer func() {
 		if !ok {

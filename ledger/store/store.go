@@ -1,5 +1,7 @@
 // Package store persists the ledger in Badger: blocks by CID (ledger entries
-// and, later, dataset chunks share one block store) and small metadata.
+// and, later, dataset chunks share one block store), small metadata, and the
+// node's write-ahead records (facts of this machine, such as a finished
+// item's result, kept until they are in the ledger).
 // Writes of ledger entries are synchronous (SyncWrites), so an entry the API
 // acknowledged survives kill -9.
 package store
@@ -24,6 +26,7 @@ type Store struct {
 var (
 	blockPrefix = []byte("b/")
 	metaPrefix  = []byte("m/")
+	walPrefix   = []byte("w/")
 )
 
 type slogAdapter struct{ l *slog.Logger }
@@ -169,4 +172,57 @@ func (s *Store) Meta(key string) ([]byte, error) {
 		return err
 	})
 	return out, err
+}
+
+func walKey(key string) []byte { return append(append([]byte(nil), walPrefix...), key...) }
+
+// PutRecord stores a write-ahead record durably (synchronously, like every
+// write of the store) under key, replacing any record there.
+func (s *Store) PutRecord(key string, val []byte) error {
+	return s.db.Update(func(txn *badger.Txn) error { return txn.Set(walKey(key), val) })
+}
+
+// DeleteRecords removes write-ahead records (absent keys are ignored).
+func (s *Store) DeleteRecords(keys []string) error {
+	for len(keys) > 0 {
+		txn := s.db.NewTransaction(true)
+		n := 0
+		for ; n < len(keys); n++ {
+			err := txn.Delete(walKey(keys[n]))
+			if errors.Is(err, badger.ErrTxnTooBig) {
+				break
+			}
+			if err != nil {
+				txn.Discard()
+				return fmt.Errorf("store: delete: %w", err)
+			}
+		}
+		if err := txn.Commit(); err != nil {
+			return fmt.Errorf("store: commit: %w", err)
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+// ForEachRecord calls fn for every write-ahead record whose key starts with
+// prefix, in key order.
+func (s *Store) ForEachRecord(prefix string, fn func(key string, val []byte) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = walKey(prefix)
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if err := fn(string(item.Key()[len(walPrefix):]), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -177,27 +177,30 @@ type InstanceInfo struct {
 
 // JobInfo is `cshare job show --json`.
 type JobInfo struct {
-	ID        string         `json:"id"`
-	Name      string         `json:"name,omitempty"`
-	Submitter string         `json:"submitter"`
-	State     string         `json:"state"`
-	Priority  int64          `json:"priority"`
-	CPUs      int64          `json:"cpus"`
-	MaxCPUs   string         `json:"max_cpus"`
-	Driver    string         `json:"driver"`
-	Image     string         `json:"image,omitempty"`
-	Cmd       []string       `json:"cmd"`
-	Range     string         `json:"range"`
-	Cores     int64          `json:"cores,omitempty"`
-	MemoryMB  int64          `json:"memory_mb,omitempty"`
-	GPUs      int64          `json:"gpus,omitempty"`
-	Retries   int64          `json:"retries"`
-	Items     Items          `json:"items"`
-	Instances []InstanceInfo `json:"instances"`
-	Reason    string         `json:"reason,omitempty"`
-	Error     string         `json:"error,omitempty"`
-	Submitted string         `json:"submitted"`
-	Ended     string         `json:"ended,omitempty"`
+	ID        string   `json:"id"`
+	Name      string   `json:"name,omitempty"`
+	Submitter string   `json:"submitter"`
+	State     string   `json:"state"`
+	Priority  int64    `json:"priority"`
+	CPUs      int64    `json:"cpus"`
+	MaxCPUs   string   `json:"max_cpus"`
+	Driver    string   `json:"driver"`
+	Image     string   `json:"image,omitempty"`
+	Cmd       []string `json:"cmd"`
+	Range     string   `json:"range"`
+	Cores     int64    `json:"cores,omitempty"`
+	MemoryMB  int64    `json:"memory_mb,omitempty"`
+	GPUs      int64    `json:"gpus,omitempty"`
+	Retries   int64    `json:"retries"`
+	Items     Items    `json:"items"`
+	// DuplicateRuns counts runs of items the ledger had already counted
+	// (work done twice).
+	DuplicateRuns int64          `json:"duplicate_runs"`
+	Instances     []InstanceInfo `json:"instances"`
+	Reason        string         `json:"reason,omitempty"`
+	Error         string         `json:"error,omitempty"`
+	Submitted     string         `json:"submitted"`
+	Ended         string         `json:"ended,omitempty"`
 }
 
 // ItemInfo is one agenda item (job show --items, logs).
@@ -209,6 +212,19 @@ type ItemInfo struct {
 	DurationMS int64  `json:"duration_ms"`
 	OutputSize int64  `json:"output_size"`
 	Machine    string `json:"machine,omitempty"`
+	// Runs is every run of the item whose result reached the ledger, in
+	// the ledger's order; a run not counted was a duplicate.
+	Runs []RunInfo `json:"runs"`
+}
+
+// RunInfo is one run of an item (`job items --json`).
+type RunInfo struct {
+	Machine  string `json:"machine"`
+	Instance string `json:"instance,omitempty"`
+	Start    string `json:"start,omitempty"` // RFC 3339, "" if not reported
+	End      string `json:"end,omitempty"`
+	ExitCode int64  `json:"exit_code"`
+	Counted  bool   `json:"counted"` // the ledger took this run's result
 }
 
 // Error is the body of every non-2xx answer.
@@ -258,6 +274,14 @@ func (e *StatusError) Error() string { return e.Msg }
 // Errorf builds a StatusError.
 func Errorf(code int, format string, a ...any) error {
 	return &StatusError{Code: code, Msg: sprintf(format, a...)}
+}
+
+// FormatTimeMS is FormatTime to the millisecond (run starts and ends).
+func FormatTimeMS(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 // FormatTime renders a time as RFC 3339 in UTC, or "" for the zero time.

@@ -410,6 +410,7 @@ func printJob(a *app, j api.JobInfo) error {
 		{"per instance", orDash(strings.Join(res, ", "))},
 		{"retries", itoa(j.Retries)},
 		{"items", fmt.Sprintf("%d/%d done, %d failed, %d running, %d pending", it.Done, it.Total, it.Failed, it.Running, it.Pending)},
+		{"duplicate runs", itoa(j.DuplicateRuns)},
 		{"instances", instances(j) + " (running/primaries+secondaries)"},
 		{"submitter", orDash(j.Submitter)},
 		{"submitted", orDash(j.Submitted)},

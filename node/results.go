@@ -1,0 +1,127 @@
+package node
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/cshare/cshare/ledger"
+)
+
+// Finished items' results are facts of this machine until a job.results
+// entry carries them into the ledger. So that a kill -9 cannot lose one
+// (and the item run again), each is first written to the store as a
+// write-ahead record, synchronously, before its run is removed; flush
+// deletes the records once their entry is written, and a restarted node
+// loads what is left and flushes it.
+
+const resultsPrefix = "results/"
+
+// resultKey is the write-ahead record of one run's result.
+func resultKey(job string, r ledger.ItemResult) string {
+	return resultsPrefix + job + "/" + strconv.FormatInt(r.Item, 10) + "/" + r.Instance
+}
+
+// persistResult writes a result's record durably.
+func (s *scheduler) persistResult(job string, r ledger.ItemResult) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return s.n.store.PutRecord(resultKey(job, r), b)
+}
+
+// forgetResults deletes the records of results now in the ledger (or
+// dropped for good).
+func (s *scheduler) forgetResults(job string, rs []ledger.ItemResult) {
+	keys := make([]string, len(rs))
+	for i, r := range rs {
+		keys[i] = resultKey(job, r)
+	}
+	if err := s.n.store.DeleteRecords(keys); err != nil {
+		s.n.log.Warn("could not delete results already in the ledger; a restart would write them again", "job", job, "err", err)
+	}
+}
+
+// loadResults takes back the results recorded before a restart that are
+// not in the ledger yet; those that are (the node died between writing
+// their entry and deleting their records) are deleted. It runs before
+// adoption, which then skips the runs these results came from.
+func (s *scheduler) loadResults() {
+	n := s.n
+	type rec struct {
+		job string
+		r   ledger.ItemResult
+	}
+	var recs []rec
+	var stale []string
+	err := n.store.ForEachRecord(resultsPrefix, func(key string, val []byte) error {
+		var r ledger.ItemResult
+		job, _, _ := strings.Cut(strings.TrimPrefix(key, resultsPrefix), "/")
+		if json.Unmarshal(val, &r) != nil || job == "" {
+			stale = append(stale, key)
+			return nil
+		}
+		recs = append(recs, rec{job, r})
+		return nil
+	})
+	if err != nil {
+		n.log.Warn("could not read the results recorded before a restart", "err", err)
+		return
+	}
+	var keep []rec
+	n.snapshot(func(st *ledger.State) {
+		for _, x := range recs {
+			j := st.Jobs[x.job]
+			if j == nil || inLedger(j, n.idStr, x.r) {
+				stale = append(stale, resultKey(x.job, x.r))
+				continue
+			}
+			keep = append(keep, x)
+		}
+	})
+	if len(stale) > 0 {
+		_ = n.store.DeleteRecords(stale)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range keep {
+		s.results[x.job] = append(s.results[x.job], x.r)
+	}
+	if len(keep) > 0 {
+		n.log.Info("results recorded before a restart will be written to the ledger", "results", len(keep))
+	}
+}
+
+// inLedger reports whether job j holds machine's run r.
+func inLedger(j *ledger.Job, machine string, r ledger.ItemResult) bool {
+	for _, run := range j.Runs {
+		if run.Item == r.Item && run.Machine == machine && run.Instance == r.Instance {
+			return true
+		}
+	}
+	return false
+}
+
+// hasResult reports whether a result of job's item by instance is waiting
+// for the ledger. s.mu must be held.
+func (s *scheduler) hasResult(job string, item int64, instance string) bool {
+	for _, r := range s.results[job] {
+		if r.Item == item && r.Instance == instance {
+			return true
+		}
+	}
+	return false
+}
+
+// runCounts sums, over the ledger's jobs, the runs it knows of and the
+// duplicates among them.
+func (n *Node) runCounts() (all, dups int64) {
+	n.snapshot(func(st *ledger.State) {
+		for _, j := range st.Jobs {
+			all += int64(len(j.Runs))
+			dups += j.Duplicates
+		}
+	})
+	return all, dups
+}
