@@ -543,7 +543,7 @@ func TestWriteWithManyHeads(t *testing.T) {
 	if err := n.importEntries(signers); err != nil {
 		t.Fatal(err)
 	}
-	if h, _ := n.lg.Heads(); len(h) <= ledger.MaxParents {
+	if h, _ := n.rep.Heads(); len(h) <= ledger.MaxParents {
 		t.Fatalf("setup: %d heads", len(h))
 	}
 	if _, err := n.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"smartshare.mode": "none"}}); err != nil {
