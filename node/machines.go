@@ -40,8 +40,9 @@ func peerOf(addr string) (peer.ID, error) {
 // machineStatus derives a machine's status: the ledger's pending, rejected
 // or removed; for approved machines, liveness from heartbeats.
 func (n *Node) machineStatus(id string, now time.Time) string {
-	var m *ledger.Machine
-	n.snapshot(func(st *ledger.State) { m = st.Machines[id] })
+	lg, unlock := n.rep.ReadLog()
+	m := lg.State().Machines[id]
+	unlock()
 	if m == nil {
 		return ""
 	}
@@ -111,13 +112,13 @@ func (n *Node) Machines(ctx context.Context) ([]api.MachineInfo, error) {
 	now := time.Now()
 	var ms []*ledger.Machine
 	var st *ledger.State
-	n.snapshot(func(s *ledger.State) {
-		st = s
-		for _, m := range st.SortedMachines() {
-			c := *m
-			ms = append(ms, &c)
-		}
-	})
+	lg, unlock := n.rep.ReadLog()
+	st = lg.State()
+	for _, m := range st.SortedMachines() {
+		c := *m
+		ms = append(ms, &c)
+	}
+	unlock()
 	out := make([]api.MachineInfo, 0, len(ms))
 	for _, m := range ms {
 		mi := n.machineInfo(st, m, now)
