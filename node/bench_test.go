@@ -21,6 +21,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/runtime"
@@ -364,7 +365,9 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 			var env struct {
 				Payload []byte `cbor:"payload"`
 			}
-			var msg headsMsg
+			var msg struct {
+				Entries [][]byte `cbor:"entries"`
+			}
 			if cbor.Unmarshal(data, &env) != nil || cbor.Unmarshal(env.Payload, &msg) != nil || len(msg.Entries) == 0 {
 				return
 			}
@@ -410,11 +413,12 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 			for k, n := range ns {
 				// TryRLock: waiting for a busy node's lock would stall
 				// this loop, and every mark below with it.
-				if known[k] == 0 && n.mu.TryRLock() {
-					if n.lg.State().Jobs[ji.ID] != nil {
-						known[k] = time.Since(t0)
-					}
-					n.mu.RUnlock()
+				if known[k] == 0 {
+					n.rep.TryView(func(st *ledger.State) {
+						if st.Jobs[ji.ID] != nil {
+							known[k] = time.Since(t0)
+						}
+					})
 				}
 			}
 			if time.Since(t0) > 2*time.Minute {

@@ -26,7 +26,6 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/cshare/cshare/ledger"
-	"github.com/cshare/cshare/ledger/store"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/runtime"
 )
@@ -300,11 +299,7 @@ func liveStatus(t testing.TB, n *Node, id string) string {
 	return ""
 }
 
-func entryCount(n *Node) int {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.lg.Len()
-}
+func entryCount(n *Node) int { return n.rep.Len() }
 
 func stateHash(n *Node) string {
 	var h string
@@ -393,31 +388,15 @@ func statusCode(err error) int {
 // durably, then folded (those whose parents are missing wait). It is how the
 // tests and BenchmarkCatchUp build large ledgers without the API.
 func (n *Node) importEntries(es []*ledger.Entry) error {
-	const chunk = 4096
-	for len(es) > 0 {
-		k := min(len(es), chunk)
-		blocks := make([]store.Block, k)
-		for i, e := range es[:k] {
-			blocks[i] = store.Block{CID: e.CID(), Data: e.Bytes()}
-		}
-		if err := n.store.PutBlocks(blocks); err != nil {
-			return err
-		}
-		n.mu.Lock()
-		n.addLocked(es[:k])
-		n.mu.Unlock()
-		es = es[k:]
+	if err := n.rep.Import(es); err != nil {
+		return err
 	}
 	n.announce(n.ctx)
 	return nil
 }
 
 // heads is n's current heads and their largest clock.
-func heads(n *Node) ([]cid.Cid, uint64) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.lg.Heads()
-}
+func heads(n *Node) ([]cid.Cid, uint64) { return n.rep.Heads() }
 
 // runLog records every run of the fake drivers of a mesh.
 type runLog struct {

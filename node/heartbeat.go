@@ -4,10 +4,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"reflect"
-	"slices"
 	"time"
 
-	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -59,11 +57,12 @@ func (n *Node) beat(ctx context.Context) {
 	total, free, running, planHash := n.resourceReport()
 	n.mu.RLock()
 	o := n.org
-	st := n.lg.State()
-	m := st.Machines[n.id.String()]
-	approved := m != nil && m.Status == ledger.MachineApproved
-	heads, _ := n.lg.Heads()
 	n.mu.RUnlock()
+	lg, unlock := n.rep.ReadLog()
+	m := lg.State().Machines[n.id.String()]
+	approved := m != nil && m.Status == ledger.MachineApproved
+	heads, _ := lg.Heads()
+	unlock()
 	if o == nil || !approved {
 		return
 	}
@@ -89,7 +88,7 @@ func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
 	n.live.Observe(hb, time.Now())
 	if id != n.id {
 		n.sched.leases.observe(hb)
-		n.syncHeads(id, hb.Heads)
+		n.rep.WantHeads(id, hb.Heads)
 	}
 	n.rememberPeer(hb.Machine, hb.Addrs)
 	if id != n.id && len(hb.Addrs) > 0 && n.host.LibP2P().Network().Connectedness(id) != network.Connected {
@@ -108,68 +107,6 @@ func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
 		n.nudgeScheduler()
 	}
 }
-
-// syncHeads fetches from machine id the heads its heartbeat names that this
-// node lacks: heartbeats carry heads, so the ledger topic needs only the
-// announcements of new entries and a slow periodic one (see headsLoop).
-//
-// A machine names the same heads heartbeat after heartbeat while the ledger
-// is quiet, and an org whose machines all wrote at once (after an approval
-// wave or a restart) keeps a hundred heads until someone writes again, so
-// heads this node already had when the machine last named them are not
-// decoded and looked up again: the ledger only grows.
-func (n *Node) syncHeads(id peer.ID, heads []string) {
-	key := id.String()
-	n.headsMu.Lock()
-	same := slices.Equal(n.haveHeads[key], heads)
-	n.headsMu.Unlock()
-	if same {
-		return
-	}
-	var want []cid.Cid
-	n.mu.RLock()
-	for _, h := range heads {
-		if c, err := cid.Decode(h); err == nil && !n.lg.Has(c) {
-			want = append(want, c)
-		}
-	}
-	n.mu.RUnlock()
-	if len(want) == 0 {
-		n.headsMu.Lock()
-		if n.haveHeads == nil {
-			n.haveHeads = map[string][]string{}
-		}
-		n.haveHeads[key] = heads
-		n.headsMu.Unlock()
-		return
-	}
-	// The author's own announcement, carrying a new entry, is usually on
-	// its way by gossip: fetch only what is still missing a moment later.
-	n.spawn(func() {
-		t := time.NewTimer(headsGrace)
-		defer t.Stop()
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-t.C:
-		}
-		n.mu.RLock()
-		missing := want[:0]
-		for _, c := range want {
-			if !n.lg.Has(c) {
-				missing = append(missing, c)
-			}
-		}
-		n.mu.RUnlock()
-		if len(missing) > 0 {
-			n.syncFrom(id, missing)
-		}
-	})
-}
-
-// headsGrace is how long heads first seen in a heartbeat wait for their
-// announcement before they are fetched from the heartbeat's sender.
-const headsGrace = 300 * time.Millisecond
 
 // publishMachineUpdate writes this machine's hardware and limits into the
 // ledger when they differ from what the ledger has.

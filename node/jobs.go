@@ -184,12 +184,12 @@ func (n *Node) checkImage(ctx context.Context, spec ledger.JobSpec) error {
 }
 
 // resolveJob finds a job by ID, unique ID prefix or name. It returns a
-// shallow copy, safe to read without n.mu except for Items and Machines,
-// which the fold updates in place: read those under n.mu, from the State.
+// shallow copy, safe to read without a lock except for Items and Machines,
+// which the fold updates in place: read those in n.snapshot, from the State.
 func (n *Node) resolveJob(ref string) (*ledger.Job, error) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	j, err := n.findJob(ref)
+	lg, unlock := n.rep.ReadLog()
+	defer unlock()
+	j, err := findJob(lg.State(), ref)
 	if err != nil {
 		return nil, err
 	}
@@ -197,10 +197,9 @@ func (n *Node) resolveJob(ref string) (*ledger.Job, error) {
 	return &c, nil
 }
 
-// findJob is resolveJob's search. n.mu must be held.
-func (n *Node) findJob(ref string) (*ledger.Job, error) {
+// findJob is resolveJob's search, in st (read-locked).
+func findJob(st *ledger.State, ref string) (*ledger.Job, error) {
 	ref = strings.TrimSpace(ref)
-	st := n.lg.State()
 	if j := st.Jobs[ref]; j != nil {
 		return j, nil
 	}
@@ -569,7 +568,7 @@ type logSource Node
 
 func (s *logSource) LogsOrg() string { return (*Node)(s).orgID() }
 
-func (s *logSource) IsApproved(p peer.ID) bool { return (*membership)(s).IsApproved(p) }
+func (s *logSource) IsApproved(p peer.ID) bool { return (*Node)(s).rep.IsApproved(p) }
 
 // OpenLog opens the output of an item of a job of the ledger: the job must
 // be known here (which also keeps the name from reaching outside the logs

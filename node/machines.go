@@ -40,9 +40,9 @@ func peerOf(addr string) (peer.ID, error) {
 // machineStatus derives a machine's status: the ledger's pending, rejected
 // or removed; for approved machines, liveness from heartbeats.
 func (n *Node) machineStatus(id string, now time.Time) string {
-	n.mu.RLock()
-	m := n.lg.State().Machines[id]
-	n.mu.RUnlock()
+	lg, unlock := n.rep.ReadLog()
+	m := lg.State().Machines[id]
+	unlock()
 	if m == nil {
 		return ""
 	}
@@ -112,13 +112,13 @@ func (n *Node) Machines(ctx context.Context) ([]api.MachineInfo, error) {
 	now := time.Now()
 	var ms []*ledger.Machine
 	var st *ledger.State
-	n.mu.RLock()
-	st = n.lg.State()
+	lg, unlock := n.rep.ReadLog()
+	st = lg.State()
 	for _, m := range st.SortedMachines() {
 		c := *m
 		ms = append(ms, &c)
 	}
-	n.mu.RUnlock()
+	unlock()
 	out := make([]api.MachineInfo, 0, len(ms))
 	for _, m := range ms {
 		mi := n.machineInfo(st, m, now)
@@ -134,9 +134,9 @@ func (n *Node) resolveMachine(ref string) (*ledger.Machine, error) {
 	if ref == "" {
 		return nil, api.Errorf(http.StatusBadRequest, "machine: give a machine ID or name (see cshare machine ls)")
 	}
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	st := n.lg.State()
+	lg, unlock := n.rep.ReadLog()
+	defer unlock()
+	st := lg.State()
 	if m := st.Machines[ref]; m != nil {
 		c := *m
 		return &c, nil
@@ -243,9 +243,9 @@ func (n *Node) Members(ctx context.Context) ([]api.MemberInfo, error) {
 }
 
 func (n *Node) resolveMember(ref string) (string, error) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	st := n.lg.State()
+	lg, unlock := n.rep.ReadLog()
+	defer unlock()
+	st := lg.State()
 	if st.Members[ref] != nil {
 		return ref, nil
 	}

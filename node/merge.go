@@ -28,18 +28,15 @@ const defaultMergeAbove = 8
 // before a merge.
 const mergeQuiet = 2
 
-// noteAdded records that an entry was just added (n.mu held).
-func (n *Node) noteAdded() { n.lastAdded = time.Now() }
-
 // maybeMerge writes a ledger.merge entry if this machine should now (see
 // above).
 func (n *Node) maybeMerge(ctx context.Context, now time.Time) {
-	n.mu.RLock()
-	heads, _ := n.lg.Heads()
-	quiet := now.Sub(n.lastAdded) >= mergeQuiet*n.interval
-	m := n.lg.State().Machines[n.idStr]
+	lg, unlock := n.rep.ReadLog()
+	heads, _ := lg.Heads()
+	m := lg.State().Machines[n.idStr]
 	approved := m != nil && m.Status == ledger.MachineApproved
-	n.mu.RUnlock()
+	unlock()
+	quiet := now.Sub(n.rep.LastAdded()) >= mergeQuiet*n.interval
 	if len(heads) <= n.opts.MergeAbove || !quiet || !approved {
 		return
 	}

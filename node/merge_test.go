@@ -45,9 +45,7 @@ func TestHeadsMerged(t *testing.T) {
 			if len(hs) != 1 {
 				return fmt.Sprintf("%s has %d heads", mn.name, len(hs))
 			}
-			mn.mu.RLock()
-			kind := mn.lg.Get(hs[0]).Kind
-			mn.mu.RUnlock()
+			kind := mn.rep.Get(hs[0]).Kind
 			if kind != ledger.KindMerge {
 				return fmt.Sprintf("%s's head is a %s", mn.name, kind)
 			}

@@ -132,9 +132,9 @@ func TestMeshOrg(t *testing.T) {
 	}
 	// A replayed entry: the bytes of the machine's own registration, again.
 	var regBytes []byte
-	n0.mu.RLock()
-	es := n0.lg.Entries()
-	n0.mu.RUnlock()
+	lg, unlock := n0.rep.ReadLog()
+	es := lg.Entries()
+	unlock()
 	for _, e := range es {
 		if e.Kind == ledger.KindMachineReg && e.AuthorString() == pid {
 			regBytes = e.Bytes()
@@ -171,9 +171,9 @@ func TestMeshOrg(t *testing.T) {
 		if err := mn.importEntries([]*ledger.Entry{e}); err != nil {
 			t.Fatal(err)
 		}
-		mn.mu.RLock()
-		has, after := mn.lg.Has(forgedCID), mn.lg.Len()
-		mn.mu.RUnlock()
+		lg, unlock := mn.rep.ReadLog()
+		has, after := lg.Has(forgedCID), lg.Len()
+		unlock()
 		if has || after != before {
 			t.Fatalf("%s: forged entry kept %v, entries %d -> %d", mn.name, has, before, after)
 		}
@@ -193,9 +193,7 @@ func TestMeshOrg(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "every node to have the member's approval", func() string {
 		for _, mn := range m.nodes {
-			mn.mu.RLock()
-			ok := mn.lg.Has(e.CID())
-			mn.mu.RUnlock()
+			ok := mn.rep.Has(e.CID())
 			if !ok {
 				return mn.name + " lacks it"
 			}
@@ -207,9 +205,9 @@ func TestMeshOrg(t *testing.T) {
 		if st := machineStatus(mn.Node, pid); st != ledger.MachinePending {
 			t.Fatalf("%s: the member's approval took effect: %q", mn.name, st)
 		}
-		mn.mu.RLock()
-		eff := mn.lg.Effective(e.CID())
-		mn.mu.RUnlock()
+		lg, unlock := mn.rep.ReadLog()
+		eff := lg.Effective(e.CID())
+		unlock()
 		if eff {
 			t.Fatalf("%s: the member's approval is effective", mn.name)
 		}
@@ -237,16 +235,14 @@ func TestMeshOrg(t *testing.T) {
 	}
 	want := m.waitConverged(30 * time.Second) // the live ones
 	n = m.restart(victim)
-	n.mu.RLock()
 	for _, h := range vheads {
-		if !n.lg.Has(h) {
+		if !n.rep.Has(h) {
 			t.Errorf("restarted node lost head %s", h)
 		}
 	}
-	if n.lg.Len() < ve {
-		t.Errorf("restarted node has %d entries, had %d", n.lg.Len(), ve)
+	if l := n.rep.Len(); l < ve {
+		t.Errorf("restarted node has %d entries, had %d", l, ve)
 	}
-	n.mu.RUnlock()
 	got := m.waitConverged(30 * time.Second)
 	if got != want {
 		t.Fatalf("converged to %.8s, want %.8s (nothing was written since)", got, want)

@@ -79,13 +79,13 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 		ring = s.ringFor([]uint64{ownerSeed(in.job, me, in.slot)})
 	}
 	rv := s.remoteView(in.job, myPlan, owners, now)
-	n.mu.RLock()
-	defer n.mu.RUnlock()
+	lg, unlock := n.rep.ReadLog()
+	defer unlock()
 	for _, id := range rv.online {
-		s.leases.released(id, in.job, n.lg.Has, leased)
+		s.leases.released(id, in.job, lg.Has, leased)
 	}
 	isAlive := func(k slotKey) bool { return alive[k] || rv.alive[k] }
-	j := n.lg.State().Jobs[in.job]
+	j := lg.State().Jobs[in.job]
 	if j == nil || j.State != ledger.JobActive || len(j.Items) == 0 {
 		return 0, false
 	}

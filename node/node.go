@@ -18,13 +18,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/replica"
 	"github.com/cshare/cshare/ledger/store"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/node/config"
@@ -83,31 +83,14 @@ type Node struct {
 	reg      *prometheus.Registry
 	metrics  *metrics
 
-	mu       sync.RWMutex
-	lg       *ledger.Log
-	waiting  map[string]*ledger.Entry // entries whose parents have not arrived
-	org      *p2p.Org
-	live     *p2p.Liveness
-	syncing  map[peer.ID]bool
-	syncMore map[peer.ID][]cid.Cid // wants that arrived while a sync from that peer ran
-	wanted   map[string]time.Time  // CIDs asked of some peer, and when (see syncFrom)
-	// lastAdded is when the last entry was added to the ledger, or the node
-	// started (see maybeMerge).
-	lastAdded time.Time
-
-	writeMu sync.Mutex // serialises local writes so each names the latest heads
-	// persisting is read-held by takePushed from the fold of a pushed entry
-	// until its durable write ends; write takes it to name only durable
-	// parents (see takePushed).
-	persisting sync.RWMutex
+	// rep is the org's ledger: log, store, sync (package ledger/replica).
+	rep  *replica.Replica
+	mu   sync.RWMutex // guards org
+	org  *p2p.Org
+	live *p2p.Liveness
 
 	peersMu sync.Mutex
 	known   map[string][]string // machine ID -> last known addresses
-
-	headsMu sync.Mutex
-	// haveHeads is, per machine, the heads its last heartbeat named when
-	// this node had every one of them (see syncHeads).
-	haveHeads map[string][]string
 
 	apiSrv  *http.Server
 	apiAddr string
@@ -208,11 +191,10 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n := &Node{opts: opts, log: log, key: key, signer: signer, id: signer.ID(), idStr: signer.ID().String(), cfg: cfg, hw: hwinfo, limits: limits,
-		interval: interval, started: time.Now(), lg: ledger.NewLog(), waiting: map[string]*ledger.Entry{},
-		live: &p2p.Liveness{}, syncing: map[peer.ID]bool{}, syncMore: map[peer.ID][]cid.Cid{}, wanted: map[string]time.Time{}, ctx: ctx, cancel: cancel,
+		interval: interval, started: time.Now(),
+		live: &p2p.Liveness{}, ctx: ctx, cancel: cancel,
 		stopped: make(chan struct{}), kick: make(chan struct{}, 1),
 		nudge: make(chan struct{}, 1), wakeup: make(chan struct{}, 1)}
-	n.lastAdded = n.started // a node just started does not yet know who is online (see maybeMerge)
 	n.logs = logs.New(filepath.Join(opts.DataDir, "logs"), runtime.LogCap)
 	n.reg = prometheus.NewRegistry()
 	n.metrics = newMetrics(n.reg)
@@ -226,13 +208,13 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if n.store, err = store.Open(filepath.Join(opts.DataDir, "ledger"), log); err != nil {
 		return nil, err
 	}
-	if err := n.loadLedger(); err != nil {
+	if err := n.openReplica(); err != nil {
 		return nil, err
 	}
 	if n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: opts.Listen, Logger: log, Metrics: n.reg, Trace: opts.TraceHook}); err != nil {
 		return nil, fmt.Errorf("node: libp2p: %w", err)
 	}
-	p2p.ServeSync(n.host.LibP2P(), (*syncSource)(n))
+	p2p.ServeSync(n.host.LibP2P(), n.rep)
 	p2p.ServeLogs(n.host.LibP2P(), (*logSource)(n))
 	if err := n.initRuntime(); err != nil {
 		return nil, err
@@ -273,6 +255,9 @@ func (n *Node) Stopped() <-chan struct{} { return n.stopped }
 // Close stops the node: API, loops, instances' supervision, host, store.
 func (n *Node) Close() error {
 	n.cancel()
+	if n.rep != nil {
+		n.rep.Close() // its syncs run on n.spawn: waited for below
+	}
 	if n.apiSrv != nil {
 		sctx, c := context.WithTimeout(context.Background(), 3*time.Second)
 		_ = n.apiSrv.Shutdown(sctx)
@@ -360,40 +345,12 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp, path)
 }
 
-// orgID is the org this node belongs to, or "".
-func (n *Node) orgID() string {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	return n.lg.Org()
-}
-
-// loadLedger reads every stored entry and folds them.
-func (n *Node) loadLedger() error {
-	var es []*ledger.Entry
-	err := n.store.ForEachBlock(func(c cid.Cid, data []byte) error {
-		e, err := ledger.DecodeWithCID(c, data)
-		if err != nil {
-			n.log.Warn("dropping a stored block that does not decode", "cid", c.String(), "err", err)
-			return nil
-		}
-		es = append(es, e)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.addLocked(es)
-	return nil
-}
-
 func (n *Node) joinTopics(org string) error {
-	o, err := n.host.JoinOrg(org, (*membership)(n))
+	o, err := n.host.JoinOrg(org, n.rep)
 	if err != nil {
 		return err
 	}
-	o.OnHeads(n.onHeads)
+	o.OnHeads(n.rep.OnHeads)
 	o.OnHeartbeat(n.onHeartbeat)
 	o.SetBeat(func() { n.beat(n.ctx) })
 	n.mu.Lock()

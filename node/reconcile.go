@@ -13,8 +13,8 @@ import (
 
 func (s *scheduler) buildInput(now time.Time) smartshare.Input {
 	n := s.n
-	n.mu.RLock()
-	st := n.lg.State()
+	lg, unlock := n.rep.ReadLog()
+	st := lg.State()
 	in := smartshare.Input{Config: smartshare.Config{Mode: st.Settings.SmartShare.Mode, PreemptPolicy: st.Settings.SmartShare.PreemptPolicy,
 		DefaultMaxCPUs: int(st.Settings.SmartShare.DefaultMaxCPUs), MaxCPUsLimit: int(st.Settings.SmartShare.MaxCPUsLimit)}}
 	machines := map[string]int{}
@@ -58,7 +58,7 @@ func (s *scheduler) buildInput(now time.Time) smartshare.Input {
 		in.Jobs = append(in.Jobs, sj)
 		jobs[j.ID] = true
 	}
-	n.mu.RUnlock()
+	unlock()
 	for _, hb := range hbs {
 		used := map[int64]bool{}
 		for _, ri := range hb.Instances {

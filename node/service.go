@@ -43,13 +43,6 @@ func refused(err error) error {
 	return api.Errorf(http.StatusBadRequest, "%s", strings.TrimPrefix(err.Error(), "ledger: "))
 }
 
-// snapshot runs fn with the state under the read lock.
-func (n *Node) snapshot(fn func(st *ledger.State)) {
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	fn(n.lg.State())
-}
-
 func (n *Node) needOrg() error {
 	if n.orgID() == "" {
 		return errNoOrg()
@@ -78,20 +71,20 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 		s.PeerIDs = append(s.PeerIDs, p.String())
 	}
 	s.Peers = len(s.PeerIDs)
-	n.mu.RLock()
-	st := n.lg.State()
-	heads, _ := n.lg.Heads()
+	lg, unlock := n.rep.ReadLog()
+	st := lg.State()
+	heads, _ := lg.Heads()
 	for _, h := range heads {
 		s.Heads = append(s.Heads, h.String())
 	}
-	s.Entries = n.lg.Len()
+	s.Entries = lg.Len()
 	s.Org, s.OrgName = st.Org, st.Name
 	s.Role = st.Role(s.ID)
 	s.Name = n.machineName()
 	if m := st.Machines[s.ID]; m != nil {
 		s.Name = m.Name
 	}
-	n.mu.RUnlock()
+	unlock()
 	s.Status = n.machineStatus(s.ID, time.Now())
 	if s.Org == "" {
 		s.Status = "no org"
@@ -161,13 +154,13 @@ func (n *Node) Org(ctx context.Context) (api.OrgInfo, error) {
 		return api.OrgInfo{}, err
 	}
 	var o api.OrgInfo
-	n.mu.RLock()
-	defer n.mu.RUnlock()
-	st := n.lg.State()
+	lg, unlock := n.rep.ReadLog()
+	defer unlock()
+	st := lg.State()
 	o = api.OrgInfo{ID: st.Org, Name: st.Name, Description: st.Description, Owner: st.Owner, StateHash: st.Hash(),
-		Entries: n.lg.Len(), Settings: st.Settings, Members: len(st.Members), Machines: len(st.Machines),
+		Entries: lg.Len(), Settings: st.Settings, Members: len(st.Members), Machines: len(st.Machines),
 		Created: api.FormatTime(time.UnixMilli(st.Created))}
-	heads, _ := n.lg.Heads()
+	heads, _ := lg.Heads()
 	for _, h := range heads {
 		o.Heads = append(o.Heads, h.String())
 	}
@@ -351,7 +344,7 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 	fctx, fcancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer fcancel()
 	for _, p := range peers {
-		if err := n.fetch(fctx, p, org, nil); err != nil {
+		if err := n.rep.CatchUp(fctx, p, org); err != nil {
 			lastErr = err
 			continue
 		}
@@ -404,15 +397,4 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 }
 
 // dryRun applies a would-be entry of this node to a copy of the state.
-func (n *Node) dryRun(kind string, payload any) error {
-	n.mu.RLock()
-	st := n.lg.State().Clone()
-	heads, clock := n.parentsLocked()
-	org := n.lg.Org()
-	n.mu.RUnlock()
-	e, err := n.signer.Sign(org, kind, payload, heads, clock, time.Now().UnixMilli())
-	if err != nil {
-		return err
-	}
-	return ledger.Apply(st, e)
-}
+func (n *Node) dryRun(kind string, payload any) error { return n.rep.DryRun(kind, payload) }

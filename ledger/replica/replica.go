@@ -1,0 +1,493 @@
+// Package replica replicates one org's ledger on one machine (DESIGN §4, §10,
+// §11).
+//
+// # What it owns
+//
+// A Replica holds the ledger.Log (the DAG and its folded State), the Badger
+// store the entries are durable in, and everything that moves entries between
+// the two and the network:
+//
+//   - loading: Open reads every stored entry back and folds it;
+//   - the write path (Write): parents chosen from the heads, signed with the
+//     machine's key, stored durably (SyncWrites) before they are folded, then
+//     announced with the entry pushed inline when it is small;
+//   - entries from peers: heads announcements, which may carry the new entry
+//     itself (OnHeads), heads named by heartbeats (WantHeads), and the fetch
+//     pipeline (SyncFrom, CatchUp): blocks verified against their CID and
+//     signature in parallel on every core as they arrive, stored, folded;
+//   - the orphans (entries whose parents have not arrived), the CIDs asked of
+//     some peer, and which peer a sync is running from;
+//   - the answers to peers: p2p.SyncSource (SyncOrg, Collect, Announced) and
+//     p2p.Membership with p2p.LagAware (IsMachine, IsApproved, HasHeads,
+//     HasHeadsPayload), from the current State.
+//
+// It imports nothing of the node: the node hands it the few effects it
+// cannot own (fetch a peer's blocks, publish a heads announcement, run a
+// goroutine the node waits for, count a drop, learn that entries were added)
+// through Config.
+//
+// # Invariants
+//
+//   - An entry is in the Log only once its parents are; others wait.
+//   - A fetched entry is durable before it is folded. A pushed entry may be
+//     folded first (so the node reacts at gossip speed), but a local write
+//     never names a parent that is not yet durable (see takePushed).
+//   - Every input from a peer is decoded and verified (ledger.Decode) before
+//     it reaches the Log; what fails is dropped and counted.
+package replica
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/store"
+	"github.com/cshare/cshare/p2p"
+)
+
+// Reasons passed to Config.Dropped.
+const (
+	DropInvalid  = "invalid"   // an entry the Log refused (it is not kept)
+	DropNoEffect = "no_effect" // an entry kept in the DAG without effect
+	DropBadHeads = "bad_heads" // a heads announcement that does not decode
+	DropBadBlock = "bad_block" // a block that fails decoding or verification
+)
+
+// FetchFunc asks peer p for the entries of org reachable back from want (its
+// heads when want is empty) above floor, and calls fn with each batch of raw
+// blocks as it arrives. It is p2p.FetchBlocks bound to a host.
+type FetchFunc func(ctx context.Context, p peer.ID, org string, want []cid.Cid, floor uint64, fn func(raw [][]byte) error) error
+
+// Config holds a Replica's collaborators. Every field is optional.
+type Config struct {
+	// Logger; default discard.
+	Logger *slog.Logger
+	// Fetch fetches blocks from a peer; without it every sync fails.
+	Fetch FetchFunc
+	// Publish sends a heads announcement on the org's ledger topic; without
+	// it nothing is announced. An error is logged at debug level.
+	Publish func(ctx context.Context, payload []byte) error
+	// Spawn runs fn on a goroutine its caller waits for; fn returns soon
+	// after Close. Default: a goroutine Close waits for.
+	Spawn func(fn func())
+	// Now is the clock (entries' wall time, sync bookkeeping); default
+	// time.Now.
+	Now func() time.Time
+	// Dropped counts n inputs dropped or kept without effect, by reason
+	// (one of the Drop constants).
+	Dropped func(reason string, n int)
+	// OnAdded is called, without any lock of the Replica held, with the
+	// entries that entered the Log (by a write, a fetch, a push or Import;
+	// not by Open).
+	OnAdded func(added []*ledger.Entry)
+	// HeadsHook, for benchmarks, sees each heads announcement before
+	// (before=true) and after its pushed entries are taken.
+	HeadsHook func(pushed int, before bool)
+}
+
+// Replica is one org's ledger on this machine. Its methods are safe for
+// concurrent use.
+type Replica struct {
+	cfg    Config
+	log    *slog.Logger
+	st     *store.Store
+	signer *ledger.Signer
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // goroutines of the default Spawn
+
+	mu       sync.RWMutex
+	lg       *ledger.Log
+	waiting  map[string]*ledger.Entry // entries whose parents have not arrived
+	syncing  map[peer.ID]bool
+	syncMore map[peer.ID][]cid.Cid // wants that arrived while a sync from that peer ran
+	wanted   map[string]time.Time  // CIDs asked of some peer, and when (see SyncFrom)
+	// lastAdded is when the last entry was added, or the Replica opened.
+	lastAdded time.Time
+	lastSync  time.Time
+	lastPeer  peer.ID
+
+	writeMu sync.Mutex // serialises local writes so each names the latest heads
+	// persisting is read-held by takePushed from the fold of a pushed entry
+	// until its durable write ends; Write takes it to name only durable
+	// parents (see takePushed).
+	persisting sync.RWMutex
+
+	headsMu sync.Mutex
+	// haveHeads is, per machine, the heads its last heartbeat named when
+	// this replica had every one of them (see WantHeads).
+	haveHeads map[string][]string
+}
+
+var (
+	_ p2p.SyncSource = (*Replica)(nil)
+	_ p2p.Membership = (*Replica)(nil)
+	_ p2p.LagAware   = (*Replica)(nil)
+)
+
+// Open reads every entry in st, folds them, and returns the Replica. Entries
+// are signed with signer. The caller keeps st, and closes it after Close.
+func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	r := &Replica{cfg: cfg, log: cfg.Logger, st: st, signer: signer, lg: ledger.NewLog(),
+		waiting: map[string]*ledger.Entry{}, syncing: map[peer.ID]bool{}, syncMore: map[peer.ID][]cid.Cid{},
+		wanted: map[string]time.Time{}, haveHeads: map[string][]string{}}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	if r.cfg.Spawn == nil {
+		r.cfg.Spawn = func(fn func()) {
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				fn()
+			}()
+		}
+	}
+	var es []*ledger.Entry
+	err := st.ForEachBlock(func(c cid.Cid, data []byte) error {
+		e, err := ledger.DecodeWithCID(c, data)
+		if err != nil {
+			r.log.Warn("dropping a stored block that does not decode", "cid", c.String(), "err", err)
+			return nil
+		}
+		es = append(es, e)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	r.addLocked(es)
+	r.lastAdded = r.cfg.Now() // a node just started does not yet know who is online
+	r.mu.Unlock()
+	return r, nil
+}
+
+// Close stops the background syncs and waits for those it started itself
+// (those run by Config.Spawn are the caller's to wait for). It does not close
+// the store.
+func (r *Replica) Close() {
+	r.cancel()
+	r.wg.Wait()
+}
+
+// Reader is the read side of the Log; see ReadLog.
+type Reader interface {
+	State() *ledger.State
+	Org() string
+	Len() int
+	Has(c cid.Cid) bool
+	Get(c cid.Cid) *ledger.Entry
+	Heads() ([]cid.Cid, uint64)
+	Effective(c cid.Cid) bool
+	Entries() []*ledger.Entry
+}
+
+// View runs fn with the current State under the read lock. fn must not
+// modify it, keep it, or call the Replica.
+func (r *Replica) View(fn func(st *ledger.State)) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	fn(r.lg.State())
+}
+
+// TryView is View if the read lock is free now; it reports whether fn ran.
+// For monitors that must not wait on a fold.
+func (r *Replica) TryView(fn func(st *ledger.State)) bool {
+	if !r.mu.TryRLock() {
+		return false
+	}
+	defer r.mu.RUnlock()
+	fn(r.lg.State())
+	return true
+}
+
+// ReadLog read-locks the Log and returns it with the function that unlocks
+// it. Until then the caller must not call the Replica. Prefer View.
+func (r *Replica) ReadLog() (Reader, func()) {
+	r.mu.RLock()
+	return r.lg, r.mu.RUnlock
+}
+
+// Org is the org ID, once genesis is known ("" before).
+func (r *Replica) Org() string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.lg.Org()
+}
+
+// Heads are the entries without children, sorted by CID, and the largest
+// clock among them.
+func (r *Replica) Heads() ([]cid.Cid, uint64) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.lg.Heads()
+}
+
+// Len is the number of entries in the DAG.
+func (r *Replica) Len() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.lg.Len()
+}
+
+// Has reports whether the entry is in the Log.
+func (r *Replica) Has(c cid.Cid) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.lg.Has(c)
+}
+
+// Get returns an entry of the Log by CID, or nil.
+func (r *Replica) Get(c cid.Cid) *ledger.Entry {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.lg.Get(c)
+}
+
+// StateHash is the hash of the current State.
+func (r *Replica) StateHash() string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.lg.State().Hash()
+}
+
+// LastAdded is when an entry was last added, or the Replica opened.
+func (r *Replica) LastAdded() time.Time {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.lastAdded
+}
+
+// LastSync is the peer a fetch last completed from without error (even when
+// nothing was missing), and when; zero values before any.
+func (r *Replica) LastSync() (peer.ID, time.Time) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.lastPeer, r.lastSync
+}
+
+// dropped counts k inputs dropped for reason.
+func (r *Replica) dropped(reason string, k int) {
+	if r.cfg.Dropped != nil && k > 0 {
+		r.cfg.Dropped(reason, k)
+	}
+}
+
+// add folds es (see addLocked) and reports what was added.
+func (r *Replica) add(es []*ledger.Entry) []*ledger.Entry {
+	r.mu.Lock()
+	added := r.addLocked(es)
+	r.mu.Unlock()
+	r.notify(added)
+	return added
+}
+
+func (r *Replica) notify(added []*ledger.Entry) {
+	if len(added) > 0 && r.cfg.OnAdded != nil {
+		r.cfg.OnAdded(added)
+	}
+}
+
+// addLocked adds entries whose parents are known (now or once they arrive),
+// keeping the others waiting. r.mu must be held. It returns the entries that
+// entered the log.
+func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
+	for _, e := range es {
+		if !r.lg.Has(e.CID()) {
+			r.waiting[e.CID().KeyString()] = e
+		}
+	}
+	var added []*ledger.Entry
+	// The total order is topological, so one pass in order finds every entry
+	// whose ancestors are all present.
+	pend := make([]*ledger.Entry, 0, len(r.waiting))
+	for _, e := range r.waiting {
+		pend = append(pend, e)
+	}
+	sort.Slice(pend, func(i, j int) bool { return pend[i].Key().Less(pend[j].Key()) })
+	ready := map[string]bool{}
+	var batch []*ledger.Entry
+	for _, e := range pend {
+		ok := true
+		for _, p := range e.Parents {
+			if !ready[p.KeyString()] && !r.lg.Has(p) {
+				ok = false
+				break
+			}
+		}
+		if ok && (e.Kind == ledger.KindGenesis || r.lg.Len() > 0 || len(batch) > 0) {
+			ready[e.CID().KeyString()] = true
+			batch = append(batch, e)
+		}
+	}
+	if len(batch) > 0 {
+		for _, e := range batch {
+			delete(r.waiting, e.CID().KeyString())
+		}
+		errs, err := r.lg.AddBatch(batch)
+		if err != nil {
+			r.log.Debug("ledger: some entries were not added", "err", err)
+		}
+		for i, e := range batch {
+			switch {
+			case !r.lg.Has(e.CID()):
+				r.dropped(DropInvalid, 1)
+			default:
+				added = append(added, e)
+				if errs != nil && errs[i] != nil {
+					r.dropped(DropNoEffect, 1)
+				}
+			}
+		}
+	}
+	if len(r.waiting) > 100000 {
+		r.waiting = map[string]*ledger.Entry{} // a peer is flooding us with orphans
+	}
+	if len(added) > 0 {
+		r.lastAdded = r.cfg.Now()
+	}
+	return added
+}
+
+// Write signs a new entry with this machine's key, stores it durably, folds
+// it, and announces the new heads with the entry pushed inline when small.
+// The error is the fold's verdict when the entry had no effect (it stays in
+// the DAG, as every entry does); the entry is returned then too.
+func (r *Replica) Write(ctx context.Context, kind string, payload any) (*ledger.Entry, error) {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
+	// Every entry folded so far is durable before this one names it: a
+	// pushed entry is folded before its write ends (see takePushed).
+	r.persisting.Lock()
+	r.mu.RLock()
+	org := r.lg.Org()
+	heads, clock := r.parentsLocked()
+	r.mu.RUnlock()
+	r.persisting.Unlock()
+	if kind == ledger.KindGenesis {
+		org, heads, clock = "", nil, 0
+	}
+	e, err := r.signer.Sign(org, kind, payload, heads, clock, r.cfg.Now().UnixMilli())
+	if err != nil {
+		return nil, err
+	}
+	if err := r.st.PutBlocks([]store.Block{{CID: e.CID(), Data: e.Bytes()}}); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	errs, err := r.lg.AddBatch([]*ledger.Entry{e})
+	r.lastAdded = r.cfg.Now()
+	r.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	r.notify([]*ledger.Entry{e})
+	r.announce(ctx, e)
+	return e, errs[0]
+}
+
+// DryRun applies a would-be entry of this machine to a copy of the State and
+// returns the fold's verdict; nothing is written.
+func (r *Replica) DryRun(kind string, payload any) error {
+	r.mu.RLock()
+	st := r.lg.State().Clone()
+	heads, clock := r.parentsLocked()
+	org := r.lg.Org()
+	r.mu.RUnlock()
+	e, err := r.signer.Sign(org, kind, payload, heads, clock, r.cfg.Now().UnixMilli())
+	if err != nil {
+		return err
+	}
+	return ledger.Apply(st, e)
+}
+
+// parentsLocked picks the parents of a new entry: the heads, at most
+// ledger.MaxParents of them (the newest first; the rest stay heads and are
+// named by a later entry), and the largest clock among them. r.mu must be
+// held.
+func (r *Replica) parentsLocked() ([]cid.Cid, uint64) {
+	heads, clock := r.lg.Heads()
+	if len(heads) <= ledger.MaxParents {
+		return heads, clock
+	}
+	sort.Slice(heads, func(i, j int) bool {
+		a, b := r.lg.Get(heads[i]), r.lg.Get(heads[j])
+		if a.Clock != b.Clock {
+			return a.Clock > b.Clock
+		}
+		return heads[i].KeyString() < heads[j].KeyString()
+	})
+	heads = heads[:ledger.MaxParents]
+	clock = 0
+	for _, h := range heads {
+		clock = max(clock, r.lg.Get(h).Clock)
+	}
+	return heads, clock
+}
+
+// Import stores entries durably, then folds them (those whose parents are
+// missing wait), as if fetched from a peer. The entries must come from
+// ledger.Decode or a Signer. It is how tests and benchmarks build large
+// ledgers.
+func (r *Replica) Import(es []*ledger.Entry) error {
+	const chunk = 4096
+	for len(es) > 0 {
+		k := min(len(es), chunk)
+		blocks := make([]store.Block, k)
+		for i, e := range es[:k] {
+			blocks[i] = store.Block{CID: e.CID(), Data: e.Bytes()}
+		}
+		if err := r.st.PutBlocks(blocks); err != nil {
+			return err
+		}
+		r.add(es[:k])
+		es = es[k:]
+	}
+	return nil
+}
+
+// IsMachine reports whether id is a registered machine of the org (pending
+// or approved): p2p.Membership.
+func (r *Replica) IsMachine(id peer.ID) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	mc := r.lg.State().Machines[id.String()]
+	return mc != nil && (mc.Status == ledger.MachinePending || mc.Status == ledger.MachineApproved)
+}
+
+// IsApproved reports whether id is an approved machine: p2p.Membership.
+func (r *Replica) IsApproved(id peer.ID) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	mc := r.lg.State().Machines[id.String()]
+	return mc != nil && mc.Status == ledger.MachineApproved
+}
+
+// HasHeads reports whether every head is in the log: if so, a sender this
+// replica does not know as a machine is provably not one (see p2p.LagAware);
+// if not, this replica may lag behind it.
+func (r *Replica) HasHeads(heads []string) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, h := range heads {
+		c, err := cid.Decode(h)
+		if err != nil {
+			continue // not a head at all: proves nothing either way
+		}
+		if !r.lg.Has(c) {
+			return false
+		}
+	}
+	return true
+}

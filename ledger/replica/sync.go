@@ -1,0 +1,511 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/store"
+)
+
+// headsMsg is a heads announcement on the org's ledger topic.
+type headsMsg struct {
+	Heads [][]byte `cbor:"heads"`
+	Clock uint64   `cbor:"clock"`
+	// Entries optionally carries the entry just written (when small), so
+	// peers fold it at gossip speed instead of fetching it afterwards.
+	Entries [][]byte `cbor:"entries,omitempty"`
+}
+
+// maxPushedEntry is the largest entry pushed inside a heads announcement.
+const maxPushedEntry = 16 << 10
+
+// syncMargin is how far below our newest head (in clock, the DAG level) a
+// fetch first asks: the answer is every entry above that floor leading to
+// what we want, so a deep floor resends much of the ledger we have. Gaps
+// deeper than the margin are found by walking back (see fetch).
+const syncMargin = 64
+
+// wantRetry is how long a CID asked of one peer is not asked of another.
+const wantRetry = 2 * time.Second
+
+// headsGrace is how long heads first seen in a heartbeat wait for their
+// announcement before they are fetched from the heartbeat's sender.
+const headsGrace = 300 * time.Millisecond
+
+// Announce publishes the heads on the org's ledger topic (Config.Publish).
+func (r *Replica) Announce(ctx context.Context) { r.announce(ctx, nil) }
+
+// announce publishes the heads, carrying e itself when it is small.
+func (r *Replica) announce(ctx context.Context, e *ledger.Entry) {
+	if r.cfg.Publish == nil {
+		return
+	}
+	heads, clock := r.Heads()
+	msg := headsMsg{Clock: clock}
+	for _, h := range heads {
+		msg.Heads = append(msg.Heads, h.Bytes())
+	}
+	if e != nil && len(e.Bytes()) <= maxPushedEntry {
+		msg.Entries = [][]byte{e.Bytes()}
+	}
+	b, err := cbor.Marshal(msg)
+	if err != nil {
+		return
+	}
+	if err := r.cfg.Publish(ctx, b); err != nil && ctx.Err() == nil {
+		r.log.Debug("publish heads", "err", err)
+	}
+}
+
+// OnHeads handles a heads announcement from a peer: it folds the entries
+// pushed in it and fetches from the peer the heads this replica lacks.
+func (r *Replica) OnHeads(from peer.ID, payload []byte) {
+	var msg headsMsg
+	if err := cbor.Unmarshal(payload, &msg); err != nil || len(msg.Heads) > 4096 || len(msg.Entries) > 4 {
+		r.dropped(DropBadHeads, 1)
+		return
+	}
+	h := r.cfg.HeadsHook
+	if h != nil {
+		h(len(msg.Entries), true)
+	}
+	if len(msg.Entries) > 0 {
+		r.takePushed(msg.Entries)
+	}
+	if h != nil {
+		h(len(msg.Entries), false)
+	}
+	var want []cid.Cid
+	r.mu.RLock()
+	for _, b := range msg.Heads {
+		c, err := cid.Cast(b)
+		if err != nil {
+			r.mu.RUnlock()
+			r.dropped(DropBadHeads, 1)
+			return
+		}
+		if !r.lg.Has(c) {
+			want = append(want, c)
+		}
+	}
+	r.mu.RUnlock()
+	if len(want) > 0 {
+		r.cfg.Spawn(func() { r.SyncFrom(from, want) })
+	}
+}
+
+// HasHeadsPayload is HasHeads for a heads announcement's payload; an
+// undecodable payload counts as known (p2p.LagAware).
+func (r *Replica) HasHeadsPayload(payload []byte) bool {
+	var msg headsMsg
+	if err := cbor.Unmarshal(payload, &msg); err != nil || len(msg.Heads) > 4096 {
+		return true
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, b := range msg.Heads {
+		c, err := cid.Cast(b)
+		if err != nil {
+			continue
+		}
+		if !r.lg.Has(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// WantHeads fetches from machine id the heads its heartbeat names that this
+// replica lacks: heartbeats carry heads, so the ledger topic needs only the
+// announcements of new entries and a slow periodic one.
+//
+// A machine names the same heads heartbeat after heartbeat while the ledger
+// is quiet, and an org whose machines all wrote at once (after an approval
+// wave or a restart) keeps a hundred heads until someone writes again, so
+// heads this replica already had when the machine last named them are not
+// decoded and looked up again: the ledger only grows.
+func (r *Replica) WantHeads(id peer.ID, heads []string) {
+	key := id.String()
+	r.headsMu.Lock()
+	same := slices.Equal(r.haveHeads[key], heads)
+	r.headsMu.Unlock()
+	if same {
+		return
+	}
+	var want []cid.Cid
+	r.mu.RLock()
+	for _, h := range heads {
+		if c, err := cid.Decode(h); err == nil && !r.lg.Has(c) {
+			want = append(want, c)
+		}
+	}
+	r.mu.RUnlock()
+	if len(want) == 0 {
+		r.headsMu.Lock()
+		r.haveHeads[key] = heads
+		r.headsMu.Unlock()
+		return
+	}
+	// The author's own announcement, carrying a new entry, is usually on
+	// its way by gossip: fetch only what is still missing a moment later.
+	r.cfg.Spawn(func() {
+		t := time.NewTimer(headsGrace)
+		defer t.Stop()
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.RLock()
+		missing := want[:0]
+		for _, c := range want {
+			if !r.lg.Has(c) {
+				missing = append(missing, c)
+			}
+		}
+		r.mu.RUnlock()
+		if len(missing) > 0 {
+			r.SyncFrom(id, missing)
+		}
+	})
+}
+
+// SyncFrom fetches want and its missing ancestors from peer p, returning
+// when done. At most one sync per peer runs at a time: wants for a peer
+// whose sync is running are queued for its next round.
+//
+// A new entry is named at once by every machine's next heartbeat, so without
+// care a replica would fetch it from each of them in parallel: a CID asked of
+// one peer is not asked of another for wantRetry, unless that sync ends
+// without it.
+func (r *Replica) SyncFrom(p peer.ID, want []cid.Cid) {
+	now := r.cfg.Now()
+	r.mu.Lock()
+	fresh := want[:0:0]
+	for _, c := range want {
+		k := c.KeyString()
+		if at, ok := r.wanted[k]; ok && now.Sub(at) < wantRetry {
+			continue
+		}
+		r.wanted[k] = now
+		fresh = append(fresh, c)
+	}
+	if len(r.wanted) > 4096 {
+		for k, at := range r.wanted {
+			if now.Sub(at) >= wantRetry {
+				delete(r.wanted, k)
+			}
+		}
+	}
+	want = fresh
+	if len(want) == 0 {
+		r.mu.Unlock()
+		return
+	}
+	if r.syncing[p] {
+		r.syncMore[p] = append(r.syncMore[p], want...)
+		r.mu.Unlock()
+		return
+	}
+	r.syncing[p] = true
+	org := r.lg.Org()
+	r.mu.Unlock()
+	for {
+		ctx, cancel := context.WithTimeout(r.ctx, 2*time.Minute)
+		err := r.fetch(ctx, p, org, want)
+		cancel()
+		if err != nil && r.ctx.Err() == nil {
+			r.log.Debug("sync", "peer", p.String(), "err", err)
+		}
+		r.mu.Lock()
+		for _, c := range want {
+			delete(r.wanted, c.KeyString()) // got it, or another peer may be asked now
+		}
+		want = nil
+		for _, c := range r.syncMore[p] {
+			if !r.lg.Has(c) {
+				want = append(want, c)
+			}
+		}
+		delete(r.syncMore, p)
+		if len(want) == 0 || r.ctx.Err() != nil {
+			delete(r.syncing, p)
+			r.mu.Unlock()
+			return
+		}
+		org = r.lg.Org()
+		r.mu.Unlock()
+	}
+}
+
+// CatchUp fetches peer p's whole ledger of org (what this replica lacks of
+// it): how a joining machine, which has no org yet, gets the ledger.
+func (r *Replica) CatchUp(ctx context.Context, p peer.ID, org string) error {
+	return r.fetch(ctx, p, org, nil)
+}
+
+// fetch pulls want (the peer's heads when empty) and their missing ancestors
+// from p, verifying every block against its CID and signature, in parallel on
+// every core, and storing them durably before they are folded.
+func (r *Replica) fetch(ctx context.Context, p peer.ID, org string, want []cid.Cid) error {
+	if r.cfg.Fetch == nil {
+		return errors.New("replica: no Fetch configured")
+	}
+	r.mu.RLock()
+	_, floor := r.lg.Heads()
+	r.mu.RUnlock()
+	if floor > 0 {
+		// Entries we lack can sit below our newest head on concurrent branches;
+		// ask a margin below it, and walk further back below if parents are
+		// still missing.
+		floor -= min(floor, syncMargin)
+	}
+	for round := 0; round < 64; round++ {
+		// A pipeline: frames are verified (in parallel, on every core) as
+		// they arrive, while the previous ones are stored and folded.
+		fctx, fcancel := context.WithCancel(ctx)
+		batches := make(chan []*ledger.Entry, 2)
+		stored := make(chan error, 1)
+		go func() {
+			var err error
+			for es := range batches {
+				if err != nil {
+					continue // drain
+				}
+				blocks := make([]store.Block, len(es))
+				for i, e := range es {
+					blocks[i] = store.Block{CID: e.CID(), Data: e.Bytes()}
+				}
+				if err = r.st.PutBlocks(blocks); err != nil {
+					fcancel()
+					continue
+				}
+				r.add(es)
+			}
+			stored <- err
+		}()
+		err := r.cfg.Fetch(fctx, p, org, want, floor, func(raw [][]byte) error {
+			// The answer holds every entry above the floor that leads to
+			// want, mostly ones we have: a hash is cheaper than a signature.
+			r.mu.RLock()
+			fresh := raw[:0:0]
+			for _, b := range raw {
+				if !r.lg.Has(ledger.CIDOf(b)) {
+					fresh = append(fresh, b)
+				}
+			}
+			r.mu.RUnlock()
+			es, bad := verifyParallel(fresh)
+			r.dropped(DropBadBlock, bad)
+			for _, e := range es {
+				if e.Org != org && !(e.Kind == ledger.KindGenesis && e.CID().String() == org) {
+					return fmt.Errorf("peer %s sent an entry of another org", p)
+				}
+			}
+			select {
+			case batches <- es:
+				return nil
+			case <-fctx.Done():
+				return fctx.Err()
+			}
+		})
+		close(batches)
+		serr := <-stored
+		fcancel()
+		if serr != nil {
+			return serr
+		}
+		if err != nil {
+			return err
+		}
+		// Still missing parents?
+		r.mu.Lock()
+		var missing []cid.Cid
+		var minClock uint64
+		for _, e := range r.waiting {
+			for _, pc := range e.Parents {
+				if !r.lg.Has(pc) && r.waiting[pc.KeyString()] == nil {
+					missing = append(missing, pc)
+					if minClock == 0 || e.Clock < minClock {
+						minClock = e.Clock
+					}
+				}
+			}
+		}
+		if len(missing) == 0 {
+			r.lastPeer, r.lastSync = p, r.cfg.Now()
+		}
+		r.mu.Unlock()
+		if len(missing) == 0 {
+			return nil
+		}
+		want = dedupCIDs(missing)
+		if minClock > 256 {
+			floor = minClock - 256
+		} else {
+			floor = 0
+		}
+	}
+	return errors.New("sync did not converge")
+}
+
+func dedupCIDs(cs []cid.Cid) []cid.Cid {
+	seen := map[string]bool{}
+	out := cs[:0]
+	for _, c := range cs {
+		if !seen[c.KeyString()] {
+			seen[c.KeyString()] = true
+			out = append(out, c)
+		}
+	}
+	if len(out) > 4096 {
+		out = out[:4096]
+	}
+	return out
+}
+
+// verifyParallel decodes and verifies blocks on every core. It returns the
+// good entries in input order and how many were bad.
+func verifyParallel(raw [][]byte) ([]*ledger.Entry, int) {
+	out := make([]*ledger.Entry, len(raw))
+	workers := runtime.GOMAXPROCS(0)
+	if len(raw) < 64 {
+		workers = 1
+	}
+	var wg sync.WaitGroup
+	chunk := (len(raw) + workers - 1) / workers
+	for w := 0; w < workers; w++ {
+		lo, hi := w*chunk, min((w+1)*chunk, len(raw))
+		if lo >= hi {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				if e, err := ledger.Decode(raw[i]); err == nil {
+					out[i] = e
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	good := out[:0]
+	bad := 0
+	for _, e := range out {
+		if e == nil {
+			bad++
+			continue
+		}
+		good = append(good, e)
+	}
+	return good, bad
+}
+
+// SyncOrg is the org of the ledger ("" before genesis): p2p.SyncSource.
+func (r *Replica) SyncOrg() string { return r.Org() }
+
+// Collect returns the raw entries reachable back from want (the heads when
+// want is empty), including want, skipping those with clock <= floor, in the
+// total order, at most limit of them: p2p.SyncSource.
+func (r *Replica) Collect(want []cid.Cid, floor uint64, limit int) [][]byte {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if len(want) == 0 {
+		want, _ = r.lg.Heads()
+	}
+	seen := map[string]bool{}
+	var found []*ledger.Entry
+	stack := append([]cid.Cid(nil), want...)
+	for len(stack) > 0 && len(found) < limit {
+		c := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		k := c.KeyString()
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		e := r.lg.Get(c)
+		if e == nil {
+			continue
+		}
+		found = append(found, e)
+		for _, p := range e.Parents {
+			if pe := r.lg.Get(p); pe != nil && pe.Clock > floor {
+				stack = append(stack, p)
+			}
+		}
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].Key().Less(found[j].Key()) })
+	out := make([][]byte, len(found))
+	for i, e := range found {
+		out[i] = e.Bytes()
+	}
+	return out
+}
+
+// Announced fetches, from a peer that pushed its heads, those this replica
+// lacks: p2p.SyncSource.
+func (r *Replica) Announced(from peer.ID, heads []cid.Cid) {
+	var want []cid.Cid
+	r.mu.RLock()
+	for _, h := range heads {
+		if !r.lg.Has(h) {
+			want = append(want, h)
+		}
+	}
+	r.mu.RUnlock()
+	if len(want) > 0 {
+		r.cfg.Spawn(func() { r.SyncFrom(from, want) })
+	}
+}
+
+// takePushed verifies entries pushed in a heads announcement exactly as
+// fetched blocks are (signature, canonical form, org), folds them and stores
+// them durably. Entries whose parents are missing wait for the fetch that the
+// announcement's heads trigger.
+//
+// The fold comes first, so the node reacts to a new job while the write is
+// under way: on a busy host the write is the slowest step of taking a new
+// entry. A pushed entry is not a write this machine acknowledged, and one
+// lost in a crash is fetched again from the peers that sent it; but a local
+// write must never name a parent that is not durable, or the machine would
+// restart with a child whose parent it lacks, so Write waits (persisting)
+// until every folded entry is stored.
+func (r *Replica) takePushed(raw [][]byte) {
+	org := r.Org()
+	var es []*ledger.Entry
+	var blocks []store.Block
+	for _, b := range raw {
+		e, err := ledger.Decode(b)
+		if err != nil || e.Org != org {
+			r.dropped(DropBadBlock, 1)
+			continue
+		}
+		if r.Has(e.CID()) {
+			continue
+		}
+		es = append(es, e)
+		blocks = append(blocks, store.Block{CID: e.CID(), Data: e.Bytes()})
+	}
+	if len(es) == 0 {
+		return
+	}
+	r.persisting.RLock()
+	defer r.persisting.RUnlock()
+	r.add(es)
+	if err := r.st.PutBlocks(blocks); err != nil {
+		r.log.Warn("could not store a pushed ledger entry; peers will send it again after a restart", "err", err)
+	}
+}
