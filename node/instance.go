@@ -40,7 +40,9 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			item, began = it, time.UnixMilli(in.started) // adopted: the run's own start
 		} else {
 			var ok bool
-			item, ok = s.nextItem(in)
+			if !n.gate.closed.Load() { // catching up: no new item (catchup.go)
+				item, ok = s.nextItem(in)
+			}
 			if !ok {
 				// Nothing free now: wait for a change, then look again.
 				select {

@@ -109,6 +109,7 @@ type Node struct {
 	closing bool
 
 	sched   *scheduler
+	gate    gate              // closed while catching up (catchup.go)
 	drivers *runtime.Registry // set once at start, read without a lock
 	logs    *logs.Store       // item output: written by supervision, read by the API and the logs protocol
 }
@@ -228,6 +229,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := n.serveAPI(); err != nil {
 		return nil, err
 	}
+	n.holdDispatch("start") // no new item before catching up with a peer (catchup.go)
 	n.wg.Add(2)
 	go n.headsLoop()
 	go n.heartbeatLoop()

@@ -134,6 +134,7 @@ func (s *scheduler) loop() {
 	lastFlush := time.Now()
 	var lastBeat, lastPlan time.Time
 	lastSweep := time.Now()
+	lastAwake := n.now()
 	kicked, nudged := false, false
 	for {
 		select {
@@ -147,6 +148,15 @@ func (s *scheduler) loop() {
 		case <-n.wakeup:
 		case <-tick.C:
 		}
+		// A loop that ticks every 100 ms and finds much more time gone
+		// was not running (SIGSTOP, a suspended laptop): catch up before
+		// taking new items.
+		awake := n.now()
+		if gap := pauseGap(lastAwake, awake); gap > max(n.interval, time.Second) {
+			n.log.Warn("this node was not running for a while", "for", gap.Round(time.Millisecond).String())
+			n.holdDispatch("pause")
+		}
+		lastAwake = awake
 		// Plan on every change of our own at once, on peers' changes at
 		// most every planGap, and once a second for liveness (a machine
 		// going offline is the absence of a message).

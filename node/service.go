@@ -90,6 +90,10 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 		s.Status = "no org"
 	}
 	s.PlanHash, s.PlanAgree, s.PlanPeers = n.planAgreement()
+	if n.gate.closed.Load() {
+		_, since, _ := n.gate.state()
+		s.CatchingUp, s.CatchingUpSince = true, api.FormatTime(since)
+	}
 	return s, nil
 }
 

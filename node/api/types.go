@@ -30,9 +30,13 @@ type NodeStatus struct {
 	PlanHash      string   `json:"plan_hash"`
 	PlanAgree     int      `json:"plan_agree"`
 	PlanPeers     int      `json:"plan_peers"`
-	API           string   `json:"api"`
-	Addrs         []string `json:"addrs"`
-	DataDir       string   `json:"data_dir"`
+	// CatchingUp: after a start or a pause, the node takes no new item
+	// until it has synced with a peer (CatchingUpSince says since when).
+	CatchingUp      bool     `json:"catching_up"`
+	CatchingUpSince string   `json:"catching_up_since,omitempty"`
+	API             string   `json:"api"`
+	Addrs           []string `json:"addrs"`
+	DataDir         string   `json:"data_dir"`
 }
 
 // OrgInfo is `cshare org show --json`.

@@ -189,6 +189,7 @@ func (a *app) nodeStatusCmd() *cobra.Command {
 				[2]string{"entries", fmt.Sprint(st.Entries)},
 				[2]string{"state hash", orDash(st.StateHash)},
 				[2]string{"plan", plan},
+				[2]string{"dispatch", dispatchText(st)},
 				[2]string{"uptime", orDash(st.Uptime)},
 				[2]string{"version", orDash(st.Version)},
 				[2]string{"api", orDash(st.API)},
@@ -249,4 +250,12 @@ func status(ctx context.Context, cl *api.Client) (api.NodeStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	return cl.Status(ctx)
+}
+
+// dispatchText says whether the node takes new items.
+func dispatchText(st api.NodeStatus) string {
+	if st.CatchingUp {
+		return "catching up with a peer before taking new items (since " + orDash(st.CatchingUpSince) + ")"
+	}
+	return "taking items"
 }

@@ -1,0 +1,207 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Catching up before dispatch. A node that starts, or finds it was not
+// running for longer than a heartbeat interval (a SIGSTOP, a suspended
+// laptop), holds a stale ledger and stale leases: the items it would take
+// may have been finished, or be running elsewhere. So it takes no new item
+// until it has caught up: synced the ledger with a peer (everything the
+// peer has, from its heads) and learnt from that peer the latest heartbeat
+// of every machine the peer has seen, which carry their leases. Its own
+// adopted runs go on meanwhile. With no peer reachable for two intervals it
+// works alone and says so; with peers reachable but none answering for
+// catchUpCap intervals it works anyway, and says so too.
+
+// catchUpCap is how many intervals a node waits for a peer's answer while
+// peers are connected.
+const catchUpCap = 4
+
+// gate is the catch-up state: closed from a start or a pause until caught
+// up. The zero value is open.
+type gate struct {
+	closed atomic.Bool
+
+	mu    sync.Mutex
+	gen   uint64    // bumped each time the gate closes
+	since time.Time // when it closed
+	why   string    // "start" or "pause"
+}
+
+// close shuts the gate at now and returns its generation.
+func (g *gate) close(now time.Time, why string) uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gen++
+	g.since, g.why = now, why
+	g.closed.Store(true)
+	return g.gen
+}
+
+// open opens the gate if it is still closed in generation gen.
+func (g *gate) open(gen uint64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gen != gen || !g.closed.Load() {
+		return false
+	}
+	g.closed.Store(false)
+	return true
+}
+
+// state returns the generation and when the gate closed.
+func (g *gate) state() (uint64, time.Time, string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gen, g.since, g.why
+}
+
+// catchUpVerdict says what a closed gate should do at now, given when it
+// closed, the heartbeat interval and whether a peer is connected: keep
+// waiting (""), work alone ("alone": no peer for two intervals) or work
+// anyway ("timeout": peers, but none answered for catchUpCap intervals).
+func catchUpVerdict(since, now time.Time, interval time.Duration, peers bool) string {
+	waited := now.Sub(since)
+	switch {
+	case !peers && waited >= 2*interval:
+		return "alone"
+	case waited >= catchUpCap*interval:
+		return "timeout"
+	}
+	return ""
+}
+
+// hasOtherMachines reports whether the org has an approved machine other
+// than this one: a node alone in its org has nobody to catch up with.
+func (n *Node) hasOtherMachines() bool {
+	other := false
+	n.snapshot(func(st *ledger.State) {
+		for id, m := range st.Machines {
+			if id != n.idStr && m.Status == ledger.MachineApproved {
+				other = true
+				return
+			}
+		}
+	})
+	return other
+}
+
+// holdDispatch closes the gate (why: "start" or "pause") and starts
+// catching up, unless the node is in no org or alone in it.
+func (n *Node) holdDispatch(why string) {
+	org := n.orgID()
+	if org == "" || !n.hasOtherMachines() {
+		return
+	}
+	gen := n.gate.close(n.now(), why)
+	n.log.Info("catching up with a peer before taking new items", "after", why)
+	n.spawn(func() { n.catchUp(gen, org) })
+}
+
+// catchUp syncs the ledger with one connected machine of the org and
+// learns the heartbeats it has seen, then opens the gate (generation gen).
+func (n *Node) catchUp(gen uint64, org string) {
+	for n.ctx.Err() == nil {
+		if g, _, _ := n.gate.state(); g != gen {
+			return // closed again since: that catch-up goes on
+		}
+		peers := 0
+		for _, p := range n.host.Peers() {
+			if !n.isOrgMachine(p.String()) {
+				continue
+			}
+			peers++
+			if n.catchUpWith(p, org) {
+				if n.gate.open(gen) {
+					n.log.Info("caught up; taking new items", "peer", p.String())
+					n.kickScheduler()
+					n.sched.broadcast()
+				}
+				return
+			}
+		}
+		_, since, _ := n.gate.state()
+		switch catchUpVerdict(since, n.now(), n.interval, peers > 0) {
+		case "alone":
+			if n.gate.open(gen) {
+				n.log.Warn("no machine of the org reachable for two heartbeat intervals: working alone (items others finish meanwhile may run again)")
+				n.sched.broadcast()
+			}
+			return
+		case "timeout":
+			if n.gate.open(gen) {
+				n.log.Warn("no connected machine answered a catch-up: taking new items anyway", "peers", peers)
+				n.sched.broadcast()
+			}
+			return
+		}
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-n.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// isOrgMachine reports whether id is an approved machine of the org.
+func (n *Node) isOrgMachine(id string) bool {
+	ok := false
+	n.snapshot(func(st *ledger.State) {
+		m := st.Machines[id]
+		ok = m != nil && m.Status == ledger.MachineApproved && id != n.idStr
+	})
+	return ok
+}
+
+// catchUpTimeout bounds one catch-up attempt with one peer.
+const catchUpTimeout = 10 * time.Second
+
+// catchUpWith syncs the ledger with machine p (everything it has, from its
+// heads) and learns the heartbeats p has seen. It reports success.
+func (n *Node) catchUpWith(p peer.ID, org string) bool {
+	ctx, cancel := context.WithTimeout(n.ctx, catchUpTimeout)
+	defer cancel()
+	if err := n.rep.CatchUp(ctx, p, org); err != nil {
+		n.log.Debug("catch-up: ledger sync failed", "peer", p.String(), "err", err)
+		return false
+	}
+	n.mu.RLock()
+	o := n.org
+	n.mu.RUnlock()
+	if o == nil {
+		return false
+	}
+	seen, err := o.FetchSeen(ctx, p)
+	if err != nil {
+		n.log.Debug("catch-up: fetching heartbeats failed", "peer", p.String(), "err", err)
+		return false
+	}
+	for _, s := range seen {
+		if s.Heartbeat.Machine == n.idStr {
+			continue
+		}
+		n.live.Observe(s.Heartbeat, s.At) // their leases, as p last saw them
+	}
+	return true
+}
+
+// now is the node's clock (Options.Now).
+func (n *Node) now() time.Time { return n.opts.Now() }
+
+// pauseGap is the time between two readings of the clock by the scheduler
+// loop: the larger of the monotonic and the wall-clock differences (a
+// process stopped with SIGSTOP sees the monotonic clock advance; a
+// suspended machine, on Linux, only the wall clock).
+func pauseGap(prev, now time.Time) time.Duration {
+	return max(now.Sub(prev), now.Round(0).Sub(prev.Round(0)))
+}
