@@ -230,6 +230,10 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n.holdDispatch("start") // no new item before catching up with a peer (catchup.go)
+	// Runs left by a previous process are this machine's before its first
+	// heartbeat: a heartbeat without them would release their leases.
+	n.sched.loadResults()
+	n.sched.adopt()
 	n.wg.Add(2)
 	go n.headsLoop()
 	go n.heartbeatLoop()

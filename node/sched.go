@@ -126,8 +126,6 @@ func (s *scheduler) loop() {
 	n := s.n
 	defer n.wg.Done()
 	defer s.stopAll()
-	s.loadResults()
-	s.adopt()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	flushEvery := min(time.Second, n.interval)
