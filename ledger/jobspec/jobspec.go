@@ -125,6 +125,9 @@ func CheckCores(milli int64) error {
 	return nil
 }
 
+// TooLarge is the Problem of a size above MaxMemoryMB.
+const TooLarge = "is above the maximum of 16TiB"
+
 const sizeAllowed = "allowed: a size like 512m, 2g or 4GiB, at most 16TiB"
 
 // ParseSizeMB reads a size as Docker does (go-units RAMInBytes: 512m, 2GiB;
@@ -139,7 +142,7 @@ func ParseSizeMB(field, s string) (int64, error) {
 	// RAMInBytes refuses negative sizes, so a negative result is a float
 	// that overflowed int64 (amd64); arm64 saturates to MaxInt64 instead.
 	if b < 0 || b > MaxMemoryMB<<20 {
-		return 0, fail(field, s, "is above the maximum of 16TiB", sizeAllowed)
+		return 0, fail(field, s, TooLarge, sizeAllowed)
 	}
 	return BytesToMB(b), nil
 }
