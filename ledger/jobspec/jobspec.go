@@ -94,12 +94,9 @@ func quote(s string) string { return strconv.Quote(s) }
 const coresAllowed = "allowed: 0.001 to 4096 cores, e.g. 0.5 or 2"
 
 // ParseCores reads CPU cores per instance ("0.5", "2") into millicores,
-// rounded to the nearest millicore. "" is 0: no limit.
+// rounded to the nearest millicore.
 func ParseCores(s string) (int64, error) {
 	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, nil
-	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 		return 0, fail("cores", quote(s), "is not a number of CPU cores", coresAllowed)
@@ -156,12 +153,8 @@ func BytesToMB(b int64) int64 {
 	return (b-1)>>20 + 1
 }
 
-// ParseMemory reads memory per instance ("512m", "2GiB") into MB. "" is 0:
-// no limit.
+// ParseMemory reads memory per instance ("512m", "2GiB") into MB.
 func ParseMemory(s string) (int64, error) {
-	if strings.TrimSpace(s) == "" {
-		return 0, nil
-	}
 	mb, err := ParseSizeMB("memory", s)
 	if err != nil {
 		return 0, err

@@ -28,7 +28,7 @@ func TestParseCores(t *testing.T) {
 		want int64
 		err  string
 	}{
-		{"", 0, ""},
+		{"", 0, `"" is not a number`},
 		{"2", 2000, ""},
 		{"0.5", 500, ""},
 		{" 0.25 ", 250, ""},
@@ -68,7 +68,7 @@ func TestParseMemory(t *testing.T) {
 		want int64
 		err  string
 	}{
-		{"", 0, ""},
+		{"", 0, `"" is not a size`},
 		{"512m", 512, ""},
 		{"64MiB", 64, ""},
 		{"4MB", 4, ""},
@@ -225,14 +225,14 @@ func FuzzParsers(f *testing.F) {
 			}
 		}
 		if m, err := ParseCores(s); err == nil {
-			if cerr := CheckCores(m); cerr != nil || (strings.TrimSpace(s) != "" && m == 0) {
+			if cerr := CheckCores(m); cerr != nil || m == 0 {
 				t.Fatalf("cores %q -> %d, check %v", s, m, cerr)
 			}
 		} else {
 			oneLine("cores", err)
 		}
 		if mb, err := ParseMemory(s); err == nil {
-			if cerr := CheckMemoryMB(mb); cerr != nil {
+			if cerr := CheckMemoryMB(mb); cerr != nil || mb == 0 {
 				t.Fatalf("memory %q -> %d, check %v", s, mb, cerr)
 			}
 		} else {
