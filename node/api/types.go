@@ -152,8 +152,8 @@ type JobSubmit struct {
 	CoresMilli int64             `json:"cores_milli,omitempty"` // millicores per instance; 0 = no limit
 	MemoryMB   int64             `json:"memory_mb,omitempty"`   // MB per instance; 0 = no limit
 	GPUs       int64             `json:"gpus,omitempty"`
-	RangeStart int64             `json:"range_start"` // the agenda's first item
-	RangeEnd   int64             `json:"range_end"`   // its last item (inclusive)
+	RangeStart int64             `json:"range_start"`        // the agenda's first item
+	RangeEnd   int64             `json:"range_end"`          // its last item (inclusive)
 	Priority   int64             `json:"priority,omitempty"` // 1..9999; 0 = 9999
 	CPUs       int64             `json:"cpus,omitempty"`     // primary instances; 0 = 1
 	MaxCPUs    *int64            `json:"max_cpus,omitempty"` // nil = the org's default; -1 = "*"
