@@ -440,13 +440,13 @@ func TestJobResults(t *testing.T) {
 // once made results index out of range and panic every node.
 func TestJobRangeOverflow(t *testing.T) {
 	w := newWorld(t)
-	for _, r := range [][2]int64{{-1 << 63, 1<<63 - 1}, {-1 << 62, 1 << 62}, {0, MaxJobItems}, {-3, -5}} {
+	for _, r := range [][2]int64{{-1 << 63, 1<<63 - 1}, {-1 << 62, 1 << 62}, {0, MaxJobItems}, {-3, -5}, {-2, 2}} {
 		w.denied(ErrMalformed, w.owner, KindJobSubmit, JobSpec{Driver: "exec", Cmd: []string{"x"}, RangeStart: r[0], RangeEnd: r[1], Priority: 1, CPUs: 1})
 	}
-	e := w.ok(w.owner, KindJobSubmit, JobSpec{Driver: "exec", Cmd: []string{"x"}, RangeStart: -2, RangeEnd: 2, Priority: 1, CPUs: 1})
-	w.ok(w.owner, KindJobResults, JobResults{Job: JobIDFor(e), Results: []ItemResult{{Item: -2}, {Item: 2}}})
+	e := w.ok(w.owner, KindJobSubmit, JobSpec{Driver: "exec", Cmd: []string{"x"}, RangeStart: 0, RangeEnd: 4, Priority: 1, CPUs: 1})
+	w.ok(w.owner, KindJobResults, JobResults{Job: JobIDFor(e), Results: []ItemResult{{Item: 0}, {Item: 4}}})
 	if j := w.log.State().Jobs[JobIDFor(e)]; len(j.Items) != 5 || j.Done != 2 {
-		t.Fatalf("job -2..2: %d items, %d done", len(j.Items), j.Done)
+		t.Fatalf("job 0..4: %d items, %d done", len(j.Items), j.Done)
 	}
 }
 

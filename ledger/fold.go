@@ -4,9 +4,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/cshare/cshare/internal/edkey"
+	"github.com/cshare/cshare/ledger/jobspec"
 )
 
 // RevokedAuthorError says an entry had no effect because its author had lost
@@ -55,37 +57,67 @@ func ValidateSettings(s SmartShare) error {
 }
 
 // MaxJobItems caps a job's agenda (its range of items).
-const MaxJobItems = 1_000_000
+const MaxJobItems = jobspec.MaxItems
 
-// ValidateJobSpec checks a job spec; errors name the field.
+// ValidateJobSpec checks a job spec with the validators the CLI and the API
+// use (package jobspec); errors name the field, the value and what is
+// allowed.
 func ValidateJobSpec(s JobSpec) error {
-	switch {
-	case len(s.Cmd) == 0:
-		return errors.New("cmd: empty; give the command after --")
-	case s.Driver != "docker" && s.Driver != "exec":
-		return fmt.Errorf("driver: %q unknown; allowed: docker, exec", s.Driver)
-	case s.Driver == "docker" && s.Image == "":
+	if err := jobspec.CheckCmd(s.Cmd); err != nil {
+		return err
+	}
+	if err := jobspec.CheckDriver(s.Driver); err != nil {
+		return err
+	}
+	if s.Driver == "docker" && s.Image == "" {
 		return errors.New("image: required for the docker driver")
-	case s.RangeStart > s.RangeEnd:
-		return fmt.Errorf("range: %d-%d is empty; the start must not exceed the end", s.RangeStart, s.RangeEnd)
-	case uint64(s.RangeEnd)-uint64(s.RangeStart) >= MaxJobItems: // exact even where End-Start overflows int64
-		return fmt.Errorf("range: %d-%d has more than %d items", s.RangeStart, s.RangeEnd, MaxJobItems)
-	case s.Priority < 1 || s.Priority > 9999:
-		return fmt.Errorf("priority: %d outside 1..9999", s.Priority)
-	case s.CPUs < 1 || s.CPUs > 1<<20:
-		return fmt.Errorf("cpus: %d; allowed: 1..%d", s.CPUs, 1<<20)
-	case s.MaxCPUs != nil && *s.MaxCPUs < -1:
-		return fmt.Errorf("max_cpus: %d; allowed: -1 or \"*\" (no limit), 0 (no SmartShare) or more", *s.MaxCPUs)
-	case s.Retries < 0 || s.Retries > 100:
-		return fmt.Errorf("retries: %d; allowed: 0..100", s.Retries)
-	case s.Cores < 0:
-		return fmt.Errorf("cores: %d is negative", s.Cores)
-	case s.MemoryMB < 0:
-		return fmt.Errorf("memory: %d MB is negative", s.MemoryMB)
-	case s.GPUs < 0 || s.GPUs > 64:
-		return fmt.Errorf("gpus: %d; allowed: 0..64", s.GPUs)
+	}
+	for _, err := range []error{
+		jobspec.CheckRange(s.RangeStart, s.RangeEnd),
+		jobspec.CheckPriority(s.Priority),
+		jobspec.CheckCPUs(s.CPUs),
+		jobspec.CheckRetries(s.Retries),
+		jobspec.CheckCores(s.Cores),
+		jobspec.CheckMemoryMB(s.MemoryMB),
+		jobspec.CheckGPUs(s.GPUs),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if s.MaxCPUs != nil {
+		if err := jobspec.CheckMaxCPUs(*s.MaxCPUs); err != nil {
+			return err
+		}
+	}
+	for _, k := range sortedKeys(s.Env) {
+		if err := jobspec.CheckEnvName(k); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// ValidateJobModify checks a job.modify's values as ValidateJobSpec does.
+func ValidateJobModify(m JobModify) error {
+	if m.Priority != nil {
+		if err := jobspec.CheckPriority(*m.Priority); err != nil {
+			return err
+		}
+	}
+	if m.MaxCPUs != nil {
+		return jobspec.CheckMaxCPUs(*m.MaxCPUs)
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
 }
 
 // Apply applies one entry to st, checking the author's authority against st.
@@ -278,11 +310,8 @@ func Apply(st *State, e *Entry) error {
 		if err != nil {
 			return err
 		}
-		if p.Priority != nil && (*p.Priority < 1 || *p.Priority > 9999) {
-			return fmt.Errorf("%w: priority %d outside 1..9999", ErrMalformed, *p.Priority)
-		}
-		if p.MaxCPUs != nil && *p.MaxCPUs < -1 {
-			return fmt.Errorf("%w: max_cpus %d", ErrMalformed, *p.MaxCPUs)
+		if err := ValidateJobModify(p); err != nil {
+			return fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 		if p.Priority != nil {
 			j.Priority = *p.Priority

@@ -145,7 +145,7 @@ func BenchmarkInstanceStart(b *testing.B) {
 		reportLatency(b, lat)
 	}
 	b.Run("exec", func(b *testing.B) {
-		run(b, runtime.NewExec(b.TempDir(), nil), api.JobSubmit{Driver: "exec", Cmd: []string{"sleep", "5"}, Range: "1-1"})
+		run(b, runtime.NewExec(b.TempDir(), nil), api.JobSubmit{Driver: "exec", Cmd: []string{"sleep", "5"}, RangeStart: ptr[int64](1), RangeEnd: ptr[int64](1)})
 	})
 	b.Run("docker", func(b *testing.B) {
 		if exec.Command("docker", "image", "inspect", runtime.TestImage).Run() != nil {
@@ -155,7 +155,7 @@ func BenchmarkInstanceStart(b *testing.B) {
 		if err != nil {
 			b.Skip(err)
 		}
-		run(b, d, api.JobSubmit{Driver: "docker", Image: runtime.TestImage, Cmd: []string{"sleep", "5"}, Range: "1-1"})
+		run(b, d, api.JobSubmit{Driver: "docker", Image: runtime.TestImage, Cmd: []string{"sleep", "5"}, RangeStart: ptr[int64](1), RangeEnd: ptr[int64](1)})
 	})
 }
 
@@ -198,7 +198,7 @@ func BenchmarkRemoteStart(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		ji, err := a.SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"}, Range: "1-1"})
+		ji, err := a.SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"}, RangeStart: ptr[int64](1), RangeEnd: ptr[int64](1)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -396,8 +396,8 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 				}
 			}()
 		}
-		ji, err := ns[0].SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"}, Range: fmt.Sprintf("1-%d", 10*width),
-			CPUs: int64(width), MaxCPUs: "0"})
+		ji, err := ns[0].SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"}, RangeStart: ptr[int64](1), RangeEnd: ptr[int64](int64(10 * width)),
+			CPUs: int64(width), MaxCPUs: ptr(int64(0))})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -15,7 +15,7 @@ func TestCatchUpBeforeDispatch(t *testing.T) {
 	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond, slots: 2, runFor: 200 * time.Millisecond})
 	m.formOrg()
 	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
-	j := submit(t, m.nodes[0].Node, api.JobSubmit{CPUs: 1, MaxCPUs: "*", Range: "1-40"})
+	j := submit(t, m.nodes[0].Node, api.JobSubmit{CPUs: 1, MaxCPUs: ptr[int64](-1), RangeStart: ptr[int64](1), RangeEnd: ptr[int64](40)})
 	const victim = 2
 	vid := m.nodes[victim].ID().String()
 	eventually(t, 20*time.Second, "the victim working on the job", func() string {

@@ -6,17 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	units "github.com/docker/go-units"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/node/logs"
 	"github.com/cshare/cshare/p2p"
@@ -26,60 +25,6 @@ import (
 // DefaultImage is the image of docker jobs submitted without --image: the
 // small busybox image `make test` and `make demo` build locally.
 const DefaultImage = runtime.TestImage
-
-// ParseRange reads "1-100" or "7".
-func ParseRange(s string) (int64, int64, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 1, 1, nil
-	}
-	a, b, found := strings.Cut(s, "-")
-	lo, err := strconv.ParseInt(strings.TrimSpace(a), 10, 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("range: %q is not START-END or N (e.g. 1-100)", s)
-	}
-	hi := lo
-	if found {
-		if hi, err = strconv.ParseInt(strings.TrimSpace(b), 10, 64); err != nil {
-			return 0, 0, fmt.Errorf("range: %q is not START-END or N (e.g. 1-100)", s)
-		}
-	}
-	if lo > hi {
-		return 0, 0, fmt.Errorf("range: %d-%d is empty; the start must not exceed the end", lo, hi)
-	}
-	if lo < 0 {
-		return 0, 0, fmt.Errorf("range: %d is negative", lo)
-	}
-	return lo, hi, nil
-}
-
-// ParseCores reads a core count like "2" or "0.5" into millicores.
-func ParseCores(s string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f <= 0 || f > 4096 || math.IsNaN(f) {
-		return 0, fmt.Errorf("cores: %q; allowed: a positive number of cores such as 0.5 or 2", s)
-	}
-	return int64(math.Round(f * 1000)), nil
-}
-
-// ParseMemory reads a size the way Docker does (64m, 64MB, 64MiB = 64 MiB)
-// into whole MB (rounded up); at least 4 MB.
-func ParseMemory(s string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	b, err := units.RAMInBytes(s)
-	if err != nil {
-		return 0, fmt.Errorf("memory: %q is not a size like 512m or 2GiB", s)
-	}
-	if b < 4<<20 {
-		return 0, fmt.Errorf("memory: %s is below the 4MB minimum", s)
-	}
-	return (b + (1 << 20) - 1) >> 20, nil
-}
 
 func badReq(err error) error { return api.Errorf(http.StatusBadRequest, "%v", err) }
 
@@ -103,7 +48,15 @@ func (n *Node) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInfo, e
 		return api.JobInfo{}, api.Errorf(http.StatusForbidden, "this node's identity %s is not a member yet: an admin must approve this machine first (cshare machine approve %s)", me, me)
 	}
 	spec := ledger.JobSpec{Name: req.Name, Image: req.Image, Driver: req.Driver, Cmd: req.Cmd, Env: req.Env,
-		GPUs: req.GPUs, Priority: req.Priority, CPUs: req.CPUs, Retries: req.Retries}
+		Cores: req.CoresMilli, MemoryMB: req.MemoryMB, GPUs: req.GPUs, RangeStart: 1,
+		Priority: req.Priority, CPUs: req.CPUs, Retries: req.Retries}
+	if req.RangeStart != nil {
+		spec.RangeStart = *req.RangeStart
+	}
+	spec.RangeEnd = spec.RangeStart
+	if req.RangeEnd != nil {
+		spec.RangeEnd = *req.RangeEnd
+	}
 	if spec.Driver == "" {
 		spec.Driver = "docker"
 	}
@@ -111,38 +64,21 @@ func (n *Node) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInfo, e
 		spec.Image = DefaultImage
 	}
 	if spec.Priority == 0 {
-		spec.Priority = 9999
+		spec.Priority = jobspec.DefaultPriority
 	}
 	if spec.CPUs == 0 {
 		spec.CPUs = 1
 	}
-	var err error
-	if spec.RangeStart, spec.RangeEnd, err = ParseRange(req.Range); err != nil {
-		return api.JobInfo{}, badReq(err)
-	}
-	if spec.Cores, err = ParseCores(req.Cores); err != nil {
-		return api.JobInfo{}, badReq(err)
-	}
-	if spec.MemoryMB, err = ParseMemory(req.Memory); err != nil {
-		return api.JobInfo{}, badReq(err)
-	}
-	if req.MaxCPUs != "" {
-		x, err := parseMaxCPUs(req.MaxCPUs)
-		if err != nil {
-			return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "max_cpus: %v", err)
-		}
+	if req.MaxCPUs != nil {
+		x := *req.MaxCPUs
 		spec.MaxCPUs = &x
 	}
-	for k := range spec.Env {
-		if strings.HasPrefix(k, "CSHARE_") || k == "" || strings.ContainsAny(k, "=\x00") {
-			return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "env: %q is not allowed (CSHARE_* are set by cshare)", k)
-		}
-	}
+	// The fold's own check, by the validators the CLI parses with.
 	if err := ledger.ValidateJobSpec(spec); err != nil {
 		return api.JobInfo{}, badReq(err)
 	}
 	if spec.Driver == "docker" && spec.MemoryMB > 0 && spec.MemoryMB < 6 {
-		return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "memory: %s is below Docker's 6MiB minimum for a container", req.Memory)
+		return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "memory: %d MB is below Docker's 6MB minimum for a container; allowed: 0 (no limit) or 6MB and more", spec.MemoryMB)
 	}
 	if spec.GPUs > maxGPUs {
 		return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "gpus: %d requested, but no machine of this org offers more than %d", spec.GPUs, maxGPUs)
@@ -183,41 +119,21 @@ func (n *Node) checkImage(ctx context.Context, spec ledger.JobSpec) error {
 	return nil
 }
 
-// resolveJob finds a job by ID, unique ID prefix or name. It returns a
-// shallow copy, safe to read without a lock except for Items and Machines,
-// which the fold updates in place: read those in n.snapshot, from the State.
+// resolveJob finds a job by reference (resolveRef's rules). It returns a
+// shallow copy, safe to read without n.mu except for Items and Machines,
+// which the fold updates in place: read those from the State, in
+// n.snapshot.
 func (n *Node) resolveJob(ref string) (*ledger.Job, error) {
-	lg, unlock := n.rep.ReadLog()
-	defer unlock()
-	j, err := findJob(lg.State(), ref)
-	if err != nil {
-		return nil, err
-	}
-	c := *j
-	return &c, nil
-}
-
-// findJob is resolveJob's search, in st (read-locked).
-func findJob(st *ledger.State, ref string) (*ledger.Job, error) {
-	ref = strings.TrimSpace(ref)
-	if j := st.Jobs[ref]; j != nil {
-		return j, nil
-	}
-	var hits []*ledger.Job
-	if len(ref) >= 4 {
-		for _, j := range st.SortedJobs() {
-			if strings.HasPrefix(j.ID, ref) || (j.Spec.Name != "" && j.Spec.Name == ref) {
-				hits = append(hits, j)
-			}
+	var j *ledger.Job
+	var err error
+	n.snapshot(func(st *ledger.State) {
+		var id string
+		if id, err = resolveRef("job", "cshare job ls", ref, jobCandidates(st)); err == nil {
+			c := *st.Jobs[id]
+			j = &c
 		}
-	}
-	switch len(hits) {
-	case 0:
-		return nil, api.Errorf(http.StatusNotFound, "job %q: no such job (see cshare job ls)", ref)
-	case 1:
-		return hits[0], nil
-	}
-	return nil, api.Errorf(http.StatusBadRequest, "job %q is ambiguous; give the full ID", ref)
+	})
+	return j, err
 }
 
 // jobInfo renders a job with its live instances from the current plan.
@@ -456,23 +372,12 @@ func (n *Node) ModifyJob(ctx context.Context, id string, req api.JobModify) (api
 	if err := n.canManage(j); err != nil {
 		return api.JobInfo{}, err
 	}
-	m := ledger.JobModify{Job: j.ID}
-	if req.MaxCPUs != "" {
-		x, err := parseMaxCPUs(req.MaxCPUs)
-		if err != nil {
-			return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "max_cpus: %v", err)
-		}
-		m.MaxCPUs = &x
-	}
-	if req.Priority != 0 {
-		if req.Priority < 1 || req.Priority > 9999 {
-			return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "priority: %d outside 1..9999", req.Priority)
-		}
-		p := req.Priority
-		m.Priority = &p
+	m := ledger.JobModify{Job: j.ID, MaxCPUs: req.MaxCPUs, Priority: req.Priority}
+	if err := ledger.ValidateJobModify(m); err != nil {
+		return api.JobInfo{}, badReq(err)
 	}
 	if m.MaxCPUs == nil && m.Priority == nil {
-		return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "nothing to modify; give --max-cpus or --priority")
+		return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "nothing to modify: give max_cpus or priority (cshare job modify ID --max-cpus N|* --priority P)")
 	}
 	if j.State != ledger.JobActive {
 		return api.JobInfo{}, api.Errorf(http.StatusConflict, "job %s is %s", j.ID, j.State)

@@ -239,7 +239,7 @@ func TestMeshJobs(t *testing.T) {
 	n1 := m.nodes[1].Node // a member submits
 
 	// Job 1 alone: 2 primaries, expanded to its max_cpus of 10.
-	j1 := submit(t, n1, api.JobSubmit{Name: "seed", CPUs: 2, MaxCPUs: "10", Range: "1-100", Priority: 5})
+	j1 := submit(t, n1, api.JobSubmit{Name: "seed", CPUs: 2, MaxCPUs: ptr(int64(10)), RangeStart: ptr[int64](1), RangeEnd: ptr[int64](100), Priority: 5})
 	m.waitPlanned(20*time.Second, map[string]int{j1.ID: 10})
 	eventually(t, 20*time.Second, "job 1 running 10 instances", func() string {
 		m.checkSlots(4)
@@ -258,7 +258,7 @@ func TestMeshJobs(t *testing.T) {
 	// Job 2 arrives with no limit: SmartShare splits the 20 slots, each job
 	// keeping its 2 primaries and half of the 16 secondary slots (job 1 is
 	// capped at 10 in all anyway).
-	j2 := submit(t, m.nodes[2].Node, api.JobSubmit{Name: "second", CPUs: 2, MaxCPUs: "*", Range: "1-200", Priority: 5})
+	j2 := submit(t, m.nodes[2].Node, api.JobSubmit{Name: "second", CPUs: 2, MaxCPUs: ptr(int64(-1)), RangeStart: ptr[int64](1), RangeEnd: ptr[int64](200), Priority: 5})
 	m.waitPlanned(20*time.Second, map[string]int{j1.ID: 10, j2.ID: 10})
 	hash := m.waitPlanAgreement(20 * time.Second)
 	t.Logf("plans agree on %.12s", hash)
@@ -354,7 +354,7 @@ func TestMeshPreemption(t *testing.T) {
 			m.waitConverged(20 * time.Second)
 			before := preempted(policy)
 			// A fills all 12 slots.
-			a := submit(t, n0, api.JobSubmit{Name: "fill-" + policy, CPUs: 2, MaxCPUs: "*", Range: "1-200"})
+			a := submit(t, n0, api.JobSubmit{Name: "fill-" + policy, CPUs: 2, MaxCPUs: ptr(int64(-1)), RangeStart: ptr[int64](1), RangeEnd: ptr[int64](200)})
 			m.waitPlanned(20*time.Second, map[string]int{a.ID: 12})
 			eventually(t, 20*time.Second, "12 runs of A", func() string {
 				if k := m.running(a.ID); k != 12 {
@@ -363,7 +363,7 @@ func TestMeshPreemption(t *testing.T) {
 				return ""
 			})
 			startB := time.Now()
-			b := submit(t, m.nodes[1].Node, api.JobSubmit{Name: "late-" + policy, CPUs: 2, MaxCPUs: "*", Range: "1-200"})
+			b := submit(t, m.nodes[1].Node, api.JobSubmit{Name: "late-" + policy, CPUs: 2, MaxCPUs: ptr(int64(-1)), RangeStart: ptr[int64](1), RangeEnd: ptr[int64](200)})
 			m.waitPlanned(20*time.Second, map[string]int{a.ID: 6, b.ID: 6})
 			eventually(t, 30*time.Second, "6 runs of each job", func() string {
 				m.checkSlots(4)
@@ -453,16 +453,23 @@ func TestJobAPI(t *testing.T) {
 		req   api.JobSubmit
 		field string
 	}{
-		{api.JobSubmit{Cmd: []string{"true"}, Range: "5-1"}, "range"},
-		{api.JobSubmit{Cmd: []string{"true"}, Range: "x"}, "range"},
-		{api.JobSubmit{Cmd: []string{"true"}, Memory: "1m"}, "memory"},
-		{api.JobSubmit{Cmd: []string{"true"}, Memory: "lots"}, "memory"},
+		{api.JobSubmit{Cmd: []string{"true"}, RangeStart: ptr[int64](5), RangeEnd: ptr[int64](1)}, "range"},
+		{api.JobSubmit{Cmd: []string{"true"}, RangeStart: ptr[int64](-1), RangeEnd: ptr[int64](1)}, "range"},
+		{api.JobSubmit{Cmd: []string{"true"}, RangeStart: ptr[int64](0), RangeEnd: ptr[int64](1 << 62)}, "range"},
+		{api.JobSubmit{Cmd: []string{"true"}, MemoryMB: 1}, "memory"},
+		{api.JobSubmit{Cmd: []string{"true"}, MemoryMB: 5}, "memory"}, // Docker's 6MB floor
+		{api.JobSubmit{Cmd: []string{"true"}, MemoryMB: 17 << 20}, "memory"},
 		{api.JobSubmit{Cmd: []string{"true"}, GPUs: 1}, "gpus"},
 		{api.JobSubmit{Cmd: []string{"true"}, Driver: "podman"}, "driver"},
 		{api.JobSubmit{Cmd: []string{"true"}, Priority: 10000}, "priority"},
-		{api.JobSubmit{Cmd: []string{"true"}, MaxCPUs: "-5"}, "max_cpus"},
-		{api.JobSubmit{Cmd: []string{"true"}, Cores: "-1"}, "cores"},
+		{api.JobSubmit{Cmd: []string{"true"}, Priority: 1e9}, "priority"},
+		{api.JobSubmit{Cmd: []string{"true"}, MaxCPUs: ptr(int64(-5))}, "max_cpus"},
+		{api.JobSubmit{Cmd: []string{"true"}, CoresMilli: -1}, "cores"},
+		{api.JobSubmit{Cmd: []string{"true"}, CoresMilli: 4096001}, "cores"},
+		{api.JobSubmit{Cmd: []string{"true"}, Env: map[string]string{"CSHARE_ITEM": "1"}}, "env"},
+		{api.JobSubmit{Cmd: []string{"true"}, Env: map[string]string{"A B": "1"}}, "env"},
 		{api.JobSubmit{}, "cmd"},
+		{api.JobSubmit{Cmd: []string{""}}, "cmd"},
 	} {
 		_, err := n.SubmitJob(ctx, c.req)
 		if statusCode(err) != http.StatusBadRequest {
@@ -478,7 +485,7 @@ func TestJobAPI(t *testing.T) {
 	}
 
 	// modify --max-cpus: 8 slots; max_cpus 6, then 3.
-	j := submit(t, n, api.JobSubmit{CPUs: 1, MaxCPUs: "6", Range: "1-100"})
+	j := submit(t, n, api.JobSubmit{CPUs: 1, MaxCPUs: ptr(int64(6)), RangeStart: ptr[int64](1), RangeEnd: ptr[int64](100)})
 	m.waitPlanned(20*time.Second, map[string]int{j.ID: 6})
 	eventually(t, 20*time.Second, "6 runs", func() string {
 		if k := m.running(j.ID); k != 6 {
@@ -486,7 +493,7 @@ func TestJobAPI(t *testing.T) {
 		}
 		return ""
 	})
-	ji, err := n.ModifyJob(ctx, j.ID, api.JobModify{MaxCPUs: "3"})
+	ji, err := n.ModifyJob(ctx, j.ID, api.JobModify{MaxCPUs: ptr(int64(3))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,8 +507,10 @@ func TestJobAPI(t *testing.T) {
 		}
 		return ""
 	})
-	if _, err := n.ModifyJob(ctx, j.ID, api.JobModify{MaxCPUs: "many"}); statusCode(err) != http.StatusBadRequest {
-		t.Fatalf("modify max_cpus=many: %v", err)
+	for _, bad := range []api.JobModify{{MaxCPUs: ptr(int64(-2))}, {Priority: ptr(int64(0))}, {Priority: ptr(int64(1e9))}, {}} {
+		if _, err := n.ModifyJob(ctx, j.ID, bad); statusCode(err) != http.StatusBadRequest {
+			t.Fatalf("modify %+v: %v, want a 400", bad, err)
+		}
 	}
 
 	// cancel: every instance stops, on every machine.
@@ -571,7 +580,7 @@ func TestSweepRemovesStrays(t *testing.T) {
 	m.formOrg()
 	mn := m.nodes[0]
 	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
-	j := submit(t, mn.Node, api.JobSubmit{CPUs: 2, MaxCPUs: "2", Range: "1-10"})
+	j := submit(t, mn.Node, api.JobSubmit{CPUs: 2, MaxCPUs: ptr(int64(2)), RangeStart: ptr[int64](1), RangeEnd: ptr[int64](10)})
 	eventually(t, 20*time.Second, "2 runs", func() string {
 		if k := m.running(j.ID); k != 2 {
 			return fmt.Sprintf("%d", k)
@@ -625,7 +634,7 @@ func TestJobLogsFromAnyMachine(t *testing.T) {
 	m := newMesh(t, meshConfig{n: 2, interval: 250 * time.Millisecond, slots: 2, runFor: 50 * time.Millisecond})
 	m.formOrg()
 	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
-	j := submit(t, m.nodes[0].Node, api.JobSubmit{Name: "logs", CPUs: 4, MaxCPUs: "4", Range: "1-8"})
+	j := submit(t, m.nodes[0].Node, api.JobSubmit{Name: "logs", CPUs: 4, MaxCPUs: ptr(int64(4)), RangeStart: ptr[int64](1), RangeEnd: ptr[int64](8)})
 	m.waitJobDone(30*time.Second, j.ID)
 	who := m.checkDoneOnce(j.ID)
 	ctx := ctxT(t)
@@ -677,7 +686,7 @@ func TestJobLogsOfRunningItem(t *testing.T) {
 	m := newMesh(t, meshConfig{n: 2, interval: 250 * time.Millisecond, slots: 1, runFor: time.Minute})
 	m.formOrg()
 	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
-	j := submit(t, m.nodes[0].Node, api.JobSubmit{Name: "long", CPUs: 2, MaxCPUs: "2", Range: "1-2"})
+	j := submit(t, m.nodes[0].Node, api.JobSubmit{Name: "long", CPUs: 2, MaxCPUs: ptr(int64(2)), RangeStart: ptr[int64](1), RangeEnd: ptr[int64](2)})
 	ctx := ctxT(t)
 	eventually(t, 30*time.Second, "both machines name the runner of each item", func() string {
 		runner := map[int64]string{}
@@ -705,3 +714,5 @@ func TestJobLogsOfRunningItem(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

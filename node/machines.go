@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"net/http"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -128,33 +126,19 @@ func (n *Node) Machines(ctx context.Context) ([]api.MachineInfo, error) {
 	return out, nil
 }
 
-// resolveMachine finds a machine by full ID, name, or unique ID prefix/suffix.
+// resolveMachine finds a machine by reference (resolveRef's rules) and
+// returns a copy.
 func (n *Node) resolveMachine(ref string) (*ledger.Machine, error) {
-	ref = strings.TrimSpace(ref)
-	if ref == "" {
-		return nil, api.Errorf(http.StatusBadRequest, "machine: give a machine ID or name (see cshare machine ls)")
-	}
-	lg, unlock := n.rep.ReadLog()
-	defer unlock()
-	st := lg.State()
-	if m := st.Machines[ref]; m != nil {
-		c := *m
-		return &c, nil
-	}
-	var hits []*ledger.Machine
-	for _, m := range st.SortedMachines() {
-		if m.Name == ref || (len(ref) >= 4 && (strings.HasPrefix(m.ID, ref) || strings.HasSuffix(m.ID, ref))) {
-			hits = append(hits, m)
+	var m *ledger.Machine
+	var err error
+	n.snapshot(func(st *ledger.State) {
+		var id string
+		if id, err = resolveRef("machine", "cshare machine ls", ref, machineCandidates(st)); err == nil {
+			c := *st.Machines[id]
+			m = &c
 		}
-	}
-	switch len(hits) {
-	case 0:
-		return nil, api.Errorf(http.StatusNotFound, "machine %q: no such machine in this org (see cshare machine ls)", ref)
-	case 1:
-		c := *hits[0]
-		return &c, nil
-	}
-	return nil, api.Errorf(http.StatusBadRequest, "machine %q is ambiguous: it matches %d machines; give the full ID", ref, len(hits))
+	})
+	return m, err
 }
 
 // Machine implements api.Service.
@@ -242,31 +226,13 @@ func (n *Node) Members(ctx context.Context) ([]api.MemberInfo, error) {
 	return out, nil
 }
 
+// resolveMember finds a member's ID by reference (resolveRef's rules; a
+// member's name is that of the machine with its ID).
 func (n *Node) resolveMember(ref string) (string, error) {
-	lg, unlock := n.rep.ReadLog()
-	defer unlock()
-	st := lg.State()
-	if st.Members[ref] != nil {
-		return ref, nil
-	}
-	var hits []string
-	for _, m := range st.SortedMembers() {
-		name := ""
-		if mc := st.Machines[m.ID]; mc != nil {
-			name = mc.Name
-		}
-		if name == ref || (len(ref) >= 4 && (strings.HasPrefix(m.ID, ref) || strings.HasSuffix(m.ID, ref))) {
-			hits = append(hits, m.ID)
-		}
-	}
-	sort.Strings(hits)
-	switch len(hits) {
-	case 0:
-		return "", api.Errorf(http.StatusNotFound, "member %q: no such member (see cshare member ls)", ref)
-	case 1:
-		return hits[0], nil
-	}
-	return "", api.Errorf(http.StatusBadRequest, "member %q is ambiguous; give the full ID", ref)
+	var id string
+	var err error
+	n.snapshot(func(st *ledger.State) { id, err = resolveRef("member", "cshare member ls", ref, memberCandidates(st)) })
+	return id, err
 }
 
 // SetRole implements api.Service.
@@ -290,21 +256,21 @@ func (n *Node) SetRole(ctx context.Context, id, role string) (api.MemberInfo, er
 }
 
 // RemoveMember implements api.Service.
-func (n *Node) RemoveMember(ctx context.Context, id string) error {
+func (n *Node) RemoveMember(ctx context.Context, id string) (string, error) {
 	if err := n.needOrg(); err != nil {
-		return err
+		return "", err
 	}
 	mid, err := n.resolveMember(id)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if mid != n.id.String() {
 		if err := n.needAdmin("remove members"); err != nil {
-			return err
+			return "", err
 		}
 	}
 	_, err = n.write(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: mid})
-	return refused(err)
+	return mid, refused(err)
 }
 
 // Leave implements api.Service.

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"sort"
@@ -16,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/p2p"
 )
@@ -279,9 +279,9 @@ func (n *Node) SetSettings(ctx context.Context, req api.SettingsRequest) (api.Or
 			u.PreemptPolicy = &s
 			cur.SmartShare.PreemptPolicy = v
 		case "smartshare.default_max_cpus", "smartshare.max_cpus_limit":
-			x, err := parseMaxCPUs(v)
+			x, err := jobspec.ParseMaxCPUs(v)
 			if err != nil {
-				return api.OrgInfo{}, api.Errorf(http.StatusBadRequest, "%s: %v", k, err)
+				return api.OrgInfo{}, badReq(jobspec.Rename(err, k))
 			}
 			if k == "smartshare.default_max_cpus" {
 				u.DefaultMaxCPUs, cur.SmartShare.DefaultMaxCPUs = &x, x
@@ -299,17 +299,6 @@ func (n *Node) SetSettings(ctx context.Context, req api.SettingsRequest) (api.Or
 		return api.OrgInfo{}, refused(err)
 	}
 	return n.Org(ctx)
-}
-
-func parseMaxCPUs(v string) (int64, error) {
-	if v == "*" {
-		return -1, nil
-	}
-	x, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || x < -1 {
-		return 0, fmt.Errorf("%q; allowed: a number >= 0, or -1 or \"*\" for no limit", v)
-	}
-	return x, nil
 }
 
 // Join implements api.Service: dial the bootstrap peers in the key, fetch and

@@ -196,9 +196,11 @@ func (c *Client) SetRole(ctx context.Context, id, role string) (MemberInfo, erro
 	return post[MemberInfo](c, ctx, "/v1/members/"+esc(id)+"/role", RoleRequest{Role: role})
 }
 
-// RemoveMember removes a member.
-func (c *Client) RemoveMember(ctx context.Context, id string) error {
-	return c.do(ctx, http.MethodPost, "/v1/members/"+esc(id)+"/remove", nil, nil)
+// RemoveMember removes a member by ID, unique ID prefix/suffix or name, and
+// returns its full ID.
+func (c *Client) RemoveMember(ctx context.Context, id string) (string, error) {
+	r, err := post[RemoveResult](c, ctx, "/v1/members/"+esc(id)+"/remove", nil)
+	return r.ID, err
 }
 
 // Leave leaves the org.

@@ -3,8 +3,11 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -26,7 +29,7 @@ func (stub) MachineAction(context.Context, string, string) (MachineInfo, error) 
 }
 func (stub) Members(context.Context) ([]MemberInfo, error)                 { return nil, nil }
 func (stub) SetRole(context.Context, string, string) (MemberInfo, error)   { return MemberInfo{}, nil }
-func (stub) RemoveMember(context.Context, string) error                    { return nil }
+func (stub) RemoveMember(context.Context, string) (string, error)          { return "", nil }
 func (stub) Leave(context.Context) error                                   { return nil }
 func (stub) SubmitJob(context.Context, JobSubmit) (JobInfo, error)         { return JobInfo{}, nil }
 func (stub) Jobs(context.Context) ([]JobInfo, error)                       { return nil, nil }
@@ -43,7 +46,10 @@ var postRoutes = []string{"/v1/org", "/v1/org/invite", "/v1/org/settings", "/v1/
 // answer 200 or 400, never panic and never 500.
 func FuzzAPIBodies(f *testing.F) {
 	f.Add(0, []byte(`{"name":"acme"}`))
-	f.Add(4, []byte(`{"cmd":["true"],"range":"1-10","max_cpus":"*"}`))
+	f.Add(4, []byte(`{"cmd":["true"],"range_start":1,"range_end":10,"max_cpus":-1,"cores_milli":500,"memory_mb":64}`))
+	f.Add(4, []byte(`{"cmd":["true"]}{"x":1}`))
+	f.Add(5, []byte(`{"max_cpus":3,"priority":2}`))
+	f.Add(5, []byte(`{"max_cpus":"*"}`))
 	f.Add(2, []byte(`{"set":{"smartshare.mode":"jobs"}}`))
 	f.Add(3, []byte(`{"org_key":"cshare1"}`))
 	f.Add(1, []byte(`{"role":"admin","uses":-1}`))
@@ -61,6 +67,58 @@ func FuzzAPIBodies(f *testing.F) {
 		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK && rec.Code != http.StatusBadRequest && rec.Code != http.StatusRequestEntityTooLarge {
 			t.Fatalf("%s %q: status %d: %s", path, body, rec.Code, rec.Body)
+		}
+	})
+}
+
+// TestStrictBodies: a body is one JSON value of known fields; anything
+// after it, or an unknown field, is a 400 that says so.
+func TestStrictBodies(t *testing.T) {
+	h := Handler(stub{}, "tok")
+	for _, c := range []struct {
+		path, body string
+		code       int
+		want       string
+	}{
+		{"/v1/jobs", `{"cmd":["true"],"range_start":1,"range_end":2}`, 200, ""},
+		{"/v1/jobs", `{"cmd":["true"]}` + "\n\t ", 200, ""},
+		{"/v1/jobs", ``, 200, ""},
+		{"/v1/jobs", `{"cmd":["true"]}{"x":1}`, 400, "unexpected data after the JSON value at byte 16"},
+		{"/v1/jobs", `{"cmd":["true"]} x`, 400, "unexpected data after the JSON value"},
+		{"/v1/jobs", `{"cmd":["true"]}]`, 400, "unexpected data after the JSON value"},
+		{"/v1/jobs", `{"cmd":["true"],"range":"1-10"}`, 400, `unknown field \"range\"`},
+		{"/v1/jobs", `{"cmd":["true"],"cores_milli":"0.5"}`, 400, "cores_milli"},
+		{"/v1/jobs/x/modify", `{"max_cpus":"*"}`, 400, "max_cpus"},
+		{"/v1/jobs", `{"cmd":["true"],"name":"` + strings.Repeat("x", MaxBodySize) + `"}`, 413, "larger than"},
+	} {
+		req := httptest.NewRequest(http.MethodPost, c.path, strings.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer tok")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.code || !strings.Contains(rec.Body.String(), c.want) || strings.Count(rec.Body.String(), "\n") != 1 {
+			t.Errorf("%s %.60q: %d %s; want %d with %q", c.path, c.body, rec.Code, rec.Body, c.code, c.want)
+		}
+	}
+}
+
+// FuzzDecodeBody: DecodeBody never panics; it accepts a body exactly when
+// it is one JSON value for the type, with white space around it.
+func FuzzDecodeBody(f *testing.F) {
+	for _, s := range []string{`{"cmd":["x"]}`, `{"cmd":["x"]} {}`, ``, ` `, `{"max_cpus":-1}`, `null`, `{"cmd":null}x`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var v JobSubmit
+		err := DecodeBody(bytes.NewReader(body), &v)
+		if err == nil {
+			if len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
+				t.Fatalf("%q accepted but is not one JSON value", body)
+			}
+			return
+		}
+		var se *StatusError
+		if !errors.As(err, &se) || se.Code != http.StatusBadRequest {
+			t.Fatalf("%q: %v is not a 400", body, err)
 		}
 	})
 }

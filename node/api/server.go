@@ -48,14 +48,7 @@ func Handler(svc Service, token string) *http.ServeMux {
 			writeJSON(w, http.StatusOK, v)
 		}
 	}
-	decode := func(r *http.Request, v any) error {
-		dec := json.NewDecoder(r.Body)
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-			return Errorf(http.StatusBadRequest, "request body: %v", err)
-		}
-		return nil
-	}
+	decode := func(r *http.Request, v any) error { return DecodeBody(r.Body, v) }
 	ctx := func(r *http.Request) context.Context { return r.Context() }
 
 	mux.HandleFunc("GET /v1/status", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.Status(ctx(r)) }))
@@ -113,7 +106,8 @@ func Handler(svc Service, token string) *http.ServeMux {
 		return svc.SetRole(ctx(r), r.PathValue("id"), req.Role)
 	}))
 	mux.HandleFunc("POST /v1/members/{id}/remove", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return map[string]bool{"removed": true}, svc.RemoveMember(ctx(r), r.PathValue("id"))
+		id, err := svc.RemoveMember(ctx(r), r.PathValue("id"))
+		return RemoveResult{Removed: err == nil, ID: id}, err
 	}))
 	mux.HandleFunc("POST /v1/leave", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		return map[string]bool{"left": true}, svc.Leave(ctx(r))
@@ -150,6 +144,38 @@ func Handler(svc Service, token string) *http.ServeMux {
 		return svc.JobLogs(ctx(r), r.PathValue("id"), item)
 	}))
 	return mux
+}
+
+// DecodeBody decodes a request body strictly into v: one JSON value, no
+// unknown fields, nothing after it but white space. An empty body leaves v
+// as it is. Errors are *StatusError 400 (413 for a body over MaxBodySize).
+func DecodeBody(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if errors.Is(err, io.EOF) {
+		return nil // no body
+	}
+	if err == nil {
+		at := dec.InputOffset()
+		var extra json.RawMessage
+		if err = dec.Decode(&extra); errors.Is(err, io.EOF) {
+			return nil
+		}
+		if !isTooBig(err) {
+			return Errorf(http.StatusBadRequest, "request body: unexpected data after the JSON value at byte %d; send one JSON object", at)
+		}
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return Errorf(http.StatusRequestEntityTooLarge, "request body: larger than %d bytes", tooBig.Limit)
+	}
+	return Errorf(http.StatusBadRequest, "request body: %v", err)
+}
+
+func isTooBig(err error) bool {
+	var tooBig *http.MaxBytesError
+	return errors.As(err, &tooBig)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

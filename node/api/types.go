@@ -137,27 +137,38 @@ type RoleRequest struct {
 	Role string `json:"role"`
 }
 
-// JobSubmit is the body of POST /v1/jobs.
-type JobSubmit struct {
-	Name     string            `json:"name,omitempty"`
-	Image    string            `json:"image,omitempty"`
-	Driver   string            `json:"driver,omitempty"`
-	Cmd      []string          `json:"cmd"`
-	Env      map[string]string `json:"env,omitempty"`
-	Cores    string            `json:"cores,omitempty"`  // e.g. "0.5", "2"
-	Memory   string            `json:"memory,omitempty"` // e.g. "64m", "1GiB"
-	GPUs     int64             `json:"gpus,omitempty"`
-	Range    string            `json:"range,omitempty"` // "1-100", "7"
-	Priority int64             `json:"priority,omitempty"`
-	CPUs     int64             `json:"cpus,omitempty"`
-	MaxCPUs  string            `json:"max_cpus,omitempty"` // number or "*"; "" = org default
-	Retries  int64             `json:"retries,omitempty"`
+// RemoveResult answers POST /v1/members/{id}/remove.
+type RemoveResult struct {
+	Removed bool   `json:"removed"`
+	ID      string `json:"id,omitempty"` // the member's full ID
 }
 
-// JobModify is the body of POST /v1/jobs/{id}/modify.
+// JobSubmit is the body of POST /v1/jobs. It carries typed values: the CLI
+// parses the user's strings with package jobspec, and the node checks these
+// numbers with the same validators (so the API is never looser than the
+// CLI). Zero values of the omitempty fields take the defaults noted.
+type JobSubmit struct {
+	Name       string            `json:"name,omitempty"`
+	Image      string            `json:"image,omitempty"`  // "" = the node's default image (docker)
+	Driver     string            `json:"driver,omitempty"` // docker (default) or exec
+	Cmd        []string          `json:"cmd"`
+	Env        map[string]string `json:"env,omitempty"`
+	CoresMilli int64             `json:"cores_milli,omitempty"` // millicores per instance; 0 = no limit
+	MemoryMB   int64             `json:"memory_mb,omitempty"`   // MB per instance; 0 = no limit
+	GPUs       int64             `json:"gpus,omitempty"`
+	RangeStart *int64            `json:"range_start,omitempty"` // the agenda's first item; nil = 1
+	RangeEnd   *int64            `json:"range_end,omitempty"`   // its last item (inclusive); nil = the first
+	Priority   int64             `json:"priority,omitempty"` // 1..9999; 0 = 9999
+	CPUs       int64             `json:"cpus,omitempty"`     // primary instances; 0 = 1
+	MaxCPUs    *int64            `json:"max_cpus,omitempty"` // nil = the org's default; -1 = "*"
+	Retries    int64             `json:"retries,omitempty"`
+}
+
+// JobModify is the body of POST /v1/jobs/{id}/modify; nil fields are left
+// alone.
 type JobModify struct {
-	MaxCPUs  string `json:"max_cpus,omitempty"`
-	Priority int64  `json:"priority,omitempty"`
+	MaxCPUs  *int64 `json:"max_cpus,omitempty"` // -1 = "*"
+	Priority *int64 `json:"priority,omitempty"` // 1..9999
 }
 
 // Items counts a job's agenda.
@@ -255,7 +266,7 @@ type Service interface {
 
 	Members(ctx context.Context) ([]MemberInfo, error)
 	SetRole(ctx context.Context, id, role string) (MemberInfo, error)
-	RemoveMember(ctx context.Context, id string) error
+	RemoveMember(ctx context.Context, id string) (string, error) // the removed member's full ID
 	Leave(ctx context.Context) error
 
 	SubmitJob(ctx context.Context, req JobSubmit) (JobInfo, error)

@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/runtime/hw"
 )
 
@@ -639,18 +640,9 @@ func (p *parser) percent(e entry) (int, error) {
 	return clampInt(v), err
 }
 
-var sizeRE = regexp.MustCompile(`^([+-]?[0-9]+(?:\.[0-9]+)?) ?([A-Za-z]*)$`)
-
-var units = map[string]float64{
-	"b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10,
-	"m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
-	"g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
-	"t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40,
-	"p": 1 << 50, "pb": 1 << 50, "pib": 1 << 50,
-}
-
 // sizeMB decodes a size in MB: a whole number of MB, or a string with a
-// binary unit ("16GB" = 16384). A fractional result is rounded down.
+// binary unit read as jobspec.ParseSizeMB reads it ("16GB" = 16384; a
+// fractional MB is rounded up; at most 16TiB).
 func (p *parser) sizeMB(e entry) (int64, error) {
 	const hint = `give MB as a number (16384) or a size like "16GB"`
 	n := e.value
@@ -670,16 +662,25 @@ func (p *parser) sizeMB(e entry) (int64, error) {
 	if v, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return v, nil // a quoted plain number is MB too
 	}
-	m := sizeRE.FindStringSubmatch(s)
-	if m == nil || m[2] == "" || units[strings.ToLower(m[2])] == 0 {
+	// A size with a unit, read by the job spec's one rule (jobspec); a sign
+	// is kept so that a negative size is refused as negative below.
+	if strings.IndexFunc(s, unicode.IsLetter) < 0 {
+		return 0, p.errf(n, e.path, "%s is not a size; %s", show(n), hint) // "16.5": no unit
+	}
+	neg := strings.HasPrefix(s, "-")
+	mb, err := jobspec.ParseSizeMB(e.path, strings.TrimPrefix(s, "-"))
+	var je *jobspec.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &je) && je.Problem == jobspec.TooLarge:
+		return 0, p.errf(n, e.path, "%s is too large; allowed: at most 16TiB", show(n))
+	default:
 		return 0, p.errf(n, e.path, "%s is not a size; %s", show(n), hint)
 	}
-	num, err := strconv.ParseFloat(m[1], 64)
-	mb := num * units[strings.ToLower(m[2])] / (1 << 20)
-	if err != nil || math.IsNaN(mb) || math.Abs(mb) > 1<<53 {
-		return 0, p.errf(n, e.path, "%s is too large", show(n))
+	if neg {
+		mb = -mb
 	}
-	return int64(mb), nil
+	return mb, nil
 }
 
 // clampInt narrows v to int without wrapping, so range checks still fire.

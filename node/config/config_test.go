@@ -96,7 +96,7 @@ func TestDefaults(t *testing.T) {
 		{"memory GB", "resources:\n  memory_limit: 16GB\n", with(all, func(l *Limits) { l.MemoryLimit = 16384 })},
 		{"memory MiB", "resources:\n  memory_limit: 512MiB\n", with(all, func(l *Limits) { l.MemoryLimit = 512 })},
 		{"memory quoted number", "resources:\n  memory_limit: \"1000\"\n", with(all, func(l *Limits) { l.MemoryLimit = 1000 })},
-		{"disk fractional T", "resources:\n  disk_limit: 0.05 T\n", with(all, func(l *Limits) { l.DiskLimit = 52428 })},
+		{"disk fractional T", "resources:\n  disk_limit: 0.05 T\n", with(all, func(l *Limits) { l.DiskLimit = 52429 })}, // rounded up, as job sizes are
 		{"memory all of it", "resources:\n  memory_limit: 24000\n", all},
 		{"zero jobs", "resources:\n  max_concurrent_jobs: 0\n", with(all, func(l *Limits) { l.MaxConcurrentJobs = 0 })},
 		{"no gpus", "resources:\n  gpus: []\n", with(all, func(l *Limits) { l.GPUs = nil })},

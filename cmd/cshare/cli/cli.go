@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -219,60 +218,4 @@ func exactArgs(names ...string) cobra.PositionalArgs {
 		}
 		return usagef(cmd, "too many arguments: want %s, got %d", strings.Join(names, " "), len(args))
 	}
-}
-
-// candidate is something an ID argument may name.
-type candidate struct{ ID, Name string }
-
-// resolveID finds what want names among cands: an exact ID, an exact name, or
-// a unique ID prefix or suffix. It returns "" when nothing matches.
-func resolveID(kind, want string, cands []candidate) (string, error) {
-	for _, c := range cands {
-		if c.ID == want {
-			return c.ID, nil
-		}
-	}
-	pick := func(match func(candidate) bool) (string, error) {
-		var ids []string
-		for _, c := range cands {
-			if match(c) {
-				ids = append(ids, c.ID)
-			}
-		}
-		switch len(ids) {
-		case 0:
-			return "", nil
-		case 1:
-			return ids[0], nil
-		}
-		return "", fmt.Errorf("%q matches %d %ss (%s); give more of the ID", want, len(ids), kind, strings.Join(ids, ", "))
-	}
-	if id, err := pick(func(c candidate) bool { return c.Name != "" && c.Name == want }); id != "" || err != nil {
-		return id, err
-	}
-	return pick(func(c candidate) bool {
-		return strings.HasPrefix(c.ID, want) || strings.HasSuffix(c.ID, want)
-	})
-}
-
-// withID calls call with the ID as given; if the node does not know it (400
-// or 404), it resolves the argument against list and retries once.
-func withID(ctx context.Context, kind, want string, list func(context.Context) ([]candidate, error), call func(id string) error) error {
-	err := call(want)
-	var se *api.StatusError
-	if err == nil || !errors.As(err, &se) || (se.Code != http.StatusNotFound && se.Code != http.StatusBadRequest) {
-		return err
-	}
-	cands, lerr := list(ctx)
-	if lerr != nil {
-		return err
-	}
-	id, rerr := resolveID(kind, want, cands)
-	if rerr != nil {
-		return rerr
-	}
-	if id == "" || id == want {
-		return err
-	}
-	return call(id)
 }

@@ -199,33 +199,36 @@ func TestLastLineContracts(t *testing.T) {
 }
 
 func TestSubmitRequest(t *testing.T) {
+	p := func(v int64) *int64 { return &v }
 	cases := []struct {
 		name string
 		args []string
 		want api.JobSubmit
 	}{
 		{"defaults", []string{"--", "echo", "hi"},
-			api.JobSubmit{Driver: "docker", Cmd: []string{"echo", "hi"}, Range: "1", Priority: 9999, CPUs: 1}},
+			api.JobSubmit{Driver: "docker", Cmd: []string{"echo", "hi"}, RangeStart: p(1), RangeEnd: p(1), Priority: 9999, CPUs: 1}},
 		{"seed example", []string{"--priority", "5", "--cpus", "10", "--max-cpus", "50", "--range", "1-100", "--image", "busybox", "--", "sleep", "60"},
-			api.JobSubmit{Image: "busybox", Driver: "docker", Cmd: []string{"sleep", "60"}, Range: "1-100", Priority: 5, CPUs: 10, MaxCPUs: "50"}},
+			api.JobSubmit{Image: "busybox", Driver: "docker", Cmd: []string{"sleep", "60"}, RangeStart: p(1), RangeEnd: p(100), Priority: 5, CPUs: 10, MaxCPUs: p(50)}},
 		{"everything", []string{"--driver", "exec", "--cores", "0.5", "--memory", "64MiB", "--gpus", "1", "--retries", "2", "--name", "r",
 			"--env", "A=1", "--env", "B=x=y", "--max-cpus", "*", "--", "sh", "-c", "exit 0"},
 			api.JobSubmit{Name: "r", Driver: "exec", Cmd: []string{"sh", "-c", "exit 0"}, Env: map[string]string{"A": "1", "B": "x=y"},
-				Cores: "0.5", Memory: "64MiB", GPUs: 1, Range: "1", Priority: 9999, CPUs: 1, MaxCPUs: "*", Retries: 2}},
+				CoresMilli: 500, MemoryMB: 64, GPUs: 1, RangeStart: p(1), RangeEnd: p(1), Priority: 9999, CPUs: 1, MaxCPUs: p(-1), Retries: 2}},
 		{"max-cpus -1", []string{"--max-cpus", "-1", "--", "true"},
-			api.JobSubmit{Driver: "docker", Cmd: []string{"true"}, Range: "1", Priority: 9999, CPUs: 1, MaxCPUs: "-1"}},
+			api.JobSubmit{Driver: "docker", Cmd: []string{"true"}, RangeStart: p(1), RangeEnd: p(1), Priority: 9999, CPUs: 1, MaxCPUs: p(-1)}},
 		{"max-cpus 0", []string{"--max-cpus=0", "--", "true"},
-			api.JobSubmit{Driver: "docker", Cmd: []string{"true"}, Range: "1", Priority: 9999, CPUs: 1, MaxCPUs: "0"}},
+			api.JobSubmit{Driver: "docker", Cmd: []string{"true"}, RangeStart: p(1), RangeEnd: p(1), Priority: 9999, CPUs: 1, MaxCPUs: p(0)}},
 		{"command without --", []string{"--range", "7", "sleep", "1"},
-			api.JobSubmit{Driver: "docker", Cmd: []string{"sleep", "1"}, Range: "7", Priority: 9999, CPUs: 1}},
+			api.JobSubmit{Driver: "docker", Cmd: []string{"sleep", "1"}, RangeStart: p(7), RangeEnd: p(7), Priority: 9999, CPUs: 1}},
 		{"alias --instances", []string{"--instances", "3", "--max-instances", "*", "--", "true"},
-			api.JobSubmit{Driver: "docker", Cmd: []string{"true"}, Range: "1", Priority: 9999, CPUs: 3, MaxCPUs: "*"}},
+			api.JobSubmit{Driver: "docker", Cmd: []string{"true"}, RangeStart: p(1), RangeEnd: p(1), Priority: 9999, CPUs: 3, MaxCPUs: p(-1)}},
 		{"alias agrees", []string{"--cpus", "3", "--instances", "3", "--max-cpus", "8", "--max-instances", "8", "--", "true"},
-			api.JobSubmit{Driver: "docker", Cmd: []string{"true"}, Range: "1", Priority: 9999, CPUs: 3, MaxCPUs: "8"}},
+			api.JobSubmit{Driver: "docker", Cmd: []string{"true"}, RangeStart: p(1), RangeEnd: p(1), Priority: 9999, CPUs: 3, MaxCPUs: p(8)}},
 		{"memory 64m", []string{"--memory", "64m", "--", "true"},
-			api.JobSubmit{Driver: "docker", Cmd: []string{"true"}, Range: "1", Priority: 9999, CPUs: 1, Memory: "64m"}},
+			api.JobSubmit{Driver: "docker", Cmd: []string{"true"}, RangeStart: p(1), RangeEnd: p(1), Priority: 9999, CPUs: 1, MemoryMB: 64}},
 		{"memory 4MB", []string{"--memory", "4MB", "--", "true"},
-			api.JobSubmit{Driver: "docker", Cmd: []string{"true"}, Range: "1", Priority: 9999, CPUs: 1, Memory: "4MB"}},
+			api.JobSubmit{Driver: "docker", Cmd: []string{"true"}, RangeStart: p(1), RangeEnd: p(1), Priority: 9999, CPUs: 1, MemoryMB: 4}},
+		{"cores 1000", []string{"--cores", "1000", "--range", "0", "--", "true"},
+			api.JobSubmit{Driver: "docker", Cmd: []string{"true"}, RangeStart: p(0), RangeEnd: p(0), Priority: 9999, CPUs: 1, CoresMilli: 1000000}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -269,6 +272,12 @@ func TestSubmitValidation(t *testing.T) {
 		{[]string{"--retries", "-1", "--", "true"}, "--retries"},
 		{[]string{"--cores", "0", "--", "true"}, "--cores"},
 		{[]string{"--cores", "many", "--", "true"}, "--cores"},
+		{[]string{"--cores", "0.0001", "--", "true"}, "--cores: 0.0001 rounds to 0 millicores; allowed: 0.001 to 4096 cores"},
+		{[]string{"--cores", "", "--", "true"}, "--cores"},
+		{[]string{"--memory", "17179869184g", "--", "true"}, "--memory: 17179869184g is above the maximum of 16TiB"},
+		{[]string{"--priority", "1000000000", "--", "true"}, "--priority: 1000000000 is out of range; allowed: 1 (the highest) to 9999"},
+		{[]string{"--env", "CSHARE_ITEM=1", "--", "true"}, "--env"},
+		{[]string{"--range", "0-1000000", "--", "true"}, "--range"},
 		{[]string{"--driver", "podman", "--", "true"}, "--driver"},
 		{[]string{"--env", "=x", "--", "true"}, "--env"},
 		{[]string{"--range", "1-10"}, "missing command"},
@@ -297,7 +306,7 @@ func TestModify(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	if n.modify == nil || *n.modify != (api.JobModify{MaxCPUs: "*", Priority: 3}) {
+	if m := n.modify; m == nil || m.MaxCPUs == nil || *m.MaxCPUs != -1 || m.Priority == nil || *m.Priority != 3 {
 		t.Errorf("sent %+v", n.modify)
 	}
 	for _, c := range []struct {
@@ -413,23 +422,26 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+// TestIDResolution: the CLI sends IDs, prefixes and names as given (the
+// node resolves them) and prints the node's answer.
 func TestIDResolution(t *testing.T) {
 	cases := []struct {
 		args []string
 		call string
+		out  string
 	}{
-		{[]string{"machine", "approve", m3ID}, "approve:" + m3ID},
-		{[]string{"machine", "approve", short(m3ID)}, "approve:" + m3ID},
-		{[]string{"machine", "approve", "laptop"}, "approve:" + m3ID},
-		{[]string{"machine", "reject", "12D3KooWMachineThr"}, "reject:" + m3ID},
-		{[]string{"machine", "remove", "bbbb"}, "remove:" + m2ID},
-		{[]string{"machine", "show", "render-2"}, "machine:" + m2ID},
-		{[]string{"member", "set-role", "laptop", "admin"}, "role:" + m3ID},
-		{[]string{"member", "remove", "cccc"}, "remove-member:" + m3ID},
-		{[]string{"job", "show", "0001"}, "job:" + jobID},
-		{[]string{"job", "show", "render"}, "job:" + jobID},
-		{[]string{"job", "modify", "0002", "--priority", "2"}, "modify:" + job2ID},
-		{[]string{"job", "items", short(jobID)}, "items"},
+		{[]string{"machine", "approve", m3ID}, "approve:" + m3ID, m3ID},
+		{[]string{"machine", "approve", short(m3ID)}, "approve:" + short(m3ID), m3ID},
+		{[]string{"machine", "approve", "laptop"}, "approve:laptop", m3ID},
+		{[]string{"machine", "reject", "12D3KooWMachineThr"}, "reject:12D3KooWMachineThr", m3ID},
+		{[]string{"machine", "remove", "bbbb"}, "remove:bbbb", m2ID},
+		{[]string{"machine", "show", "render-2"}, "machine:render-2", m2ID},
+		{[]string{"member", "set-role", "laptop", "admin"}, "role:laptop", m3ID},
+		{[]string{"member", "remove", "cccc"}, "remove-member:cccc", "removed member " + m3ID},
+		{[]string{"job", "show", "0001"}, "job:0001", jobID},
+		{[]string{"job", "show", "render"}, "job:render", jobID},
+		{[]string{"job", "modify", "0002", "--priority", "2"}, "modify:0002", job2ID},
+		{[]string{"job", "items", short(jobID)}, "items", "done"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -441,10 +453,18 @@ func TestIDResolution(t *testing.T) {
 			if !slices.Contains(n.called(), c.call) {
 				t.Errorf("calls %v lack %q", n.called(), c.call)
 			}
+			if !strings.Contains(r.stdout, c.out) {
+				t.Errorf("stdout %q lacks %q", r.stdout, c.out)
+			}
+			for _, call := range n.called() {
+				if call == "machines" || call == "members" || call == "jobs" {
+					t.Errorf("the CLI listed candidates itself: %v", n.called())
+				}
+			}
 		})
 	}
 	n := startNode(t)
-	oneErrorLine(t, n.run("machine", "approve", "12D3KooWMachine"), 1, "matches 3 machines", m1ID, m2ID, m3ID)
+	oneErrorLine(t, n.run("machine", "approve", "12D3KooWMachine"), 1, "is ambiguous: it matches 3 machines", m1ID, m2ID, m3ID)
 	oneErrorLine(t, n.run("machine", "approve", "nope"), 1, `unknown machine "nope"`)
 	oneErrorLine(t, n.run("job", "cancel", "bafyrei"), 1, "matches 2 jobs")
 }

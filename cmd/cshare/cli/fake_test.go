@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
 )
 
@@ -166,16 +168,38 @@ func (f *fakeNode) Machines(ctx context.Context) ([]api.MachineInfo, error) {
 	return f.machines, f.call("machines")
 }
 
+// resolve stands in for the node's resolver: the CLI sends references as
+// given, and the node answers 404 or, for an ambiguous one, 409.
+func resolve[T any](kind, ref string, items []T, idName func(T) (string, string)) (T, error) {
+	var hits []T
+	var ids []string
+	for _, it := range items {
+		if id, _ := idName(it); id == ref {
+			return it, nil
+		}
+	}
+	for _, it := range items {
+		id, name := idName(it)
+		if name == ref || strings.HasPrefix(id, ref) || strings.HasSuffix(id, ref) {
+			hits = append(hits, it)
+			ids = append(ids, id)
+		}
+	}
+	var zero T
+	switch len(hits) {
+	case 0:
+		return zero, api.Errorf(http.StatusNotFound, "unknown %s %q", kind, ref)
+	case 1:
+		return hits[0], nil
+	}
+	return zero, api.Errorf(http.StatusConflict, "%s %q is ambiguous: it matches %d %ss: %s", kind, ref, len(hits), kind, strings.Join(ids, ", "))
+}
+
 func (f *fakeNode) Machine(ctx context.Context, id string) (api.MachineInfo, error) {
 	if err := f.call("machine:" + id); err != nil {
 		return api.MachineInfo{}, err
 	}
-	for _, m := range f.machines {
-		if m.ID == id {
-			return m, nil
-		}
-	}
-	return api.MachineInfo{}, api.Errorf(http.StatusNotFound, "unknown machine %q", id)
+	return resolve("machine", id, f.machines, func(m api.MachineInfo) (string, string) { return m.ID, m.Name })
 }
 
 func (f *fakeNode) MachineAction(ctx context.Context, id, action string) (api.MachineInfo, error) {
@@ -191,30 +215,27 @@ func (f *fakeNode) Members(ctx context.Context) ([]api.MemberInfo, error) {
 	return f.members, f.call("members")
 }
 
-func (f *fakeNode) member(id string) error {
-	for _, m := range f.members {
-		if m.ID == id {
-			return nil
-		}
-	}
-	return api.Errorf(http.StatusNotFound, "unknown member %q", id)
+func (f *fakeNode) member(id string) (api.MemberInfo, error) {
+	return resolve("member", id, f.members, func(m api.MemberInfo) (string, string) { return m.ID, m.Name })
 }
 
 func (f *fakeNode) SetRole(ctx context.Context, id, role string) (api.MemberInfo, error) {
-	if err := f.member(id); err != nil {
+	m, err := f.member(id)
+	if err != nil {
 		return api.MemberInfo{}, err
 	}
 	f.mu.Lock()
 	f.role = role
 	f.mu.Unlock()
-	return api.MemberInfo{ID: id, Role: role}, f.call("role:" + id)
+	return api.MemberInfo{ID: m.ID, Role: role}, f.call("role:" + id)
 }
 
-func (f *fakeNode) RemoveMember(ctx context.Context, id string) error {
-	if err := f.member(id); err != nil {
-		return err
+func (f *fakeNode) RemoveMember(ctx context.Context, id string) (string, error) {
+	m, err := f.member(id)
+	if err != nil {
+		return "", err
 	}
-	return f.call("remove-member:" + id)
+	return m.ID, f.call("remove-member:" + id)
 }
 
 func (f *fakeNode) Leave(ctx context.Context) error { return f.call("leave") }
@@ -223,8 +244,12 @@ func (f *fakeNode) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInf
 	f.mu.Lock()
 	f.submit = &req
 	f.mu.Unlock()
-	return api.JobInfo{ID: jobID, Name: req.Name, State: "queued", Priority: req.Priority, CPUs: req.CPUs, MaxCPUs: req.MaxCPUs,
-		Cmd: req.Cmd, Range: req.Range}, f.call("submit")
+	maxc := "default"
+	if req.MaxCPUs != nil {
+		maxc = jobspec.FormatMaxCPUs(*req.MaxCPUs)
+	}
+	return api.JobInfo{ID: jobID, Name: req.Name, State: "queued", Priority: req.Priority, CPUs: req.CPUs, MaxCPUs: maxc,
+		Cmd: req.Cmd, Range: fmt.Sprintf("%d-%d", *req.RangeStart, *req.RangeEnd)}, f.call("submit")
 }
 
 func (f *fakeNode) Jobs(ctx context.Context) ([]api.JobInfo, error) { return f.jobs, f.call("jobs") }
@@ -233,12 +258,7 @@ func (f *fakeNode) Job(ctx context.Context, id string) (api.JobInfo, error) {
 	if err := f.call("job:" + id); err != nil {
 		return api.JobInfo{}, err
 	}
-	for _, j := range f.jobs {
-		if j.ID == id {
-			return j, nil
-		}
-	}
-	return api.JobInfo{}, api.Errorf(http.StatusNotFound, "unknown job %q", id)
+	return resolve("job", id, f.jobs, func(j api.JobInfo) (string, string) { return j.ID, j.Name })
 }
 
 func (f *fakeNode) ModifyJob(ctx context.Context, id string, req api.JobModify) (api.JobInfo, error) {
@@ -249,11 +269,11 @@ func (f *fakeNode) ModifyJob(ctx context.Context, id string, req api.JobModify) 
 	f.mu.Lock()
 	f.modify = &req
 	f.mu.Unlock()
-	if req.Priority != 0 {
-		j.Priority = req.Priority
+	if req.Priority != nil {
+		j.Priority = *req.Priority
 	}
-	if req.MaxCPUs != "" {
-		j.MaxCPUs = req.MaxCPUs
+	if req.MaxCPUs != nil {
+		j.MaxCPUs = jobspec.FormatMaxCPUs(*req.MaxCPUs)
 	}
 	return j, f.call("modify:" + id)
 }
@@ -272,10 +292,11 @@ func (f *fakeNode) JobLogs(ctx context.Context, id string, item int64) ([]byte, 
 }
 
 func (f *fakeNode) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) {
-	if _, err := f.Job(ctx, id); err != nil {
+	j, err := f.Job(ctx, id)
+	if err != nil {
 		return nil, err
 	}
-	if id == job2ID {
+	if j.ID == job2ID {
 		return []api.ItemInfo{{Item: 1, Status: "pending"}}, nil
 	}
 	return f.items, f.call("items")

@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -12,15 +10,8 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
-)
-
-// Job submission defaults and bounds (Qube's, as seed 003 describes them).
-const (
-	defaultPriority = 9999
-	minPriority     = 1
-	maxPriority     = 9999
-	minMemory       = 4 * 1024 * 1024 // bytes; Docker's own floor is 6 MB, 4 MB is ours
 )
 
 func (a *app) jobCmd() *cobra.Command {
@@ -29,110 +20,49 @@ func (a *app) jobCmd() *cobra.Command {
 		a.jobLogsCmd(), a.jobItemsCmd())
 }
 
-func jobCandidates(cl *api.Client) func(context.Context) ([]candidate, error) {
-	return func(ctx context.Context) ([]candidate, error) {
-		js, err := cl.Jobs(ctx)
-		if err != nil {
-			return nil, err
+// flagErr names a flag in a jobspec error instead of the spec's field.
+func flagErr(err error, flag string) error { return jobspec.Rename(err, flag) }
+
+// maxCPUsFlag parses --max-cpus or its alias: the value, and its text as
+// the submit summary shows it.
+func maxCPUsFlag(flag, s string) (int64, string, error) {
+	n, err := jobspec.ParseMaxCPUs(s)
+	if err != nil {
+		return 0, "", flagErr(err, flag)
+	}
+	if strings.TrimSpace(s) == "*" {
+		return n, "*", nil
+	}
+	return n, strconv.FormatInt(n, 10), nil
+}
+
+// maxCPUsFlags reads --max-cpus and --max-instances, which must agree.
+func maxCPUsFlags(cmd *cobra.Command, maxCPUs, maxInstances string) (*int64, string, error) {
+	f := cmd.Flags()
+	if !f.Changed("max-cpus") && !f.Changed("max-instances") {
+		return nil, "", nil
+	}
+	var mc, mi string
+	var n, ni int64
+	var err error
+	if f.Changed("max-cpus") {
+		if n, mc, err = maxCPUsFlag("--max-cpus", maxCPUs); err != nil {
+			return nil, "", err
 		}
-		out := make([]candidate, len(js))
-		for i, j := range js {
-			out[i] = candidate{ID: j.ID, Name: j.Name}
+	}
+	if f.Changed("max-instances") {
+		if ni, mi, err = maxCPUsFlag("--max-instances", maxInstances); err != nil {
+			return nil, "", err
 		}
-		return out, nil
-	}
-}
-
-var rangeRE = regexp.MustCompile(`^([0-9]+)(?:-([0-9]+))?$`)
-
-// parseRange checks --range ("1-100" or "7") and returns it with its number
-// of items.
-func parseRange(s string) (string, int64, error) {
-	s = strings.TrimSpace(s)
-	m := rangeRE.FindStringSubmatch(s)
-	if m == nil {
-		return "", 0, fmt.Errorf("--range: %q is not a range; use START-END or one number, e.g. 1-100 or 7", s)
-	}
-	start, err1 := strconv.ParseInt(m[1], 10, 64)
-	end := start
-	var err2 error
-	if m[2] != "" {
-		end, err2 = strconv.ParseInt(m[2], 10, 64)
-	}
-	if err1 != nil || err2 != nil {
-		return "", 0, fmt.Errorf("--range: %q is out of range; numbers must be below %d", s, int64(math.MaxInt64))
-	}
-	if start > end {
-		return "", 0, fmt.Errorf("--range: %s is empty; the start must not exceed the end", s)
-	}
-	return s, end - start + 1, nil
-}
-
-// parseMemory checks --memory, read as Docker reads sizes (64m = 64MB =
-// 64MiB), at least 4 MB.
-func parseMemory(s string) (string, error) {
-	s = strings.TrimSpace(s)
-	n, err := units.RAMInBytes(s)
-	if err != nil || n < 0 {
-		return "", fmt.Errorf("--memory: %q is not a size; use e.g. 512m, 2g or 4GiB", s)
-	}
-	if n < minMemory {
-		return "", fmt.Errorf("--memory: %s is under the minimum of 4MB", s)
-	}
-	return s, nil
-}
-
-// parseCores checks --cores: CPU cores per instance, e.g. 0.5 or 2.
-func parseCores(s string) (string, error) {
-	s = strings.TrimSpace(s)
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return "", fmt.Errorf("--cores: %q is not a number of CPU cores; use e.g. 0.5 or 2", s)
-	}
-	if f <= 0 {
-		return "", fmt.Errorf("--cores: %s is not allowed; give more than 0", s)
-	}
-	return s, nil
-}
-
-// parseMaxCPUs checks --max-cpus: a number >= -1, or * (both mean the org's
-// max_cpus_limit for -1 and *; 0 means no secondary instances).
-func parseMaxCPUs(flag, s string) (string, error) {
-	s = strings.TrimSpace(s)
-	if s == "*" {
-		return s, nil
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < -1 {
-		return "", fmt.Errorf("%s: %q is not allowed; give a number >= -1, or * for the org's max_cpus_limit", flag, s)
-	}
-	return strconv.FormatInt(n, 10), nil
-}
-
-// checkPriority checks --priority: 1 (highest) to 9999 (lowest).
-func checkPriority(p int64) error {
-	if p < minPriority || p > maxPriority {
-		return fmt.Errorf("--priority: %d is outside %d..%d (1 is the highest)", p, minPriority, maxPriority)
-	}
-	return nil
-}
-
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// parseEnv reads --env K=V flags; a later K wins, as in docker run.
-func parseEnv(kvs []string) (map[string]string, error) {
-	if len(kvs) == 0 {
-		return nil, nil
-	}
-	env := make(map[string]string, len(kvs))
-	for _, s := range kvs {
-		k, v, ok := strings.Cut(s, "=")
-		if !ok || !envName.MatchString(k) {
-			return nil, fmt.Errorf("--env: %q is not NAME=VALUE with a name like MY_VAR", s)
+		if !f.Changed("max-cpus") {
+			n = ni
 		}
-		env[k] = v
 	}
-	return env, nil
+	text, err := aliased(cmd, "max-cpus", "max-instances", mc, mi)
+	if err != nil {
+		return nil, "", err
+	}
+	return &n, text, nil
 }
 
 // aliased returns the value of a flag that has an alias, and an error when
@@ -156,80 +86,80 @@ type submitFlags struct {
 	asJSON                                                         bool
 }
 
-// request checks the flags and the command and builds the API request.
-func (s *submitFlags) request(cmd *cobra.Command, args []string) (api.JobSubmit, int64, error) {
-	var req api.JobSubmit
-	fail := func(err error) (api.JobSubmit, int64, error) { return req, 0, err }
+// submission is a checked job submit: the request and, for the summary
+// line, the range and max_cpus as the user wrote them.
+type submission struct {
+	req          api.JobSubmit
+	rng, maxCPUs string
+	items        int64
+}
+
+// request checks the flags and the command with the job spec's parsers
+// (package jobspec, which the node checks the numbers with) and builds the
+// API request.
+func (s *submitFlags) request(cmd *cobra.Command, args []string) (submission, error) {
+	var sub submission
+	req := &sub.req
 	dash := cmd.ArgsLenAtDash()
 	if dash > 0 {
-		return fail(fmt.Errorf("unexpected argument %q before --; the job's command goes after --", args[0]))
+		return sub, fmt.Errorf("unexpected argument %q before --; the job's command goes after --", args[0])
 	}
 	if len(args) == 0 || strings.TrimSpace(args[0]) == "" {
-		return fail(fmt.Errorf("missing command: give the job's command after --, e.g. cshare job submit --range 1-10 -- sleep 5"))
+		return sub, fmt.Errorf("missing command: give the job's command after --, e.g. cshare job submit --range 1-10 -- sleep 5")
 	}
 	req.Cmd = args
-	if s.driver != "docker" && s.driver != "exec" {
-		return fail(fmt.Errorf("--driver: %q is not a driver; use docker or exec", s.driver))
+	if err := jobspec.CheckDriver(s.driver); err != nil {
+		return sub, flagErr(err, "--driver")
 	}
 	req.Driver = s.driver
 	req.Image = strings.TrimSpace(s.image)
 	req.Name = strings.TrimSpace(s.name)
-	rng, items, err := parseRange(s.rng)
-	if err != nil {
-		return fail(err)
+	var err error
+	sub.rng = strings.TrimSpace(s.rng)
+	var lo, hi int64
+	if lo, hi, err = jobspec.ParseRange(sub.rng); err != nil {
+		return sub, flagErr(err, "--range")
 	}
-	req.Range = rng
-	if cmd.Flags().Changed("cores") {
-		if req.Cores, err = parseCores(s.cores); err != nil {
-			return fail(err)
+	req.RangeStart, req.RangeEnd = &lo, &hi
+	sub.items = hi - lo + 1
+	f := cmd.Flags()
+	if f.Changed("cores") {
+		if req.CoresMilli, err = jobspec.ParseCores(s.cores); err != nil {
+			return sub, flagErr(err, "--cores")
 		}
 	}
-	if cmd.Flags().Changed("memory") {
-		if req.Memory, err = parseMemory(s.memory); err != nil {
-			return fail(err)
+	if f.Changed("memory") {
+		if req.MemoryMB, err = jobspec.ParseMemory(s.memory); err != nil {
+			return sub, flagErr(err, "--memory")
 		}
 	}
-	if s.gpus < 0 {
-		return fail(fmt.Errorf("--gpus: %d is not allowed; give 0 or more", s.gpus))
+	if err := jobspec.CheckGPUs(s.gpus); err != nil {
+		return sub, flagErr(err, "--gpus")
 	}
 	req.GPUs = s.gpus
-	if err := checkPriority(s.priority); err != nil {
-		return fail(err)
+	if err := jobspec.CheckPriority(s.priority); err != nil {
+		return sub, flagErr(err, "--priority")
 	}
 	req.Priority = s.priority
 	cpus, err := aliased(cmd, "cpus", "instances", s.cpus, s.instances)
 	if err != nil {
-		return fail(err)
+		return sub, err
 	}
-	if cpus < 1 {
-		return fail(fmt.Errorf("--cpus: %d is not allowed; a job has at least 1 primary instance", cpus))
+	if err := jobspec.CheckCPUs(cpus); err != nil {
+		return sub, flagErr(err, "--cpus")
 	}
 	req.CPUs = cpus
-	f := cmd.Flags()
-	if f.Changed("max-cpus") || f.Changed("max-instances") {
-		var mc, mi string
-		if f.Changed("max-cpus") {
-			if mc, err = parseMaxCPUs("--max-cpus", s.maxCPUs); err != nil {
-				return fail(err)
-			}
-		}
-		if f.Changed("max-instances") {
-			if mi, err = parseMaxCPUs("--max-instances", s.maxInstances); err != nil {
-				return fail(err)
-			}
-		}
-		if req.MaxCPUs, err = aliased(cmd, "max-cpus", "max-instances", mc, mi); err != nil {
-			return fail(err)
-		}
+	if req.MaxCPUs, sub.maxCPUs, err = maxCPUsFlags(cmd, s.maxCPUs, s.maxInstances); err != nil {
+		return sub, err
 	}
-	if s.retries < 0 {
-		return fail(fmt.Errorf("--retries: %d is not allowed; give 0 or more", s.retries))
+	if err := jobspec.CheckRetries(s.retries); err != nil {
+		return sub, flagErr(err, "--retries")
 	}
 	req.Retries = s.retries
-	if req.Env, err = parseEnv(s.env); err != nil {
-		return fail(err)
+	if req.Env, err = jobspec.ParseEnv(s.env); err != nil {
+		return sub, flagErr(err, "--env")
 	}
-	return req, items, nil
+	return sub, nil
 }
 
 func (a *app) jobSubmitCmd() *cobra.Command {
@@ -245,10 +175,11 @@ SmartShare adds secondary ones up to --max-cpus.
   cshare job submit --priority 5 --cpus 10 --max-cpus 50 --range 1-100 -- sleep 60`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req, items, err := s.request(cmd, args)
+			sub, err := s.request(cmd, args)
 			if err != nil {
 				return usagef(cmd, "%v", err)
 			}
+			req, items := sub.req, sub.items
 			cl, err := a.client()
 			if err != nil {
 				return err
@@ -264,7 +195,7 @@ SmartShare adds secondary ones up to --max-cpus.
 			if j.Name != "" {
 				what = fmt.Sprintf("job %q", j.Name)
 			}
-			maxc := req.MaxCPUs
+			maxc := sub.maxCPUs
 			if maxc == "" {
 				maxc = "org default"
 			}
@@ -273,7 +204,7 @@ SmartShare adds secondary ones up to --max-cpus.
 				plural = ""
 			}
 			fmt.Fprintf(a.stdout, "submitted %s: %d item%s (%s), priority %d, cpus %d, max_cpus %s\n",
-				what, items, plural, req.Range, req.Priority, req.CPUs, maxc)
+				what, items, plural, sub.rng, req.Priority, req.CPUs, maxc)
 			fmt.Fprintf(a.stdout, "follow it with: cshare job show %s\n", short(j.ID))
 			_, err = fmt.Fprintln(a.stdout, j.ID)
 			return err
@@ -286,7 +217,7 @@ SmartShare adds secondary ones up to --max-cpus.
 	f.StringVar(&s.memory, "memory", "", "memory per instance, read as Docker does: 512m, 2g, 4GiB (at least 4MB)")
 	f.Int64Var(&s.gpus, "gpus", 0, "GPUs per instance")
 	f.StringVar(&s.rng, "range", "1", "agenda items, START-END or N, e.g. 1-100")
-	f.Int64Var(&s.priority, "priority", defaultPriority, "1 (highest) to 9999 (lowest)")
+	f.Int64Var(&s.priority, "priority", jobspec.DefaultPriority, "1 (highest) to 9999 (lowest)")
 	f.Int64Var(&s.cpus, "cpus", 1, "primary instances (alias --instances)")
 	f.Int64Var(&s.instances, "instances", 1, "same as --cpus")
 	f.StringVar(&s.maxCPUs, "max-cpus", "", "most instances, primaries included: N, -1 or * = the org's max_cpus_limit, 0 = no secondaries (default: the org's default_max_cpus; alias --max-instances)")
@@ -315,24 +246,10 @@ func instances(j api.JobInfo) string {
 }
 
 func (a *app) jobLsCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:     "ls",
-		Aliases: []string{"list"},
-		Short:   "List the org's jobs",
-		Args:    exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			js, err := cl.Jobs(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, js)
-			}
+	c := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "List the org's jobs", Args: exactArgs()}
+	return viewCmd(a, c, "print the jobs as a JSON array",
+		func(ctx context.Context, cl *api.Client, _ []string) ([]api.JobInfo, error) { return cl.Jobs(ctx) },
+		func(js []api.JobInfo) error {
 			var t table
 			t.row("ID", "NAME", "STATE", "PRIORITY", "INSTANCES", "ITEMS", "FAILED", "SUBMITTER", "AGE")
 			for _, j := range js {
@@ -341,47 +258,16 @@ func (a *app) jobLsCmd() *cobra.Command {
 					orDash(short(j.Submitter)), age(j.Submitted))
 			}
 			return t.write(a.stdout)
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the jobs as a JSON array")
-	return c
-}
-
-// getJob fetches a job by ID, name, or unique ID prefix/suffix.
-func getJob(ctx context.Context, cl *api.Client, want string, call func(id string) (api.JobInfo, error)) (api.JobInfo, error) {
-	var j api.JobInfo
-	err := withID(ctx, "job", want, jobCandidates(cl), func(id string) error {
-		var err error
-		j, err = call(id)
-		return err
-	})
-	return j, err
+		})
 }
 
 func (a *app) jobShowCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "show ID",
-		Short: "Show a job: spec, progress, instances, and why it has no more",
-		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			j, err := getJob(ctx, cl, args[0], func(id string) (api.JobInfo, error) { return cl.Job(ctx, id) })
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, j)
-			}
-			return printJob(a, j)
+	c := &cobra.Command{Use: "show ID", Short: "Show a job: spec, progress, instances, and why it has no more", Args: exactArgs("ID")}
+	return viewCmd(a, c, "print the job as JSON",
+		func(ctx context.Context, cl *api.Client, args []string) (api.JobInfo, error) {
+			return cl.Job(ctx, args[0])
 		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the job as JSON")
-	return c
+		func(j api.JobInfo) error { return printJob(a, j) })
 }
 
 func printJob(a *app, j api.JobInfo) error {
@@ -456,35 +342,21 @@ func (a *app) jobModifyCmd() *cobra.Command {
 			if !f.Changed("max-cpus") && !f.Changed("max-instances") && !f.Changed("priority") {
 				return usagef(cmd, "nothing to change: give --max-cpus or --priority")
 			}
-			if f.Changed("max-cpus") || f.Changed("max-instances") {
-				var mc, mi string
-				var err error
-				if f.Changed("max-cpus") {
-					if mc, err = parseMaxCPUs("--max-cpus", maxCPUs); err != nil {
-						return usagef(cmd, "%v", err)
-					}
-				}
-				if f.Changed("max-instances") {
-					if mi, err = parseMaxCPUs("--max-instances", maxInstances); err != nil {
-						return usagef(cmd, "%v", err)
-					}
-				}
-				if req.MaxCPUs, err = aliased(cmd, "max-cpus", "max-instances", mc, mi); err != nil {
-					return usagef(cmd, "%v", err)
-				}
+			var err error
+			if req.MaxCPUs, _, err = maxCPUsFlags(cmd, maxCPUs, maxInstances); err != nil {
+				return usagef(cmd, "%v", err)
 			}
 			if f.Changed("priority") {
-				if err := checkPriority(priority); err != nil {
-					return usagef(cmd, "%v", err)
+				if err := jobspec.CheckPriority(priority); err != nil {
+					return usagef(cmd, "%v", flagErr(err, "--priority"))
 				}
-				req.Priority = priority
+				req.Priority = &priority
 			}
 			cl, err := a.client()
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			j, err := getJob(ctx, cl, args[0], func(id string) (api.JobInfo, error) { return cl.ModifyJob(ctx, id, req) })
+			j, err := cl.ModifyJob(cmd.Context(), args[0], req)
 			if err != nil {
 				return err
 			}
@@ -508,8 +380,7 @@ func (a *app) jobCancelCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			j, err := getJob(ctx, cl, args[0], func(id string) (api.JobInfo, error) { return cl.CancelJob(ctx, id) })
+			j, err := cl.CancelJob(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -531,25 +402,24 @@ func (a *app) jobLogsCmd() *cobra.Command {
 				return err
 			}
 			ctx := cmd.Context()
-			return withID(ctx, "job", args[0], jobCandidates(cl), func(id string) error {
-				n := item
-				if !cmd.Flags().Changed("item") {
-					items, err := cl.JobItems(ctx, id)
-					if err != nil {
-						return err
-					}
-					if len(items) != 1 {
-						return usagef(cmd, "--item is required: the job has %d items (list them with: cshare job items %s)", len(items), args[0])
-					}
-					n = items[0].Item
-				}
-				out, err := cl.JobLogs(ctx, id, n)
+			id := args[0]
+			n := item
+			if !cmd.Flags().Changed("item") {
+				items, err := cl.JobItems(ctx, id)
 				if err != nil {
 					return err
 				}
-				_, err = a.stdout.Write(out)
+				if len(items) != 1 {
+					return usagef(cmd, "--item is required: the job has %d items (list them with: cshare job items %s)", len(items), id)
+				}
+				n = items[0].Item
+			}
+			out, err := cl.JobLogs(ctx, id, n)
+			if err != nil {
 				return err
-			})
+			}
+			_, err = a.stdout.Write(out)
+			return err
 		},
 	}
 	c.Flags().Int64Var(&item, "item", 0, "the agenda item, e.g. the frame number (optional for a one-item job)")
@@ -557,29 +427,12 @@ func (a *app) jobLogsCmd() *cobra.Command {
 }
 
 func (a *app) jobItemsCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "items ID",
-		Short: "List a job's agenda items: status, attempts, exit code, duration",
-		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			ctx := cmd.Context()
-			var items []api.ItemInfo
-			err = withID(ctx, "job", args[0], jobCandidates(cl), func(id string) error {
-				var err error
-				items, err = cl.JobItems(ctx, id)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, items)
-			}
+	c := &cobra.Command{Use: "items ID", Short: "List a job's agenda items: status, attempts, exit code, duration", Args: exactArgs("ID")}
+	return viewCmd(a, c, "print the items as a JSON array",
+		func(ctx context.Context, cl *api.Client, args []string) ([]api.ItemInfo, error) {
+			return cl.JobItems(ctx, args[0])
+		},
+		func(items []api.ItemInfo) error {
 			var t table
 			t.row("ITEM", "STATUS", "ATTEMPTS", "CODE", "DURATION", "OUTPUT", "MACHINE")
 			for _, it := range items {
@@ -596,8 +449,5 @@ func (a *app) jobItemsCmd() *cobra.Command {
 				t.row(itoa(it.Item), it.Status, itoa(it.Attempts), code, dur, out, orDash(short(it.Machine)))
 			}
 			return t.write(a.stdout)
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the items as a JSON array")
-	return c
+		})
 }

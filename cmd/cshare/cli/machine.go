@@ -19,39 +19,13 @@ func (a *app) machineCmd() *cobra.Command {
 	)
 }
 
-func machineCandidates(cl *api.Client) func(context.Context) ([]candidate, error) {
-	return func(ctx context.Context) ([]candidate, error) {
-		ms, err := cl.Machines(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]candidate, len(ms))
-		for i, m := range ms {
-			out[i] = candidate{ID: m.ID, Name: m.Name}
-		}
-		return out, nil
-	}
-}
-
 func (a *app) machineLsCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:     "ls",
-		Aliases: []string{"list"},
-		Short:   "List the org's machines",
-		Args:    exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			ms, err := cl.Machines(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, ms)
-			}
+	c := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "List the org's machines", Args: exactArgs()}
+	return viewCmd(a, c, "print the machines as a JSON array",
+		func(ctx context.Context, cl *api.Client, _ []string) ([]api.MachineInfo, error) {
+			return cl.Machines(ctx)
+		},
+		func(ms []api.MachineInfo) error {
 			var t table
 			t.row("ID", "NAME", "STATUS", "LAST HEARTBEAT", "RUNNING", "TOTAL JOBS", "CPUS", "MEM", "GPUS", "OWNER")
 			for _, m := range ms {
@@ -60,40 +34,16 @@ func (a *app) machineLsCmd() *cobra.Command {
 					mib(m.Hardware.MemoryMB), fmt.Sprint(len(m.Hardware.GPUs)), orDash(short(m.Owner)))
 			}
 			return t.write(a.stdout)
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the machines as a JSON array")
-	return c
+		})
 }
 
 func (a *app) machineShowCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "show ID",
-		Short: "Show one machine: hardware, limits, addresses",
-		Args:  exactArgs("ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			var m api.MachineInfo
-			err = withID(cmd.Context(), "machine", args[0], machineCandidates(cl), func(id string) error {
-				var err error
-				m, err = cl.Machine(cmd.Context(), id)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, m)
-			}
-			return printMachine(a, m)
+	c := &cobra.Command{Use: "show ID", Short: "Show one machine: hardware, limits, addresses", Args: exactArgs("ID")}
+	return viewCmd(a, c, "print the machine as JSON",
+		func(ctx context.Context, cl *api.Client, args []string) (api.MachineInfo, error) {
+			return cl.Machine(ctx, args[0])
 		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the machine as JSON")
-	return c
+		func(m api.MachineInfo) error { return printMachine(a, m) })
 }
 
 func printMachine(a *app, m api.MachineInfo) error {
@@ -155,12 +105,7 @@ func (a *app) machineActionCmd(action, short, done string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var m api.MachineInfo
-			err = withID(cmd.Context(), "machine", args[0], machineCandidates(cl), func(id string) error {
-				var err error
-				m, err = cl.MachineAction(cmd.Context(), id, action)
-				return err
-			})
+			m, err := cl.MachineAction(cmd.Context(), args[0], action)
 			if err != nil {
 				return err
 			}

@@ -15,49 +15,20 @@ func (a *app) memberCmd() *cobra.Command {
 		a.memberLsCmd(), a.memberJoinCmd(), a.memberSetRoleCmd(), a.memberRemoveCmd(), a.memberLeaveCmd())
 }
 
-func memberCandidates(cl *api.Client) func(context.Context) ([]candidate, error) {
-	return func(ctx context.Context) ([]candidate, error) {
-		ms, err := cl.Members(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := make([]candidate, len(ms))
-		for i, m := range ms {
-			out[i] = candidate{ID: m.ID, Name: m.Name}
-		}
-		return out, nil
-	}
-}
-
 func (a *app) memberLsCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:     "ls",
-		Aliases: []string{"list"},
-		Short:   "List the org's members and their roles",
-		Args:    exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			ms, err := cl.Members(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, ms)
-			}
+	c := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "List the org's members and their roles", Args: exactArgs()}
+	return viewCmd(a, c, "print the members as a JSON array",
+		func(ctx context.Context, cl *api.Client, _ []string) ([]api.MemberInfo, error) {
+			return cl.Members(ctx)
+		},
+		func(ms []api.MemberInfo) error {
 			var t table
 			t.row("ID", "NAME", "ROLE", "MACHINES", "JOINED")
 			for _, m := range ms {
 				t.row(short(m.ID), orDash(m.Name), m.Role, fmt.Sprint(m.Machines), ago(m.Joined))
 			}
 			return t.write(a.stdout)
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the members as a JSON array")
-	return c
+		})
 }
 
 func (a *app) memberJoinCmd() *cobra.Command {
@@ -95,12 +66,7 @@ func (a *app) memberSetRoleCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var m api.MemberInfo
-			err = withID(cmd.Context(), "member", args[0], memberCandidates(cl), func(id string) error {
-				var err error
-				m, err = cl.SetRole(cmd.Context(), id, role)
-				return err
-			})
+			m, err := cl.SetRole(cmd.Context(), args[0], role)
 			if err != nil {
 				return err
 			}
@@ -120,11 +86,7 @@ func (a *app) memberRemoveCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			removed := args[0]
-			err = withID(cmd.Context(), "member", args[0], memberCandidates(cl), func(id string) error {
-				removed = id
-				return cl.RemoveMember(cmd.Context(), id)
-			})
+			removed, err := cl.RemoveMember(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

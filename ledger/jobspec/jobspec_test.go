@@ -1,0 +1,265 @@
+package jobspec
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// wantErr checks that err is one line naming the field and holding want.
+func wantErr(t *testing.T, what string, err error, field, want string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s: no error, want one with %q", what, want)
+	}
+	var e *Error
+	if !errors.As(err, &e) || e.Field != field {
+		t.Errorf("%s: %v is not an *Error of field %q", what, err, field)
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "\n") || !strings.HasPrefix(msg, field+": ") || !strings.Contains(msg, want) {
+		t.Errorf("%s: %q: want one line %q... containing %q", what, msg, field+": ", want)
+	}
+}
+
+func TestParseCores(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{"", 0, `"" is not a number`},
+		{"2", 2000, ""},
+		{"0.5", 500, ""},
+		{" 0.25 ", 250, ""},
+		{"0.001", 1, ""},
+		{"0.0015", 2, ""}, // to the nearest millicore
+		{"0.0014", 1, ""},
+		{"4096", 4096000, ""},
+		{"1.23456", 1235, ""},
+		{"0.0001", 0, "0.0001 rounds to 0 millicores; allowed: 0.001 to 4096 cores"},
+		{"0.0004", 0, "rounds to 0"},
+		{"1000", 1000000, ""},
+		{"4097", 0, "above the maximum of 4096"},
+		{"1e9", 0, "above the maximum"},
+		{"0", 0, "not more than 0"},
+		{"-1", 0, "not more than 0"},
+		{"many", 0, `"many" is not a number`},
+		{"NaN", 0, "not a number"},
+		{"Inf", 0, "not a number"},
+	} {
+		got, err := ParseCores(c.in)
+		if c.err != "" {
+			wantErr(t, c.in, err, "cores", c.err)
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ParseCores(%q) = %d, %v; want %d", c.in, got, err, c.want)
+		}
+	}
+	for _, m := range []int64{-1, MaxCoresMilli + 1} {
+		wantErr(t, "check", CheckCores(m), "cores", "0.001 to 4096 cores")
+	}
+}
+
+func TestParseMemory(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{"", 0, `"" is not a size`},
+		{"512m", 512, ""},
+		{"64MiB", 64, ""},
+		{"4MB", 4, ""},
+		{"2g", 2048, ""},
+		{"2GiB", 2048, ""},
+		{"1.5g", 1536, ""},
+		{"4097k", 5, ""}, // rounded up to whole MB
+		{"16t", 16 << 20, ""},
+		{"16TiB", 16 << 20, ""},
+		{"3m", 0, "3m is under the minimum of 4MB"},
+		{"1024", 0, "under the minimum"}, // bytes, as Docker reads it
+		{"16.001t", 0, "above the maximum of 16TiB"},
+		{"17179869184g", 0, "17179869184g is above the maximum of 16TiB"},
+		{"99999999999999999999PB", 0, "above the maximum"},
+		{"lots", 0, `"lots" is not a size`},
+		{"-1g", 0, "not a size"},
+		{"4XB", 0, "not a size"},
+	} {
+		got, err := ParseMemory(c.in)
+		if c.err != "" {
+			wantErr(t, c.in, err, "memory", c.err)
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ParseMemory(%q) = %d, %v; want %d", c.in, got, err, c.want)
+		}
+		if err := CheckMemoryMB(got); err != nil {
+			t.Errorf("CheckMemoryMB(%d): %v", got, err)
+		}
+	}
+	for _, m := range []int64{-1, 3, MaxMemoryMB + 1} {
+		wantErr(t, "check", CheckMemoryMB(m), "memory", "16TiB")
+	}
+	if got := BytesToMB(1<<20 + 1); got != 2 {
+		t.Errorf("BytesToMB(1MiB+1) = %d", got)
+	}
+}
+
+func TestParseRange(t *testing.T) {
+	for _, c := range []struct {
+		in         string
+		start, end int64
+		err        string
+	}{
+		{"1-100", 1, 100, ""},
+		{"7", 7, 7, ""},
+		{" 0-0 ", 0, 0, ""},
+		{"1-1000000", 1, 1000000, ""},
+		{"0-1000000", 0, 0, "more than 1000000 items"},
+		{"5-1", 0, 0, "5-1 is empty; the start must not exceed the end"},
+		{"a-b", 0, 0, "not a range"},
+		{"1-", 0, 0, "not a range"},
+		{"-3", 0, 0, "not a range"},
+		{"", 0, 0, "not a range"},
+		{"1-99999999999999999999", 0, 0, "out of range"},
+	} {
+		s, e, err := ParseRange(c.in)
+		if c.err != "" {
+			wantErr(t, c.in, err, "range", c.err)
+			continue
+		}
+		if err != nil || s != c.start || e != c.end {
+			t.Errorf("ParseRange(%q) = %d, %d, %v", c.in, s, e, err)
+		}
+	}
+	for _, r := range [][2]int64{{-1, 2}, {-1 << 63, 1<<63 - 1}, {3, 2}} {
+		wantErr(t, "check", CheckRange(r[0], r[1]), "range", "")
+	}
+}
+
+func TestScalars(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{"*", -1, ""}, {"-1", -1, ""}, {"0", 0, ""}, {"50", 50, ""}, {"1048576", 1 << 20, ""},
+		{"-2", 0, "-2 is out of range"}, {"1048577", 0, "out of range"}, {"lots", 0, `"lots" is not a number`},
+	} {
+		got, err := ParseMaxCPUs(c.in)
+		if c.err != "" {
+			wantErr(t, c.in, err, "max_cpus", c.err)
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ParseMaxCPUs(%q) = %d, %v", c.in, got, err)
+		}
+	}
+	if FormatMaxCPUs(-1) != "*" || FormatMaxCPUs(5) != "5" {
+		t.Error("FormatMaxCPUs")
+	}
+	for _, p := range []int64{1, 5, 9999} {
+		if err := CheckPriority(p); err != nil {
+			t.Errorf("priority %d: %v", p, err)
+		}
+	}
+	for _, p := range []int64{0, -1, 10000, 1e9} {
+		wantErr(t, "priority", CheckPriority(p), "priority", "allowed: 1 (the highest) to 9999")
+	}
+	wantErr(t, "cpus", CheckCPUs(0), "cpus", "0 is out of range")
+	wantErr(t, "gpus", CheckGPUs(65), "gpus", "65")
+	wantErr(t, "retries", CheckRetries(-1), "retries", "0 to 100")
+	wantErr(t, "driver", CheckDriver("podman"), "driver", `"podman"`)
+	wantErr(t, "cmd", CheckCmd(nil), "cmd", "is empty")
+	wantErr(t, "cmd", CheckCmd([]string{""}), "cmd", "not a program")
+	wantErr(t, "cmd", CheckCmd([]string{" ", "x"}), "cmd", "not a program")
+	if err := CheckCmd([]string{"true", ""}); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestEnv(t *testing.T) {
+	env, err := ParseEnv([]string{"A=1", "B=x=y", "A=2", "_x="})
+	if err != nil || len(env) != 3 || env["A"] != "2" || env["B"] != "x=y" || env["_x"] != "" {
+		t.Fatalf("ParseEnv = %v, %v", env, err)
+	}
+	for _, c := range []struct{ in, err string }{
+		{"=x", "not a variable name"}, {"A", "not NAME=VALUE"}, {"1A=x", "not a variable name"},
+		{"A B=x", "not a variable name"}, {"CSHARE_ITEM=1", "reserved"}, {"A\x00=1", "not a variable name"},
+	} {
+		_, err := ParseEnv([]string{c.in})
+		wantErr(t, c.in, err, "env", c.err)
+	}
+}
+
+func TestRename(t *testing.T) {
+	_, err := ParseMemory("3m")
+	if got := Rename(err, "--memory").Error(); got != "--memory: 3m is under the minimum of 4MB; "+sizeAllowed {
+		t.Errorf("renamed: %q", got)
+	}
+	if _, ok := Rename(err, "--memory").(*Error); !ok {
+		t.Error("Rename lost the type")
+	}
+	if e := errors.New("x"); Rename(e, "f") != e {
+		t.Error("Rename changed a foreign error")
+	}
+}
+
+// FuzzParsers: no parser panics; whatever a parser accepts, its Check
+// accepts too (the API is never stricter than the CLI, nor looser); every
+// error is one line naming its field.
+func FuzzParsers(f *testing.F) {
+	for _, s := range []string{"0.5", "0.0001", "1e9", "512m", "17179869184g", "1-100", "7", "*", "-1", "NaN", "1.5g", "0x1p4m", "A=1", "=x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		oneLine := func(field string, err error) {
+			if err == nil {
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) || e.Field != field || strings.ContainsAny(err.Error(), "\n\r") {
+				t.Fatalf("%s %q: error %q", field, s, err)
+			}
+		}
+		if m, err := ParseCores(s); err == nil {
+			if cerr := CheckCores(m); cerr != nil || m == 0 {
+				t.Fatalf("cores %q -> %d, check %v", s, m, cerr)
+			}
+		} else {
+			oneLine("cores", err)
+		}
+		if mb, err := ParseMemory(s); err == nil {
+			if cerr := CheckMemoryMB(mb); cerr != nil || mb == 0 {
+				t.Fatalf("memory %q -> %d, check %v", s, mb, cerr)
+			}
+		} else {
+			oneLine("memory", err)
+		}
+		if a, b, err := ParseRange(s); err == nil {
+			if cerr := CheckRange(a, b); cerr != nil {
+				t.Fatalf("range %q -> %d-%d, check %v", s, a, b, cerr)
+			}
+		} else {
+			oneLine("range", err)
+		}
+		if n, err := ParseMaxCPUs(s); err == nil {
+			if cerr := CheckMaxCPUs(n); cerr != nil {
+				t.Fatalf("max_cpus %q -> %d, check %v", s, n, cerr)
+			}
+		} else {
+			oneLine("max_cpus", err)
+		}
+		if env, err := ParseEnv([]string{s}); err == nil {
+			for k := range env {
+				if CheckEnvName(k) != nil {
+					t.Fatalf("env %q accepted name %q", s, k)
+				}
+			}
+		} else {
+			oneLine("env", err)
+		}
+	})
+}
