@@ -43,6 +43,7 @@ func OwnerSeed(job, machine string, slot int) uint64 {
 type Ring struct {
 	points []uint64
 	owners []int32
+	seeds  []uint64 // owner k's seed, to find its points
 }
 
 // NewRing places ringVNodes points per seed (owner k is seeds[k]) and sorts
@@ -50,11 +51,11 @@ type Ring struct {
 // pass by the top bits of the place into about one bucket per point, then an
 // insertion sort within each bucket (places are uniform, so buckets hold one
 // or two). Every node builds the ring of a wide job when it starts (32,000
-// points for 2,000 instances), so it allocates just the ring and the bucket
-// starts.
+// points for 2,000 instances), so it allocates just the ring, a copy of the
+// seeds and the bucket starts.
 func NewRing(seeds []uint64) *Ring {
 	n := len(seeds) * ringVNodes
-	r := &Ring{points: make([]uint64, n), owners: make([]int32, n)}
+	r := &Ring{points: make([]uint64, n), owners: make([]int32, n), seeds: slices.Clone(seeds)}
 	if n == 0 {
 		return r
 	}
@@ -122,7 +123,8 @@ func (r *Ring) OwnerOf(i int) int {
 
 // ItemsOf returns the indexes of the items among b's that rank owns,
 // ascending: exactly the i below b.N() with r.OwnerOf(i) == rank. It finds
-// them from rank's arcs of the ring, without hashing every item. The result
+// rank's points from its seed (a binary search each) and the items on their
+// arcs from b, without hashing every item nor walking the ring. The result
 // is never nil, so a caller may keep it as a memo and tell it from none.
 func (r *Ring) ItemsOf(b *Buckets, rank int) []int32 {
 	n := b.N()
@@ -138,9 +140,17 @@ func (r *Ring) ItemsOf(b *Buckets, rank int) []int32 {
 	}
 	out := []int32{}
 	last := r.points[len(r.points)-1]
-	for k, o := range r.owners {
-		if int(o) != rank {
-			continue
+	if rank < 0 || rank >= len(r.seeds) {
+		return out
+	}
+	seed := r.seeds[rank]
+	for v := uint64(0); v < ringVNodes; v++ {
+		// Find the point: the first at its place held by rank (points are
+		// sorted by place, then owner).
+		h := ringPlace(seed, v)
+		k, _ := slices.BinarySearch(r.points, h)
+		for int(r.owners[k]) != rank {
+			k++
 		}
 		// OwnerOf gives h to the first point >= h (wrapping to point 0
 		// past the last): point k owns (points[k-1], points[k]].
