@@ -251,4 +251,3 @@ func duration(t *testing.T, d *datadriven.TestData, key string) time.Duration {
 	}
 	return dur
 }
-
