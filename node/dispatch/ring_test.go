@@ -37,6 +37,24 @@ func TestItemsOfMatchesOwnerOf(t *testing.T) {
 	})
 }
 
+// TestItemsOfTiedPoints: owners with the same seed have their points at
+// the same places, ordered by owner; each finds its own.
+func TestItemsOfTiedPoints(t *testing.T) {
+	seeds := []uint64{5, 9, 5, 5, 9}
+	r, b := NewRing(seeds), NewBuckets(500)
+	for rank := range seeds {
+		var want []int32
+		for i := range 500 {
+			if r.OwnerOf(i) == rank {
+				want = append(want, int32(i))
+			}
+		}
+		if got := r.ItemsOf(b, rank); !slices.Equal(got, want) {
+			t.Errorf("rank %d: ItemsOf %v, OwnerOf %v", rank, got, want)
+		}
+	}
+}
+
 // TestNilRing: the nil ring, like a ring of no seeds, gives every item to
 // owner 0.
 func TestNilRing(t *testing.T) {
