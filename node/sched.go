@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/dispatch"
 	"github.com/cshare/cshare/runtime"
 	"github.com/cshare/cshare/smartshare"
 )
@@ -33,12 +34,8 @@ type instance struct {
 	preempted string // the preemption mode that stopped it, once counted
 
 	// Agenda position, used only by the instance's own work goroutine (see
-	// nextItem): below cursor and above tail, every item of the job is done
-	// or failed for good.
-	cursor, tail int
-	// idleSince is when nextItem first found nothing it may take while free
-	// items remained (reserved for their running owners); see idleSteal.
-	idleSince time.Time
+	// nextItem and dispatch.Cursor).
+	cursor dispatch.Cursor
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -56,8 +53,8 @@ type scheduler struct {
 	viewMu  sync.Mutex
 	views   smallCache[string, *remoteView] // by job
 	ringMu  sync.Mutex
-	buckets smallCache[int, *itemBuckets]  // by item count: they depend on nothing else (under ringMu)
-	rings   smallCache[uint64, *ownerRing] // consistent-hash rings by their seeds (under ringMu)
+	buckets smallCache[int, *dispatch.Buckets] // by item count: they depend on nothing else (under ringMu)
+	rings   smallCache[uint64, *ownerRing]     // consistent-hash rings by their seeds (under ringMu)
 
 	n *Node
 

@@ -1,4 +1,4 @@
-package node
+package dispatch
 
 import (
 	"cmp"
@@ -11,23 +11,23 @@ import (
 )
 
 // TestItemsOfMatchesOwnerOf: the items an owner enumerates from its arcs are
-// exactly those ownerOf gives it, for any owners and item count.
+// exactly those OwnerOf gives it, for any owners and item count.
 func TestItemsOfMatchesOwnerOf(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		seeds := rapid.SliceOfN(rapid.Uint64(), 0, 40).Draw(t, "seeds")
 		n := rapid.IntRange(1, 3000).Draw(t, "items")
-		s := &scheduler{}
-		r := newOwnerRing(seeds)
+		r := NewRing(seeds)
+		b := NewBuckets(n)
 		want := map[int][]int32{}
 		for i := 0; i < n; i++ {
-			o := r.ownerOf(i)
+			o := r.OwnerOf(i)
 			want[o] = append(want[o], int32(i))
 		}
 		total := 0
 		for rank := 0; rank < max(1, len(seeds)); rank++ {
-			got := s.itemsOf(r, rank, n)
-			if !slices.Equal(got, want[rank]) {
-				t.Fatalf("rank %d: itemsOf %v, ownerOf %v", rank, got, want[rank])
+			got := r.ItemsOf(b, rank)
+			if got == nil || !slices.Equal(got, want[rank]) {
+				t.Fatalf("rank %d: ItemsOf %v, OwnerOf %v", rank, got, want[rank])
 			}
 			total += len(got)
 		}
@@ -37,18 +37,53 @@ func TestItemsOfMatchesOwnerOf(t *testing.T) {
 	})
 }
 
+// TestItemsOfTiedPoints: owners with the same seed have their points at
+// the same places, ordered by owner; each finds its own.
+func TestItemsOfTiedPoints(t *testing.T) {
+	seeds := []uint64{5, 9, 5, 5, 9}
+	r, b := NewRing(seeds), NewBuckets(500)
+	for rank := range seeds {
+		var want []int32
+		for i := range 500 {
+			if r.OwnerOf(i) == rank {
+				want = append(want, int32(i))
+			}
+		}
+		if got := r.ItemsOf(b, rank); !slices.Equal(got, want) {
+			t.Errorf("rank %d: ItemsOf %v, OwnerOf %v", rank, got, want)
+		}
+	}
+}
+
+// TestNilRing: the nil ring, like a ring of no seeds, gives every item to
+// owner 0.
+func TestNilRing(t *testing.T) {
+	b := NewBuckets(5)
+	for _, r := range []*Ring{nil, NewRing(nil)} {
+		if got := r.ItemsOf(b, 0); !slices.Equal(got, []int32{0, 1, 2, 3, 4}) {
+			t.Errorf("ItemsOf(0) = %v", got)
+		}
+		if got := r.ItemsOf(b, 1); got == nil || len(got) != 0 {
+			t.Errorf("ItemsOf(1) = %#v, want empty", got)
+		}
+		if o := r.OwnerOf(3); o != 0 {
+			t.Errorf("OwnerOf(3) = %d", o)
+		}
+	}
+}
+
 // BenchmarkItemsOf: a fresh ring of 2,000 owners over 20,000 items (a
 // 100-machine, 20-slot job with ten items per slot), every owner's items.
 func BenchmarkItemsOf(b *testing.B) {
 	seeds := make([]uint64, 2000)
 	for k := range seeds {
-		seeds[k] = ownerSeed("job", "machine", k)
+		seeds[k] = OwnerSeed("job", "machine", k)
 	}
-	s := &scheduler{}
+	bk := NewBuckets(20000)
 	for b.Loop() {
-		r := newOwnerRing(seeds)
+		r := NewRing(seeds)
 		for rank := range seeds {
-			s.itemsOf(r, rank, 20000)
+			r.ItemsOf(bk, rank)
 		}
 	}
 }
@@ -62,8 +97,8 @@ func TestOwnerSeedIsFNV(t *testing.T) {
 	}{{"0123456789ab", "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo", 0}, {"", "", -5}, {"x", "y", 123456}} {
 		h := fnv.New64a()
 		fmt.Fprintf(h, "%s\x00%s\x00%d", c.job, c.machine, c.slot)
-		if got := ownerSeed(c.job, c.machine, c.slot); got != h.Sum64() {
-			t.Errorf("ownerSeed(%q, %q, %d) = %x, want %x", c.job, c.machine, c.slot, got, h.Sum64())
+		if got := OwnerSeed(c.job, c.machine, c.slot); got != h.Sum64() {
+			t.Errorf("OwnerSeed(%q, %q, %d) = %x, want %x", c.job, c.machine, c.slot, got, h.Sum64())
 		}
 	}
 }
@@ -73,10 +108,10 @@ func TestOwnerSeedIsFNV(t *testing.T) {
 func BenchmarkOwnerRing(b *testing.B) {
 	seeds := make([]uint64, 2000)
 	for k := range seeds {
-		seeds[k] = ownerSeed("job", "machine", k)
+		seeds[k] = OwnerSeed("job", "machine", k)
 	}
 	for b.Loop() {
-		newOwnerRing(seeds)
+		NewRing(seeds)
 	}
 }
 
@@ -101,7 +136,7 @@ func TestOwnerRingSorted(t *testing.T) {
 			}
 			return cmp.Compare(a.k, b.k)
 		})
-		r := newOwnerRing(seeds)
+		r := NewRing(seeds)
 		if len(r.points) != len(want) || len(r.owners) != len(want) {
 			t.Fatalf("ring has %d points and %d owners, want %d", len(r.points), len(r.owners), len(want))
 		}

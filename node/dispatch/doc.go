@@ -1,0 +1,24 @@
+// Package dispatch decides which agenda item a slot takes next, with no
+// dispatcher (DESIGN §10): every node works it out for its own instances
+// from the same inputs, the job's agenda and the plan.
+//
+// It owns the deterministic part of agenda dispatch: the owner Ring (items
+// to planned instances by consistent hashing), the item Buckets that find
+// an owner's items fast, the Owners of a job under a plan, the lease book
+// as data (Leases), and Next, which, given a read-only View, a slot's
+// Cursor and the time, returns the slot's next item. It has no locks, no
+// clock, no goroutines and no I/O: package node gathers the View under its
+// locks, keeps the caches (rings, buckets, owners) and passes its now.
+//
+// Invariants its tests check:
+//   - Ring.ItemsOf gives exactly the items Ring.OwnerOf gives an owner, and
+//     NewRing's in-place sort equals a comparison sort by (place, owner).
+//   - While the plans agree and no owner is missing, slots deciding at the
+//     same moment never take the same item; an owner's pick is its own
+//     whatever it knows of others' leases, and no thief that knows at least
+//     the leases the owner knows takes it.
+//   - Every pending item is taken by some running slot in bounded time,
+//     whoever of its owners is gone (orphans), reserved (IdleSteal) or
+//     just moved by a plan change (OwnerGrace).
+//   - Results do not depend on map iteration order.
+package dispatch

@@ -1,0 +1,130 @@
+package dispatch
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/ipfs/go-cid"
+)
+
+// Agenda leases (DESIGN §10): a machine holds the items its heartbeat
+// announces, running or finished with the result on its way into the
+// ledger. A lease must not lapse before this node can see the result: a
+// machine drops an item from its heartbeat once the result entry is written
+// on its side, but the entry reaches other nodes a little later (gossip,
+// then a fetch), and an item that looks pending in the meantime would be run
+// again. So an item dropped from a machine's heartbeat stays leased here
+// until this node has every ledger head that heartbeat named (those heads
+// include the result entry), or until the machine goes offline.
+
+// Lease is one item of one job.
+type Lease struct {
+	Job  string
+	Item int64
+}
+
+type releasedLease struct {
+	key   Lease
+	heads []cid.Cid
+}
+
+// maxReleased bounds the released leases kept per machine.
+const maxReleased = 1 << 14
+
+// Leases is what other machines' heartbeats say they hold, and what they
+// released: the lease book as data. The zero value is empty and ready. Its
+// methods change it in place and do nothing else; a caller shared by
+// goroutines locks around them.
+type Leases struct {
+	held map[string]map[Lease]bool  // machine -> items in its latest heartbeat
+	gone map[string][]releasedLease // machine -> items it dropped, with the heads it named then
+}
+
+// Observe records another machine's heartbeat: the items it holds (those
+// of its instances with an item) and the ledger heads it names.
+func (l *Leases) Observe(machine string, held []Lease, heads []string) {
+	cur := make(map[Lease]bool, len(held))
+	for _, k := range held {
+		cur[k] = true
+	}
+	if l.held == nil {
+		l.held, l.gone = map[string]map[Lease]bool{}, map[string][]releasedLease{}
+	}
+	var dropped []Lease
+	for k := range l.held[machine] {
+		if !cur[k] {
+			dropped = append(dropped, k)
+		}
+	}
+	if len(dropped) > 0 {
+		// In order, so that which ones maxReleased keeps is no matter of
+		// map order.
+		slices.SortFunc(dropped, func(a, b Lease) int {
+			return cmp.Or(cmp.Compare(a.Job, b.Job), cmp.Compare(a.Item, b.Item))
+		})
+		hs := make([]cid.Cid, 0, len(heads))
+		for _, h := range heads {
+			if c, err := cid.Decode(h); err == nil {
+				hs = append(hs, c)
+			}
+		}
+		for _, k := range dropped {
+			l.gone[machine] = append(l.gone[machine], releasedLease{key: k, heads: hs})
+		}
+	}
+	if g := l.gone[machine]; len(g) > maxReleased {
+		l.gone[machine] = append([]releasedLease(nil), g[len(g)-maxReleased:]...)
+	}
+	l.held[machine] = cur
+}
+
+// Released adds to leased the items of job that machine dropped from its
+// heartbeat and whose result this node may not have yet: has reports
+// whether a ledger entry is here. Released leases whose heads are all here
+// are forgotten.
+func (l *Leases) Released(machine, job string, has func(cid.Cid) bool, leased map[int64]bool) {
+	g := l.gone[machine]
+	keep := g[:0]
+	for _, r := range g {
+		all := true
+		for _, h := range r.heads {
+			if !has(h) {
+				all = false
+				break
+			}
+		}
+		if all {
+			continue
+		}
+		keep = append(keep, r)
+		if r.key.Job == job {
+			leased[r.key.Item] = true
+		}
+	}
+	for i := len(keep); i < len(g); i++ {
+		g[i] = releasedLease{}
+	}
+	if len(keep) == 0 {
+		delete(l.gone, machine)
+	} else {
+		l.gone[machine] = keep
+	}
+}
+
+// Holder returns the machine whose latest heartbeat holds item of job, or
+// "" (the smallest ID if several do, during a brief disagreement).
+func (l *Leases) Holder(job string, item int64) string {
+	var who string
+	for m, held := range l.held {
+		if held[Lease{job, item}] && (who == "" || m < who) {
+			who = m
+		}
+	}
+	return who
+}
+
+// Forget drops what is known of an offline machine's leases: they lapse.
+func (l *Leases) Forget(machine string) {
+	delete(l.held, machine)
+	delete(l.gone, machine)
+}

@@ -1,0 +1,214 @@
+package dispatch
+
+import (
+	"time"
+
+	"github.com/cshare/cshare/ledger"
+)
+
+// IdleSteal is how long an idle instance leaves items reserved for their
+// running owners before it takes one itself.
+const IdleSteal = 2 * time.Second
+
+// OwnerGrace is how long after a plan change an instance leaves alone the
+// items it took over from another instance: about the time a lease takes
+// to reach every node in a heartbeat on a busy host.
+const OwnerGrace = time.Second
+
+// OwnReserve is how many of its lowest free items a running owner keeps
+// from thieves (see Next).
+const OwnReserve = 3
+
+// View is what a node knows, at one moment, that decides which item a slot
+// takes next. Next only reads it.
+type View struct {
+	// Items is the job's agenda; item i is RangeStart+i.
+	Items      []ledger.Item
+	RangeStart int64
+	// Leased reports whether an item is leased: running or finished (its
+	// result not yet seen) on this machine or another online one. Nil: none.
+	Leased func(item int64) bool
+	// Alive reports whether an owner runs: an instance of the job on this
+	// machine, one another online machine announces, or one planned on a
+	// machine that has not announced this plan yet (it may be starting it).
+	// Nil: none.
+	Alive func(Slot) bool
+
+	// Slot is the slot asking.
+	Slot Slot
+	// Owners is the job's owners under the current plan; nil or without
+	// Slot means Slot is not in the plan (any more): everything is its own.
+	Owners *Owners
+	// Buckets, if not nil, are NewBuckets(len(Items)), which a caller may
+	// keep (Next builds them when it needs them and Mine is nil).
+	Buckets *Buckets
+	// Mine, if not nil, is Owners.Ring.ItemsOf(buckets, rank of Slot): a
+	// memo a caller may keep for the plan and item count.
+	Mine []int32
+
+	// Prev is the job's owners under the previous plan and PlanAge the time
+	// since the plan changed: items that changed owner less than OwnerGrace
+	// ago are left alone for now. Nil: no previous plan.
+	Prev    *Owners
+	PlanAge time.Duration
+}
+
+// Cursor is a slot's position in the agenda, owned by its instance and
+// advanced by Next: below Cursor and above Tail every item of the job is
+// done or failed for good. IdleSince is when Next first found nothing the
+// slot may take while free items remained (reserved for their running
+// owners); see IdleSteal. The zero Cursor starts at the ends.
+type Cursor struct {
+	Cursor, Tail int
+	IdleSince    time.Time
+}
+
+// Next picks the slot's next agenda item among the free ones: pending, and
+// not leased. It advances c and reads nothing but v and now.
+//
+// Each item has an owner among the job's planned instances (see Ring),
+// which every node computes alike from the plan: an instance takes its
+// lowest free item, so two instances never race for one item while the
+// plans agree, whatever each node knows of the others' leases, and when
+// the plan changes (a machine dies, a job arrives) only the items of the
+// instances that went change owner, so nodes whose plans briefly differ
+// still mostly agree. An instance with nothing of its own steals, the
+// highest items first (their owners reach them last), never an item its
+// running owner takes next: instance k takes the k-th candidate, and none
+// when there are k or fewer, so that thieves do not collide either; only
+// items whose owner does not run at all are shared out modulo the
+// candidates, so none is left behind.
+func Next(v View, c *Cursor, now time.Time) (int64, bool) {
+	items := v.Items
+	if len(items) == 0 {
+		return 0, false
+	}
+	rank := -1
+	var owners []Slot
+	var ring *Ring
+	if v.Owners != nil {
+		if r, ok := v.Owners.Rank[v.Slot]; ok {
+			rank, owners, ring = r, v.Owners.Slots, v.Owners.Ring
+		}
+	}
+	mine := v.Mine
+	all := rank < 0
+	if all {
+		// Not in the plan: the only owner (of the nil ring).
+		rank, owners, ring, mine = 0, []Slot{v.Slot}, nil, nil
+	} else if mine == nil {
+		b := v.Buckets
+		if b == nil || b.N() != len(items) {
+			b = NewBuckets(len(items))
+		}
+		mine = ring.ItemsOf(b, rank)
+	}
+	var prevRing *Ring
+	prevRank := -1
+	if v.Prev != nil && len(v.Prev.Slots) > 0 && v.PlanAge < OwnerGrace {
+		prevRing = v.Prev.Ring
+		if r, ok := v.Prev.Rank[v.Slot]; ok {
+			prevRank = r
+		}
+	}
+	leased := func(int64) bool { return false }
+	if v.Leased != nil {
+		leased = v.Leased
+	}
+	isAlive := func(Slot) bool { return false }
+	if v.Alive != nil {
+		isAlive = v.Alive
+	}
+
+	if c.Tail <= 0 || c.Tail >= len(items) {
+		c.Tail = len(items) - 1
+	}
+	c.Cursor = max(0, min(c.Cursor, len(items)))
+	free := func(i int) bool {
+		return items[i].Status == ledger.ItemPending && !leased(v.RangeStart+int64(i))
+	}
+	for c.Cursor < len(items) && items[c.Cursor].Status != ledger.ItemPending {
+		c.Cursor++ // done for good: skip it from now on
+	}
+	// Its own items, lowest first.
+	own := func(i int) bool {
+		if i < c.Cursor || !free(i) {
+			return false
+		}
+		// Items that changed owner with a plan change less than OwnerGrace
+		// ago may have been taken by their previous owner an instant ago,
+		// before its lease could reach us: later.
+		return prevRing == nil || prevRing.OwnerOf(i) == prevRank
+	}
+	if all {
+		for i := c.Cursor; i < len(items); i++ {
+			if own(i) {
+				return v.RangeStart + int64(i), true
+			}
+		}
+	}
+	for _, i32 := range mine {
+		if own(int(i32)) {
+			return v.RangeStart + int64(i32), true
+		}
+	}
+	// Steal: candidates from the top down. A running owner takes its
+	// lowest free items next, one after the other, and a thief's lease
+	// reaches it only after a heartbeat (a few hundred milliseconds on a
+	// busy host): leave each running owner its OwnReserve lowest free items.
+	type cand struct{ i, owner int }
+	var cands []cand
+	lowest := map[int][]int{} // owner -> indexes in cands of its lowest free items seen, lowest last
+	for i := c.Tail; i >= c.Cursor && len(cands) < (OwnReserve+4)*len(owners)+64; i-- {
+		if items[i].Status != ledger.ItemPending {
+			if i == c.Tail {
+				c.Tail--
+			}
+			continue
+		}
+		if !free(i) {
+			continue
+		}
+		o := ring.OwnerOf(i)
+		lowest[o] = append(lowest[o], len(cands))
+		cands = append(cands, cand{i, o})
+	}
+	skip := map[int]bool{}
+	for o, ks := range lowest { // sets skip only: order does not matter
+		if isAlive(owners[o]) {
+			for _, k := range ks[max(0, len(ks)-OwnReserve):] {
+				skip[k] = true
+			}
+		}
+	}
+	var top, orphans []int64
+	for k, cd := range cands {
+		if skip[k] {
+			continue
+		}
+		top = append(top, v.RangeStart+int64(cd.i))
+		if !isAlive(owners[cd.owner]) {
+			orphans = append(orphans, v.RangeStart+int64(cd.i))
+		}
+	}
+	switch {
+	case rank < len(top):
+		c.IdleSince = time.Time{}
+		return top[rank], true
+	case len(orphans) > 0:
+		c.IdleSince = time.Time{}
+		return orphans[rank%len(orphans)], true
+	case len(cands) > 0:
+		// Only items reserved for running owners are left. An owner that
+		// wanted one has had time to announce its lease: no instance sits
+		// idle while an item is pending, so take one.
+		if c.IdleSince.IsZero() {
+			c.IdleSince = now
+		}
+		if now.Sub(c.IdleSince) >= IdleSteal {
+			c.IdleSince = time.Time{}
+			return v.RangeStart + int64(cands[rank%len(cands)].i), true
+		}
+	}
+	return 0, false
+}
