@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,6 +53,8 @@ type Options struct {
 	NVML hw.NVML
 	// For tests: run instances with this driver instead of docker/exec.
 	Driver Driver
+	// For tests: no mDNS discovery whatever node.yaml says.
+	DisableMDNS bool
 }
 
 // Node is a running cshare node.
@@ -205,8 +208,18 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := n.loadLedger(); err != nil {
 		return nil, err
 	}
-	if n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: opts.Listen, Logger: log, Metrics: n.reg}); err != nil {
+	// Port 0 listen addresses take last run's port when it is free (see
+	// listenFile); should the port be taken in between, the configured ones.
+	listen := preferListen(opts.Listen, loadListen(opts.DataDir))
+	n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: listen, Logger: log, Metrics: n.reg})
+	if err != nil && !slices.Equal(listen, opts.Listen) {
+		n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: opts.Listen, Logger: log, Metrics: n.reg})
+	}
+	if err != nil {
 		return nil, fmt.Errorf("node: libp2p: %w", err)
+	}
+	if err := saveListen(opts.DataDir, opts.Listen, n.host.ListenAddrs()); err != nil {
+		log.Warn("could not remember the listen ports", "err", err)
 	}
 	p2p.ServeSync(n.host.LibP2P(), (*syncSource)(n))
 	p2p.ServeLogs(n.host.LibP2P(), (*logSource)(n))
@@ -218,13 +231,14 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 			return nil, err
 		}
 	}
-	n.dialKnownPeers()
+	n.loadKnownPeers()
 	if err := n.serveAPI(); err != nil {
 		return nil, err
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.headsLoop()
 	go n.heartbeatLoop()
+	go n.redialLoop()
 	n.startScheduler()
 	ok = true
 	log.Info("node started", "id", n.id.String(), "api", n.apiAddr, "org", n.orgID(), "data_dir", opts.DataDir)
@@ -375,5 +389,10 @@ func (n *Node) joinTopics(org string) error {
 	n.mu.Lock()
 	n.org = o
 	n.mu.Unlock()
+	if n.cfg.Discovery.MDNSEnabled() && !n.opts.DisableMDNS {
+		if err := n.host.StartMDNS(p2p.MDNSService(org)); err != nil {
+			n.log.Warn("no mDNS discovery on the local network", "err", err)
+		}
+	}
 	return nil
 }

@@ -78,6 +78,7 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 		s.PeerIDs = append(s.PeerIDs, p.String())
 	}
 	s.Peers = len(s.PeerIDs)
+	s.Reconnecting = s.Peers == 0 && n.reconnecting()
 	n.mu.RLock()
 	st := n.lg.State()
 	heads, _ := n.lg.Heads()
