@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,22 +90,36 @@ func TestMeshHealsAfterRestart(t *testing.T) {
 	}
 }
 
-// TestMeshHealsAfterRestartOnNewPorts: the remembered ports are taken while
-// the machines are down, so they come back on new ports; the one that still
-// has its port is reached, and the heartbeats it relays carry the others'
-// new addresses.
+// TestMeshHealsAfterRestartOnNewPorts: two machines' remembered ports are
+// taken by another program while they are down, so they come back on new
+// ports; they reach the third, which kept its port, and everyone learns the
+// new addresses from their heartbeats.
 func TestMeshHealsAfterRestartOnNewPorts(t *testing.T) {
 	m := newMesh(t, meshConfig{n: 3, interval: time.Second})
 	m.formOrg()
 	m.waitPeers(30 * time.Second)
+	before := map[string]string{}
+	for _, mn := range m.nodes {
+		before[mn.name] = strings.Join(mn.host.ListenAddrs(), ",")
+	}
 	m.restartAll(func() {
-		// n1 and n2 forget their ports: they come back elsewhere.
 		for _, mn := range m.nodes[1:] {
-			if err := os.Remove(filepath.Join(mn.opts.DataDir, listenFile)); err != nil {
-				t.Fatal(err)
+			for _, a := range loadListen(mn.opts.DataDir) {
+				_, port, _ := strings.Cut(strings.TrimPrefix(a, "/ip4/127.0.0.1/"), "/")
+				ln, err := net.Listen("tcp", "127.0.0.1:"+port)
+				if err != nil {
+					t.Fatalf("take %s's port %s: %v", mn.name, port, err)
+				}
+				t.Cleanup(func() { _ = ln.Close() })
 			}
 		}
 	})
+	for _, mn := range m.nodes {
+		got := strings.Join(mn.host.ListenAddrs(), ",")
+		if (got == before[mn.name]) != (mn.name == "n0") {
+			t.Errorf("%s listens on %s after the restart, had %s", mn.name, got, before[mn.name])
+		}
+	}
 	m.waitPeers(30 * time.Second)
 	m.waitConverged(30 * time.Second)
 }

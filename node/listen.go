@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	ma "github.com/multiformats/go-multiaddr"
@@ -73,6 +74,18 @@ func preferListen(configured []string, remembered map[string]string) []string {
 		}
 	}
 	return out
+}
+
+// reusedAll reports whether every remembered address that preferListen put
+// in listen (in place of a configured one) is bound: libp2p starts when at
+// least one address could be bound, and leaves the others out.
+func reusedAll(listen, configured, bound []string) bool {
+	for i, a := range listen {
+		if i < len(configured) && a != configured[i] && !slices.Contains(bound, a) {
+			return false
+		}
+	}
+	return true
 }
 
 // zeroPort reports whether multiaddr s has a TCP or UDP port of 0, and its

@@ -212,7 +212,10 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	// listenFile); should the port be taken in between, the configured ones.
 	listen := preferListen(opts.Listen, loadListen(opts.DataDir))
 	n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: listen, Logger: log, Metrics: n.reg})
-	if err != nil && !slices.Equal(listen, opts.Listen) {
+	if !slices.Equal(listen, opts.Listen) && (err != nil || !reusedAll(listen, opts.Listen, n.host.ListenAddrs())) {
+		if err == nil {
+			_ = n.host.Close()
+		}
 		n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: opts.Listen, Logger: log, Metrics: n.reg})
 	}
 	if err != nil {

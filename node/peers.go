@@ -37,8 +37,12 @@ func (n *Node) rememberPeer(id string, addrs []string) {
 	if n.known == nil {
 		n.known = map[string][]string{}
 	}
-	merged := mergeAddrs(addrs, n.known[id], maxAddrsPerPeer)
-	if slices.Equal(n.known[id], merged) {
+	old := n.known[id]
+	if len(old) >= len(addrs) && slices.Equal(old[:len(addrs)], addrs) {
+		return // what every heartbeat of a machine that has not moved says
+	}
+	merged := mergeAddrs(addrs, old, maxAddrsPerPeer)
+	if slices.Equal(old, merged) {
 		return
 	}
 	n.known[id] = merged
@@ -168,7 +172,10 @@ func (n *Node) redialLoop() {
 	dialing := map[string]bool{}
 	done := make(chan string, 16)
 	var learnt time.Time
-	alone := false
+	// A node that has had no peer for a while says so once (not at every
+	// start, while its first dials are still on their way).
+	var aloneSince time.Time
+	said := false
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -197,13 +204,17 @@ func (n *Node) redialLoop() {
 				}
 			}
 		}
-		if none := len(ids) > 0 && len(n.host.Peers()) == 0; none != alone {
-			alone = none
-			if none {
-				n.log.Warn("no peer connected; reconnecting to the org's machines", "machines", len(ids))
-			} else {
-				n.log.Info("reconnected", "peers", len(n.host.Peers()), "machines_connected", connected, "machines", len(ids))
+		switch none := len(ids) > 0 && len(n.host.Peers()) == 0; {
+		case none && aloneSince.IsZero():
+			aloneSince = now
+		case none && !said && now.Sub(aloneSince) >= aloneGrace(n.interval):
+			said = true
+			n.log.Warn("no peer connected; reconnecting to the org's machines", "machines", len(ids))
+		case !none && !aloneSince.IsZero():
+			if said {
+				n.log.Info("reconnected", "machines_connected", connected, "machines", len(ids))
 			}
+			aloneSince, said = time.Time{}, false
 		}
 		due, next := r.due(now, lost)
 		for _, id := range due {
@@ -227,6 +238,11 @@ func (n *Node) redialLoop() {
 		}
 		t.Reset(wait)
 	}
+}
+
+// aloneGrace is how long a node has no peer before it says so in its log.
+func aloneGrace(iv time.Duration) time.Duration {
+	return min(iv, 5*time.Second)
 }
 
 // redialTimeout bounds one reconnection attempt.

@@ -100,3 +100,19 @@ func TestRedialMin(t *testing.T) {
 		}
 	}
 }
+
+func TestMergeAddrs(t *testing.T) {
+	for _, tc := range []struct {
+		fresh, old, want []string
+	}{
+		{nil, nil, []string{}},
+		{[]string{"a", "b"}, nil, []string{"a", "b"}},
+		{[]string{"c"}, []string{"a", "b", "c"}, []string{"c", "a", "b"}},
+		{[]string{"a", "a", ""}, []string{"b", "a"}, []string{"a", "b"}},
+		{[]string{"1", "2", "3"}, []string{"4", "5"}, []string{"1", "2", "3", "4"}}, // capped at 4
+	} {
+		if got := mergeAddrs(tc.fresh, tc.old, 4); !slices.Equal(got, tc.want) {
+			t.Errorf("mergeAddrs(%v, %v) = %v, want %v", tc.fresh, tc.old, got, tc.want)
+		}
+	}
+}
