@@ -120,21 +120,23 @@ func (n *Node) loadKnownPeers() {
 	n.peersMu.Unlock()
 }
 
-// orgMachines returns the other approved machines of this node's org, and
-// whether this node is itself an approved machine of it.
-func (n *Node) orgMachines() (ids []peer.ID, member bool) {
+// orgMachines returns the other approved machines of this node's org (none
+// once this machine is removed or rejected).
+func (n *Node) orgMachines() (ids []peer.ID) {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	st := n.lg.State()
 	if st.Org == "" {
-		return nil, false
+		return nil
+	}
+	if me := st.Machines[n.idStr]; me != nil && (me.Status == ledger.MachineRemoved || me.Status == ledger.MachineRejected) {
+		return nil // no longer of the org: nobody to reach
 	}
 	for id, m := range st.Machines {
 		if m.Status != ledger.MachineApproved {
 			continue
 		}
 		if id == n.idStr {
-			member = true
 			continue
 		}
 		if p, err := peer.Decode(id); err == nil {
@@ -142,7 +144,7 @@ func (n *Node) orgMachines() (ids []peer.ID, member bool) {
 		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return ids, member
+	return ids
 }
 
 // reconnecting reports whether this node has no peer at all while its org
@@ -151,7 +153,7 @@ func (n *Node) reconnecting() bool {
 	if len(n.host.Peers()) > 0 {
 		return false
 	}
-	ids, _ := n.orgMachines()
+	ids := n.orgMachines()
 	return len(ids) > 0
 }
 
@@ -186,7 +188,7 @@ func (n *Node) redialLoop() {
 		case <-t.C:
 		}
 		now := time.Now()
-		ids, _ := n.orgMachines()
+		ids := n.orgMachines()
 		var lost []string
 		connected := 0
 		for _, p := range ids {
