@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -86,4 +87,49 @@ func TestStatusReconnecting(t *testing.T) {
 		ps[0].json(&st, "node", "status")
 		return st.Peers == 1
 	})
+}
+
+// A machine paused (SIGSTOP) for longer than its connections survive comes
+// back (SIGCONT) and is connected to both others again within 10s, with no
+// command typed; the org agrees on one state (issue 15: a laptop that slept).
+func TestPausedMachineReconnects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("pauses a node for a minute")
+	}
+	ps := meshOn(t, 3, "/ip4/127.0.0.1/tcp/0", "--heartbeat-interval", "1s")
+	victim := ps[2]
+	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// yamux's keepalive (30s, then a 10s write timeout) ends the others'
+	// connections to the paused process.
+	eventually(t, 90*time.Second, "the others drop the paused machine", func() bool {
+		for _, p := range ps[:2] {
+			var st status
+			p.json(&st, "node", "status")
+			if st.Peers != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	eventually(t, 10*time.Second, "2 peers each and one state hash", func() bool {
+		hashes := map[string]bool{}
+		for _, p := range ps {
+			var st status
+			p.json(&st, "node", "status")
+			var o orgInfo
+			p.json(&o, "org", "show")
+			if st.Peers != 2 {
+				return false
+			}
+			hashes[o.StateHash] = true
+		}
+		return len(hashes) == 1
+	})
+	t.Logf("reconnected %.1fs after SIGCONT", time.Since(t0).Seconds())
 }
