@@ -13,17 +13,15 @@ import (
 
 // NodeStatus is `cshare node status --json`.
 type NodeStatus struct {
-	ID      string   `json:"id"`
-	Name    string   `json:"name"`
-	Org     string   `json:"org"`
-	OrgName string   `json:"org_name,omitempty"`
-	Status  string   `json:"status"`
-	Role    string   `json:"role,omitempty"`
-	Peers   int      `json:"peers"`
-	PeerIDs []string `json:"peer_ids"`
-	// Reconnecting is true when this node has no peer while its org has
-	// other approved machines: it keeps dialling them.
-	Reconnecting  bool     `json:"reconnecting"`
+	ID            string   `json:"id"`
+	Name          string   `json:"name"`
+	Org           string   `json:"org"`
+	OrgName       string   `json:"org_name,omitempty"`
+	Status        string   `json:"status"`
+	Role          string   `json:"role,omitempty"`
+	Peers         int      `json:"peers"`
+	PeerIDs       []string `json:"peer_ids"`
+	Reconnecting  bool     `json:"reconnecting"` // no peer while the org has other approved machines: dialling them
 	Heads         []string `json:"heads"`
 	Entries       int      `json:"entries"`
 	StateHash     string   `json:"state_hash,omitempty"`
