@@ -68,11 +68,19 @@ type proc struct {
 	log     *os.File
 	extra   []string
 	logPath string
+	listen  string // "" = /ip4/127.0.0.1/tcp/<port>
 }
 
 func startNode(t *testing.T, name string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, bin: cshareBin(t), dir: filepath.Join(t.TempDir(), name), port: freePort(t), extra: extra}
+	return startNodeOn(t, name, "", extra...)
+}
+
+// startNodeOn starts a node listening on the libp2p multiaddr listen (""
+// for a free port chosen up front).
+func startNodeOn(t *testing.T, name, listen string, extra ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, bin: cshareBin(t), dir: filepath.Join(t.TempDir(), name), port: freePort(t), extra: extra, listen: listen}
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +120,12 @@ func (p *proc) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
+	listen := p.listen
+	if listen == "" {
+		listen = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", p.port)
+	}
 	args := append([]string{"node", "run", "--data-dir", p.dir, "--api", "127.0.0.1:0",
-		"--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", p.port), "--heartbeat-interval", "500ms"}, p.extra...)
+		"--listen", listen, "--heartbeat-interval", "500ms"}, p.extra...)
 	p.cmd = exec.Command(p.bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
@@ -230,9 +242,15 @@ type item struct {
 // mesh starts n nodes, creates an org on the first, joins and approves the rest.
 func mesh(t *testing.T, n int, extra ...string) []*proc {
 	t.Helper()
+	return meshOn(t, n, "", extra...)
+}
+
+// meshOn is mesh with every node listening on listen (see startNodeOn).
+func meshOn(t *testing.T, n int, listen string, extra ...string) []*proc {
+	t.Helper()
 	ps := make([]*proc, n)
 	for i := range ps {
-		ps[i] = startNode(t, fmt.Sprintf("node%d", i+1), extra...)
+		ps[i] = startNodeOn(t, fmt.Sprintf("node%d", i+1), listen, extra...)
 	}
 	key := lastLine(ps[0].must("org", "create", "--name", "e2e"))
 	for _, p := range ps[1:] {

@@ -87,7 +87,7 @@ func startBenchNode(dir string, drv runtime.Driver, yaml string, listen string, 
 		return nil, err
 	}
 	return Start(context.Background(), Options{DataDir: filepath.Join(dir, "data"), API: "127.0.0.1:0",
-		Listen: []string{listen}, ConfigPath: cfg, HeartbeatInterval: interval, Driver: drv, NVML: noGPU{}, TraceHook: benchTrace})
+		Listen: []string{listen}, ConfigPath: cfg, HeartbeatInterval: interval, Driver: drv, NVML: noGPU{}, TraceHook: benchTrace, DisableMDNS: true})
 }
 
 // benchTraceHook is what benchTrace, every benchmark node's trace hook,

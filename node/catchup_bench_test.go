@@ -106,7 +106,7 @@ func buildLedger(tb testing.TB, a *Node, total int) {
 // Reported as s/op: the Join call alone, node start-up excluded.
 func BenchmarkCatchUp(b *testing.B) {
 	total := catchUpEntries()
-	a, err := Start(context.Background(), Options{DataDir: b.TempDir(), API: "127.0.0.1:0", Listen: []string{"/ip4/127.0.0.1/tcp/0"},
+	a, err := Start(context.Background(), Options{DataDir: b.TempDir(), API: "127.0.0.1:0", Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableMDNS: true,
 		HeartbeatInterval: time.Second, Name: "a", NVML: noGPU{}, Driver: runtime.NewFake()})
 	if err != nil {
 		b.Fatal(err)
@@ -124,7 +124,7 @@ func BenchmarkCatchUp(b *testing.B) {
 	var secs float64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		nb, err := Start(context.Background(), Options{DataDir: b.TempDir(), API: "127.0.0.1:0", Listen: []string{"/ip4/127.0.0.1/tcp/0"},
+		nb, err := Start(context.Background(), Options{DataDir: b.TempDir(), API: "127.0.0.1:0", Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableMDNS: true,
 			HeartbeatInterval: time.Second, Name: fmt.Sprintf("b%d", i), NVML: noGPU{}, Driver: runtime.NewFake()})
 		if err != nil {
 			b.Fatal(err)

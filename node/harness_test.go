@@ -88,6 +88,7 @@ type meshConfig struct {
 	slots    int           // > 0: node.yaml with resources.max_concurrent_jobs, and fake drivers
 	runFor   time.Duration // fake run duration (with slots > 0)
 	merge    int           // Options.MergeAbove (0: the default)
+	mdns     bool          // mDNS discovery on (off by default in tests)
 }
 
 // newMesh starts cfg.n nodes (not yet in an org).
@@ -112,7 +113,7 @@ func newMesh(t testing.TB, cfg meshConfig) *mesh {
 			listen = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ports[i])
 		}
 		o := Options{DataDir: t.TempDir(), API: "127.0.0.1:0", Listen: []string{listen}, HeartbeatInterval: cfg.interval, MergeAbove: cfg.merge,
-			Name: name, NVML: noGPU{}, ConfigPath: confPath, Logger: testLogger(name)}
+			Name: name, NVML: noGPU{}, ConfigPath: confPath, Logger: testLogger(name), DisableMDNS: !cfg.mdns}
 		mn := &meshNode{name: name, opts: o}
 		if cfg.slots > 0 {
 			f := runtime.NewFake()

@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/cshare/cshare/ledger"
@@ -91,12 +90,13 @@ func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
 		n.rep.WantHeads(id, hb.Heads)
 	}
 	n.rememberPeer(hb.Machine, hb.Addrs)
-	if id != n.id && len(hb.Addrs) > 0 && n.host.LibP2P().Network().Connectedness(id) != network.Connected {
-		// Full mesh within the org: dial machines we learn about from gossip.
+	if id != n.id && len(hb.Addrs) > 0 && !n.host.Connected(id) {
+		// Full mesh within the org: dial machines we learn about from gossip
+		// at once (redialLoop keeps trying those that stay out of reach).
 		n.spawn(func() {
 			ctx, c := context.WithTimeout(n.ctx, 10*time.Second)
 			defer c()
-			_ = n.host.Connect(ctx, hb.Addrs)
+			_ = n.host.DialPeer(ctx, id, hb.Addrs)
 		})
 	}
 	n.metrics.heartbeats.Inc()

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -63,6 +64,8 @@ type Options struct {
 	MergeAbove int
 	// TraceHook, if set, sees this node's GossipSub events (benchmarks).
 	TraceHook p2p.TraceHook
+	// For tests: no mDNS discovery whatever node.yaml says.
+	DisableMDNS bool
 }
 
 // Node is a running cshare node.
@@ -212,8 +215,21 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := n.openReplica(); err != nil {
 		return nil, err
 	}
-	if n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: opts.Listen, Logger: log, Metrics: n.reg, Trace: opts.TraceHook}); err != nil {
+	// Port 0 listen addresses take last run's port when it is free (see
+	// listenFile); should the port be taken in between, the configured ones.
+	listen := preferListen(opts.Listen, loadListen(opts.DataDir))
+	n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: listen, Logger: log, Metrics: n.reg, Trace: opts.TraceHook})
+	if !slices.Equal(listen, opts.Listen) && (err != nil || !reusedAll(listen, opts.Listen, n.host.ListenAddrs())) {
+		if err == nil {
+			_ = n.host.Close()
+		}
+		n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: opts.Listen, Logger: log, Metrics: n.reg, Trace: opts.TraceHook})
+	}
+	if err != nil {
 		return nil, fmt.Errorf("node: libp2p: %w", err)
+	}
+	if err := saveListen(opts.DataDir, opts.Listen, n.host.ListenAddrs()); err != nil {
+		log.Warn("could not remember the listen ports", "err", err)
 	}
 	p2p.ServeSync(n.host.LibP2P(), n.rep)
 	p2p.ServeLogs(n.host.LibP2P(), (*logSource)(n))
@@ -225,7 +241,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 			return nil, err
 		}
 	}
-	n.dialKnownPeers()
+	n.loadKnownPeers()
 	if err := n.serveAPI(); err != nil {
 		return nil, err
 	}
@@ -234,9 +250,10 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	// heartbeat: a heartbeat without them would release their leases.
 	n.sched.loadResults()
 	n.sched.adopt()
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.headsLoop()
 	go n.heartbeatLoop()
+	go n.redialLoop()
 	n.startScheduler()
 	ok = true
 	log.Info("node started", "id", n.id.String(), "api", n.apiAddr, "org", n.orgID(), "data_dir", opts.DataDir)
@@ -362,5 +379,10 @@ func (n *Node) joinTopics(org string) error {
 	n.mu.Lock()
 	n.org = o
 	n.mu.Unlock()
+	if n.cfg.Discovery.MDNSEnabled() && !n.opts.DisableMDNS {
+		if err := n.host.StartMDNS(p2p.MDNSService(org)); err != nil {
+			n.log.Warn("no mDNS discovery on the local network", "err", err)
+		}
+	}
 	return nil
 }

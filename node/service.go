@@ -71,6 +71,7 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 		s.PeerIDs = append(s.PeerIDs, p.String())
 	}
 	s.Peers = len(s.PeerIDs)
+	s.Reconnecting = s.Peers == 0 && n.reconnecting()
 	lg, unlock := n.rep.ReadLog()
 	st := lg.State()
 	heads, _ := lg.Heads()

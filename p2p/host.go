@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
@@ -65,6 +66,7 @@ type Host struct {
 	traffic  *traffic
 
 	mu     sync.Mutex
+	mdns   mdns.Service // nil unless StartMDNS
 	orgs   map[string]*Org
 	scores map[peer.ID]float64
 	closed bool
@@ -365,6 +367,7 @@ func (h *Host) Close() error {
 	for _, o := range orgs {
 		o.Close()
 	}
+	h.StopMDNS()
 	h.cancel()
 	return h.h.Close()
 }

@@ -21,6 +21,7 @@ type NodeStatus struct {
 	Role          string   `json:"role,omitempty"`
 	Peers         int      `json:"peers"`
 	PeerIDs       []string `json:"peer_ids"`
+	Reconnecting  bool     `json:"reconnecting"` // no peer while the org has other approved machines: dialling them
 	Heads         []string `json:"heads"`
 	Entries       int      `json:"entries"`
 	StateHash     string   `json:"state_hash,omitempty"`
@@ -158,9 +159,9 @@ type JobSubmit struct {
 	GPUs       int64             `json:"gpus,omitempty"`
 	RangeStart *int64            `json:"range_start,omitempty"` // the agenda's first item; nil = 1
 	RangeEnd   *int64            `json:"range_end,omitempty"`   // its last item (inclusive); nil = the first
-	Priority   int64             `json:"priority,omitempty"` // 1..9999; 0 = 9999
-	CPUs       int64             `json:"cpus,omitempty"`     // primary instances; 0 = 1
-	MaxCPUs    *int64            `json:"max_cpus,omitempty"` // nil = the org's default; -1 = "*"
+	Priority   int64             `json:"priority,omitempty"`    // 1..9999; 0 = 9999
+	CPUs       int64             `json:"cpus,omitempty"`        // primary instances; 0 = 1
+	MaxCPUs    *int64            `json:"max_cpus,omitempty"`    // nil = the org's default; -1 = "*"
 	Retries    int64             `json:"retries,omitempty"`
 }
 

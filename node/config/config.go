@@ -42,6 +42,7 @@ type File struct {
 	HeartbeatInterval time.Duration // 0 = not set; see Heartbeat
 	Resources         Resources
 	Runtime           Runtime
+	Discovery         Discovery
 	// Registries are credentials for private image registries, used when
 	// this machine pulls a job's image. They stay on this machine: they are
 	// never written to the ledger.
@@ -79,6 +80,17 @@ type Runtime struct {
 	Exec   *bool // nil = false
 	Docker *bool // nil = true
 }
+
+// Discovery is the discovery: section: how this machine finds the other
+// machines of its org besides the addresses it remembers.
+type Discovery struct {
+	MDNS *bool // nil = true
+}
+
+// MDNSEnabled reports whether the node looks for peers on the local network
+// with mDNS. A peer found this way is only dialled: membership decides what
+// its messages do.
+func (d Discovery) MDNSEnabled() bool { return d.MDNS == nil || *d.MDNS }
 
 // ExecEnabled reports whether the exec driver may run instances.
 func (r Runtime) ExecEnabled() bool { return r.Exec != nil && *r.Exec }
@@ -202,6 +214,9 @@ func strictDecode(src string, data []byte) error {
 			Exec   yaml.Node `yaml:"exec"`
 			Docker yaml.Node `yaml:"docker"`
 		} `yaml:"runtime"`
+		Discovery *struct {
+			MDNS yaml.Node `yaml:"mdns"`
+		} `yaml:"discovery"`
 		Registries []struct {
 			Server   yaml.Node `yaml:"server"`
 			Username yaml.Node `yaml:"username"`
@@ -373,7 +388,7 @@ func (p *parser) file(doc *yaml.Node) (File, error) {
 		}
 		root = doc.Content[0]
 	}
-	entries, err := p.mapping(root, "", "name", "heartbeat_interval", "resources", "runtime", "registries")
+	entries, err := p.mapping(root, "", "name", "heartbeat_interval", "resources", "runtime", "discovery", "registries")
 	if err != nil {
 		return f, err
 	}
@@ -397,6 +412,10 @@ func (p *parser) file(doc *yaml.Node) (File, error) {
 			}
 		case "runtime":
 			if f.Runtime, err = p.runtime(e.value, e.path); err != nil {
+				return f, err
+			}
+		case "discovery":
+			if f.Discovery, err = p.discovery(e.value, e.path); err != nil {
 				return f, err
 			}
 		case "registries":
@@ -598,6 +617,25 @@ func (p *parser) runtime(n *yaml.Node, path string) (Runtime, error) {
 		}
 	}
 	return r, nil
+}
+
+func (p *parser) discovery(n *yaml.Node, path string) (Discovery, error) {
+	var d Discovery
+	entries, err := p.mapping(n, path, "mdns")
+	if err != nil {
+		return d, err
+	}
+	for _, e := range entries {
+		if e.value.Kind != yaml.ScalarNode || e.value.ShortTag() != "!!bool" {
+			return d, p.errf(e.value, e.path, "%s is not true or false", kindName(e.value))
+		}
+		var b bool
+		if err := e.value.Decode(&b); err != nil {
+			return d, p.errf(e.value, e.path, "%s is not true or false", show(e.value))
+		}
+		d.MDNS = &b
+	}
+	return d, nil
 }
 
 var wholeRE = regexp.MustCompile(`^[-+]?[0-9][0-9_]*$`)

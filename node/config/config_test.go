@@ -186,7 +186,7 @@ func TestParseErrors(t *testing.T) {
 		{"jobs huge", "resources:\n  max_concurrent_jobs: 5000\n", "resources.max_concurrent_jobs", "resources.max_concurrent_jobs: 5000 is outside 0..256"},
 		{"jobs string", "resources:\n  max_concurrent_jobs: four\n", "resources.max_concurrent_jobs", `resources.max_concurrent_jobs: "four" is not a number`},
 		{"unknown resources key", "resources:\n  cpu_limit: 80\n  foo: 1\n", "resources.foo", `unknown key "resources.foo"; allowed under resources: cpu_limit, memory_limit, disk_limit, max_concurrent_jobs, gpus (line 3)`},
-		{"unknown top key", "nmae: x\n", "nmae", `unknown key "nmae"; allowed at the top level: name, heartbeat_interval, resources, runtime, registries (line 1)`},
+		{"unknown top key", "nmae: x\n", "nmae", `unknown key "nmae"; allowed at the top level: name, heartbeat_interval, resources, runtime, discovery, registries (line 1)`},
 		{"unknown gpu key", "resources:\n  gpus:\n    - device: 0\n      mem: 1\n", "resources.gpus[0].mem", `unknown key "resources.gpus[0].mem"; allowed under resources.gpus[0]: device, memory (line 4)`},
 		{"unknown runtime key", "runtime:\n  podman: true\n", "runtime.podman", `unknown key "runtime.podman"`},
 		{"seed keys at top level", "cpu_limit: 80\n", "cpu_limit", `unknown key "cpu_limit"; allowed at the top level`},
@@ -207,6 +207,9 @@ func TestParseErrors(t *testing.T) {
 		{"heartbeat negative", "heartbeat_interval: -5s\n", "heartbeat_interval", "heartbeat_interval: -5s is outside 1s..1h"},
 		{"exec string", "runtime:\n  exec: \"yes\"\n", "runtime.exec", `runtime.exec: "yes" (a string) is not true or false (line 2)`},
 		{"docker number", "runtime:\n  docker: 1\n", "runtime.docker", "runtime.docker: 1 is not true or false"},
+		{"mdns string", "discovery:\n  mdns: \"no\"\n", "discovery.mdns", `discovery.mdns: "no" (a string) is not true or false (line 2)`},
+		{"unknown discovery key", "discovery:\n  dht: true\n", "discovery.dht", `unknown key "discovery.dht"; allowed under discovery: mdns (line 2)`},
+		{"discovery list", "discovery: [mdns]\n", "discovery", "discovery: is a list; expected a mapping with keys mdns"},
 		{"runtime list", "runtime: [docker]\n", "runtime", "runtime: is a list; expected a mapping with keys exec, docker"},
 		{"resources scalar", "resources: lots\n", "resources", `resources: is "lots" (a string); expected a mapping`},
 		{"name empty", "name: \"\"\n", "name", "name: is empty; give a name or remove the key (line 1)"},
@@ -214,7 +217,7 @@ func TestParseErrors(t *testing.T) {
 		{"name control", "name: \"a\\tb\"\n", "name", `name: "a\tb" contains a control or invalid character`},
 		{"name spaces", "name: \" box\"\n", "name", `name: " box" starts or ends with a space`},
 		{"name mapping", "name: {a: b}\n", "name", "name: is a mapping; expected a machine name"},
-		{"top level list", "- resources\n", "", "the top level: is a list; expected a mapping with keys name, heartbeat_interval, resources, runtime, registries (line 1)"},
+		{"top level list", "- resources\n", "", "the top level: is a list; expected a mapping with keys name, heartbeat_interval, resources, runtime, discovery, registries (line 1)"},
 		{"top level scalar", "hello\n", "", `the top level: is "hello" (a string); expected a mapping`},
 		{"syntax", "resources:\n  cpu_limit: [80\n", "", "invalid YAML: "},
 		{"tabs", "resources:\n\tcpu_limit: 80\n", "", "invalid YAML: "},
@@ -371,6 +374,26 @@ func TestRegistries(t *testing.T) {
 	} {
 		if _, err := Parse([]byte(bad)); err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "registries") {
 			t.Errorf("%q: err %v", bad, err)
+		}
+	}
+}
+
+func TestDiscovery(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want bool
+	}{
+		{"", true},
+		{"discovery:\n", true},
+		{"discovery:\n  mdns: true\n", true},
+		{"discovery: {mdns: false}\n", false},
+	} {
+		f, err := Parse([]byte(tc.src))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.src, err)
+		}
+		if got := f.Discovery.MDNSEnabled(); got != tc.want {
+			t.Errorf("%q: MDNSEnabled = %v, want %v", tc.src, got, tc.want)
 		}
 	}
 }

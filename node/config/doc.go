@@ -20,6 +20,8 @@
 //	runtime:
 //	  exec: false             # the exec driver (plain, unsandboxed processes) runs only when true
 //	  docker: true            # default true
+//	discovery:
+//	  mdns: true              # find the org's machines on the local network with mDNS, default true
 //
 // Sizes (memory_limit, disk_limit, gpus[].memory) are MB ("MB" means MiB
 // throughout cshare) given as a number, or a string with a unit like "16GB",

@@ -178,13 +178,17 @@ func (a *app) nodeStatusCmd() *cobra.Command {
 			if st.PlanHash != "" {
 				plan = fmt.Sprintf("%s (%d of %d peers agree)", st.PlanHash, st.PlanAgree, st.PlanPeers)
 			}
+			peers := fmt.Sprint(st.Peers)
+			if st.Reconnecting {
+				peers += ", reconnecting"
+			}
 			return kv(a.stdout,
 				[2]string{"id", st.ID},
 				[2]string{"name", orDash(st.Name)},
 				[2]string{"org", org},
 				[2]string{"status", orDash(st.Status)},
 				[2]string{"role", orDash(st.Role)},
-				[2]string{"peers", fmt.Sprint(st.Peers)},
+				[2]string{"peers", peers},
 				[2]string{"heads", orDash(strings.Join(st.Heads, ", "))},
 				[2]string{"entries", fmt.Sprint(st.Entries)},
 				[2]string{"state hash", orDash(st.StateHash)},
