@@ -86,9 +86,26 @@ func startBenchNode(dir string, drv runtime.Driver, yaml string, listen string, 
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		return nil, err
 	}
-	return Start(context.Background(), Options{DataDir: filepath.Join(dir, "data"), API: "127.0.0.1:0",
-		Listen: []string{listen}, ConfigPath: cfg, HeartbeatInterval: interval, Driver: drv, NVML: noGPU{}, TraceHook: benchTrace, DisableMDNS: true})
+	var self atomic.Pointer[Node]
+	heads := func(pushed int, before bool) {
+		if h := benchHeadsHook.Load(); h != nil {
+			if n := self.Load(); n != nil {
+				(*h)(n, pushed, before)
+			}
+		}
+	}
+	n, err := Start(context.Background(), Options{DataDir: filepath.Join(dir, "data"), API: "127.0.0.1:0",
+		Listen: []string{listen}, ConfigPath: cfg, HeartbeatInterval: interval, Driver: drv, NVML: noGPU{}, TraceHook: benchTrace,
+		HeadsHook: heads, DisableMDNS: true})
+	if err == nil {
+		self.Store(n)
+	}
+	return n, err
 }
+
+// benchHeadsHook, set by a benchmark, sees each node's heads announcements
+// (see Options.HeadsHook).
+var benchHeadsHook atomic.Pointer[func(n *Node, pushed int, before bool)]
 
 // benchTraceHook is what benchTrace, every benchmark node's trace hook,
 // passes events to (nil: none).
@@ -339,7 +356,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 				m[n] = time.Since(t0)
 			}
 		}
-		testHookHeads.Store(&hook)
+		benchHeadsHook.Store(&hook)
 		// Where a late pushed entry waited: GossipSub's validation and
 		// delivery of the job's announcement on each node, and lost or
 		// reopened pubsub streams.
@@ -445,7 +462,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		}
 		sort.Slice(firsts, func(i, j int) bool { return firsts[i] < firsts[j] })
 		sort.Slice(known, func(i, j int) bool { return known[i] < known[j] })
-		testHookHeads.Store(nil)
+		benchHeadsHook.Store(nil)
 		setBenchTrace(nil)
 		hookMu.Lock()
 		slow := make([]*Node, 0, len(got))

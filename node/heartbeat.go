@@ -32,7 +32,7 @@ func (n *Node) heartbeatLoop() {
 			return
 		case <-t.C:
 			n.beat(n.ctx)
-			n.maybeMerge(n.ctx, time.Now())
+			n.maybeMerge(n.ctx, n.now())
 			t.Reset(beatPeriod(n.interval))
 		}
 	}
@@ -65,7 +65,7 @@ func (n *Node) beat(ctx context.Context) {
 	if o == nil || !approved {
 		return
 	}
-	hb := p2p.Heartbeat{Time: time.Now().UnixMilli(), Interval: n.interval.Milliseconds(), Version: Version,
+	hb := p2p.Heartbeat{Time: n.now().UnixMilli(), Interval: n.interval.Milliseconds(), Version: Version,
 		Name: m.Name, Addrs: n.host.Addrs()}
 	for _, h := range heads {
 		hb.Heads = append(hb.Heads, h.String())
@@ -84,7 +84,7 @@ func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
 		return
 	}
 	prev, _, had := n.live.Last(id)
-	n.live.Observe(hb, time.Now())
+	n.live.Observe(hb, n.now())
 	if id != n.id {
 		n.sched.leases.observe(hb)
 		n.rep.WantHeads(id, hb.Heads)
@@ -134,8 +134,8 @@ func (n *Node) publishMachineUpdate(ctx context.Context) {
 // a node that has just started knows every machine's state without waiting a
 // full interval.
 func (n *Node) learnMachines() {
-	deadline := time.Now().Add(10 * time.Second)
-	for n.ctx.Err() == nil && time.Now().Before(deadline) {
+	deadline := n.now().Add(10 * time.Second)
+	for n.ctx.Err() == nil && n.now().Before(deadline) {
 		n.mu.RLock()
 		o := n.org
 		n.mu.RUnlock()

@@ -56,14 +56,14 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			in.item = item
 			in.mu.Unlock()
 			s.markBeat()
-			began = time.Now()
+			began = s.n.now()
 			var err error
 			run, err = in.drv.Start(ctx, s.spec(in, j, item))
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				s.record(in, item, ledger.ItemResult{Item: item, Code: -1, DurationMS: time.Since(began).Milliseconds(), Instance: in.id, Error: err.Error(), Started: began.UnixMilli()})
+				s.record(in, item, ledger.ItemResult{Item: item, Code: -1, DurationMS: s.n.now().Sub(began).Milliseconds(), Instance: in.id, Error: err.Error(), Started: began.UnixMilli()})
 				continue
 			}
 		}
@@ -84,7 +84,7 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			// its node) and the restarted node adopts it; nothing to record.
 			return
 		}
-		dur := time.Since(began)
+		dur := s.n.now().Sub(began)
 		in.mu.Lock()
 		killed := in.killed
 		in.mu.Unlock()
@@ -150,7 +150,7 @@ func (s *scheduler) markBeat() {
 func (s *scheduler) wantBeat() {
 	s.publish()
 	if !s.beatDue {
-		s.beatDue, s.beatDueAt = true, time.Now()
+		s.beatDue, s.beatDueAt = true, s.n.now()
 	}
 }
 

@@ -162,7 +162,7 @@ func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
 		s int
 	}
 	running := map[key]int64{}
-	now := time.Now()
+	now := n.now()
 	me := n.id.String()
 	for _, seen := range n.live.All() {
 		if seen.Heartbeat.Machine == me {

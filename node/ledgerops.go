@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -38,11 +37,8 @@ func (n *Node) openReplica() error {
 			n.metrics.entries.Set(float64(n.rep.Len()))
 			n.kickScheduler()
 		},
-		HeadsHook: func(pushed int, before bool) {
-			if h := testHookHeads.Load(); h != nil {
-				(*h)(n, pushed, before)
-			}
-		},
+		HeadsHook: n.opts.HeadsHook,
+		Now:       n.opts.Now,
 	})
 	if err != nil {
 		return err
@@ -87,7 +83,3 @@ func (n *Node) headsLoop() {
 		}
 	}
 }
-
-// testHookHeads, set by benchmarks, sees each heads announcement before
-// (before=true) and after its pushed entries are taken.
-var testHookHeads atomic.Pointer[func(n *Node, pushed int, before bool)]

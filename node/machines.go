@@ -107,7 +107,7 @@ func (n *Node) Machines(ctx context.Context) ([]api.MachineInfo, error) {
 	if err := n.needOrg(); err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	now := n.now()
 	var ms []*ledger.Machine
 	var st *ledger.State
 	lg, unlock := n.rep.ReadLog()
@@ -150,7 +150,7 @@ func (n *Node) Machine(ctx context.Context, id string) (api.MachineInfo, error) 
 	if err != nil {
 		return api.MachineInfo{}, err
 	}
-	now := time.Now()
+	now := n.now()
 	var mi api.MachineInfo
 	n.snapshot(func(st *ledger.State) { mi = n.machineInfo(st, m, now) })
 	mi.Status = n.machineStatus(m.ID, now)

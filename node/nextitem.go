@@ -20,7 +20,7 @@ import (
 // without it cannot run it, and one whose machine is offline is gone.
 func (s *scheduler) nextItem(in *instance) (int64, bool) {
 	n := s.n
-	now := time.Now()
+	now := s.n.now()
 	leased := map[int64]bool{} // this machine's leases; remote ones are in rv
 	me := n.id.String()
 	self := dispatch.Slot{Machine: me, Slot: in.slot}

@@ -64,6 +64,9 @@ type Options struct {
 	MergeAbove int
 	// TraceHook, if set, sees this node's GossipSub events (benchmarks).
 	TraceHook p2p.TraceHook
+	// HeadsHook, if set, sees each heads announcement from a peer before
+	// (before=true) and after its pushed entries are taken (benchmarks).
+	HeadsHook func(pushed int, before bool)
 	// For tests: no mDNS discovery whatever node.yaml says.
 	DisableMDNS bool
 }
@@ -195,7 +198,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n := &Node{opts: opts, log: log, key: key, signer: signer, id: signer.ID(), idStr: signer.ID().String(), cfg: cfg, hw: hwinfo, limits: limits,
-		interval: interval, started: time.Now(),
+		interval: interval, started: opts.Now(),
 		live: &p2p.Liveness{}, ctx: ctx, cancel: cancel,
 		stopped: make(chan struct{}), kick: make(chan struct{}, 1),
 		nudge: make(chan struct{}, 1), wakeup: make(chan struct{}, 1)}

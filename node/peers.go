@@ -187,7 +187,7 @@ func (n *Node) redialLoop() {
 			continue
 		case <-t.C:
 		}
-		now := time.Now()
+		now := n.now()
 		ids := n.orgMachines()
 		var lost []string
 		connected := 0

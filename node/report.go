@@ -2,7 +2,6 @@ package node
 
 import (
 	"sort"
-	"time"
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/p2p"
@@ -88,7 +87,7 @@ func (n *Node) runningJobs() int {
 func (n *Node) planAgreement() (string, int, int) {
 	h := n.sched.readView().plan.Hash
 	agree, peers := 0, 0
-	now := time.Now()
+	now := n.now()
 	me := n.id.String()
 	for _, m := range n.live.All() {
 		if m.Heartbeat.Machine == me {

@@ -126,9 +126,9 @@ func (s *scheduler) loop() {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	flushEvery := min(time.Second, n.interval)
-	lastFlush := time.Now()
+	lastFlush := s.n.now()
 	var lastBeat, lastPlan time.Time
-	lastSweep := time.Now()
+	lastSweep := s.n.now()
 	lastAwake := n.now()
 	kicked, nudged := false, false
 	for {
@@ -155,28 +155,28 @@ func (s *scheduler) loop() {
 		// Plan on every change of our own at once, on peers' changes at
 		// most every planGap, and once a second for liveness (a machine
 		// going offline is the absence of a message).
-		since := time.Since(lastPlan)
+		since := s.n.now().Sub(lastPlan)
 		s.mu.Lock()
 		planGap := min(s.paced(100*time.Millisecond, planPace), time.Second)
 		s.mu.Unlock()
 		if kicked || (nudged && since >= planGap) || since >= time.Second {
-			s.reconcile(time.Now())
+			s.reconcile(s.n.now())
 			s.broadcast()
-			kicked, nudged, lastPlan = false, false, time.Now()
+			kicked, nudged, lastPlan = false, false, s.n.now()
 		}
 		// Short items can finish faster than a flush a second: past
 		// flushAt finished items, flush at once, or the heartbeat listing
 		// them would outgrow a gossip message.
 		if s.pendingResults() >= flushAt {
 			s.flush(n.ctx)
-			lastFlush = time.Now()
+			lastFlush = s.n.now()
 		}
 		s.mu.Lock()
 		due := false
 		// While the previous heartbeat is still being published, a due one
 		// waits for it (its changes came after that one's report).
 		if s.beatDue && !s.beating.Load() {
-			wait := max(s.beatGap()-time.Since(lastBeat), s.beatSettle()-time.Since(s.beatDueAt))
+			wait := max(s.beatGap()-s.n.now().Sub(lastBeat), s.beatSettle()-s.n.now().Sub(s.beatDueAt))
 			if due = wait <= 0; due {
 				s.beatDue = false
 			} else if wait < 100*time.Millisecond {
@@ -194,15 +194,15 @@ func (s *scheduler) loop() {
 				defer s.beating.Store(false)
 				n.beat(n.ctx)
 			})
-			lastBeat = time.Now()
+			lastBeat = s.n.now()
 		}
-		if time.Since(lastFlush) >= flushEvery {
+		if s.n.now().Sub(lastFlush) >= flushEvery {
 			s.flush(n.ctx)
-			lastFlush = time.Now()
+			lastFlush = s.n.now()
 		}
-		if time.Since(lastSweep) >= sweepEvery {
+		if s.n.now().Sub(lastSweep) >= sweepEvery {
 			s.sweep()
-			lastSweep = time.Now()
+			lastSweep = s.n.now()
 		}
 	}
 }

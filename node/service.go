@@ -64,7 +64,7 @@ func (n *Node) needAdmin(what string) error {
 
 // Status implements api.Service.
 func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
-	up := time.Since(n.started).Truncate(time.Second)
+	up := n.now().Sub(n.started).Truncate(time.Second)
 	s := api.NodeStatus{ID: n.id.String(), Uptime: up.String(), UptimeSeconds: int64(up.Seconds()), Version: Version,
 		API: n.apiAddr, Addrs: n.host.Addrs(), DataDir: n.opts.DataDir, PeerIDs: []string{}, Heads: []string{}}
 	for _, p := range n.host.Peers() {
@@ -86,7 +86,7 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 		s.Name = m.Name
 	}
 	unlock()
-	s.Status = n.machineStatus(s.ID, time.Now())
+	s.Status = n.machineStatus(s.ID, n.now())
 	if s.Org == "" {
 		s.Status = "no org"
 	}
@@ -229,7 +229,7 @@ func (n *Node) Invite(ctx context.Context, req api.InviteRequest) (api.KeyResult
 		if err != nil || d <= 0 {
 			return api.KeyResult{}, api.Errorf(http.StatusBadRequest, "expires: %q is not a positive duration like 72h or 30m (0 = never)", req.Expires)
 		}
-		expires = time.Now().Add(d).UnixMilli()
+		expires = n.now().Add(d).UnixMilli()
 	}
 	org := n.orgID()
 	c := n.signer.SignCapability(ledger.Capability{Org: org, Kind: ledger.CapInvite, ID: randomID(), Role: req.Role, Expires: expires, Uses: req.Uses})
@@ -316,7 +316,7 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 	if cur := n.orgID(); cur != "" && cur != org {
 		return api.JoinResult{}, api.Errorf(http.StatusConflict, "this node is already in org %s; a node belongs to one org", cur)
 	}
-	if tok.Cap.Expires != 0 && time.Now().UnixMilli() > tok.Cap.Expires {
+	if tok.Cap.Expires != 0 && n.now().UnixMilli() > tok.Cap.Expires {
 		return api.JoinResult{}, api.Errorf(http.StatusBadRequest, "org key: this invite expired at %s; ask an admin for a new one", api.FormatTime(time.UnixMilli(tok.Cap.Expires)))
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)

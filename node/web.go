@@ -29,6 +29,6 @@ func registerWeb(mux *http.ServeMux, n *Node) {
 		ms, _ := n.Machines(r.Context())
 		js, _ := n.Jobs(r.Context())
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_ = dashboard.Execute(w, map[string]any{"Org": n.orgID(), "ID": n.id.String(), "Now": time.Now().UTC().Format(time.RFC3339), "Machines": ms, "Jobs": js})
+		_ = dashboard.Execute(w, map[string]any{"Org": n.orgID(), "ID": n.id.String(), "Now": n.now().UTC().Format(time.RFC3339), "Machines": ms, "Jobs": js})
 	})
 }
