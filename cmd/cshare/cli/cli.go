@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,13 +24,22 @@ const EnvDataDir = "CSHARE_DATA_DIR"
 // and stderr, and returns the process exit code: 0 on success, 1 on a runtime
 // error, 2 on a usage error.
 func Main(args []string, stdout, stderr io.Writer) int {
+	return newApp(stdout, stderr).run(args)
+}
+
+// newApp is the state of one run of the CLI, with the real clock.
+func newApp(stdout, stderr io.Writer) *app {
+	return &app{stdout: stdout, stderr: stderr, now: time.Now}
+}
+
+// run runs the CLI with args and returns the process exit code, as Main.
+func (a *app) run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	a := &app{stdout: stdout, stderr: stderr}
 	root := a.rootCmd()
 	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetOut(a.stdout)
+	root.SetErr(a.stderr)
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
@@ -40,8 +50,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // app is the state one run of the CLI shares between its commands.
 type app struct {
 	stdout, stderr io.Writer
-	dataDir        string // --data-dir, defaulted in the root's PersistentPreRun
-	apiAddr        string // --api
+	dataDir        string           // --data-dir, defaulted in the root's PersistentPreRun
+	apiAddr        string           // --api
+	now            func() time.Time // the clock of relative times (age, ago); tests replace it
 }
 
 // usageError is a mistake in how the command was called: exit 2.

@@ -23,7 +23,6 @@ import (
 var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 func TestMain(m *testing.M) {
-	now = func() time.Time { return testNow }
 	stopInterval = 10 * time.Millisecond
 	os.Exit(m.Run())
 }
@@ -343,7 +342,9 @@ func (r result) lastLine() string {
 
 func runCLI(args ...string) result {
 	var out, errb bytes.Buffer
-	code := Main(args, &out, &errb)
+	a := newApp(&out, &errb)
+	a.now = func() time.Time { return testNow }
+	code := a.run(args)
 	return result{stdout: out.String(), stderr: errb.String(), code: code}
 }
 

@@ -255,7 +255,7 @@ func (a *app) jobLsCmd() *cobra.Command {
 			for _, j := range js {
 				t.row(short(j.ID), orDash(j.Name), j.State, itoa(j.Priority), instances(j),
 					fmt.Sprintf("%d/%d", j.Items.Done, j.Items.Total), itoa(j.Items.Failed),
-					orDash(short(j.Submitter)), age(j.Submitted))
+					orDash(short(j.Submitter)), a.age(j.Submitted))
 			}
 			return t.write(a.stdout)
 		})

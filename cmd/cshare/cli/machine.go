@@ -29,7 +29,7 @@ func (a *app) machineLsCmd() *cobra.Command {
 			var t table
 			t.row("ID", "NAME", "STATUS", "LAST HEARTBEAT", "RUNNING", "TOTAL JOBS", "CPUS", "MEM", "GPUS", "OWNER")
 			for _, m := range ms {
-				t.row(short(m.ID), orDash(m.Name), machineStatus(m.Status), ago(m.LastHeartbeat),
+				t.row(short(m.ID), orDash(m.Name), machineStatus(m.Status), a.ago(m.LastHeartbeat),
 					fmt.Sprint(m.RunningJobs), itoa(m.TotalJobs), itoa(m.Hardware.CPUs),
 					mib(m.Hardware.MemoryMB), fmt.Sprint(len(m.Hardware.GPUs)), orDash(short(m.Owner)))
 			}
@@ -53,7 +53,7 @@ func printMachine(a *app, m api.MachineInfo) error {
 		{"name", orDash(m.Name)},
 		{"status", machineStatus(m.Status)},
 		{"owner", orDash(m.Owner)},
-		{"last heartbeat", ago(m.LastHeartbeat)},
+		{"last heartbeat", a.ago(m.LastHeartbeat)},
 		{"registered", orDash(m.Registered)},
 		{"version", orDash(m.Version)},
 		{"addrs", orDash(strings.Join(m.Addrs, ", "))},

@@ -25,7 +25,7 @@ func (a *app) memberLsCmd() *cobra.Command {
 			var t table
 			t.row("ID", "NAME", "ROLE", "MACHINES", "JOINED")
 			for _, m := range ms {
-				t.row(short(m.ID), orDash(m.Name), m.Role, fmt.Sprint(m.Machines), ago(m.Joined))
+				t.row(short(m.ID), orDash(m.Name), m.Role, fmt.Sprint(m.Machines), a.ago(m.Joined))
 			}
 			return t.write(a.stdout)
 		})

@@ -13,9 +13,6 @@ import (
 	"github.com/docker/go-units"
 )
 
-// now is the clock of relative times; tests replace it.
-var now = time.Now
-
 // printJSON writes v as one indented JSON value. A nil slice is written as
 // [] so that listings are always arrays.
 func printJSON(w io.Writer, v any) error {
@@ -139,12 +136,12 @@ func parseTime(s string) (time.Time, bool) {
 }
 
 // age renders how long ago s was, e.g. "12s", "5m", "3h", "2d".
-func age(s string) string {
+func (a *app) age(s string) string {
 	t, ok := parseTime(s)
 	if !ok {
 		return orDash(s)
 	}
-	d := now().Sub(t)
+	d := a.now().Sub(t)
 	if d < 0 {
 		d = 0
 	}
@@ -161,14 +158,14 @@ func age(s string) string {
 }
 
 // ago is age with " ago", or "never" when there is no time.
-func ago(s string) string {
+func (a *app) ago(s string) string {
 	if _, ok := parseTime(s); !ok {
 		if s == "" {
 			return "never"
 		}
 		return s
 	}
-	return age(s) + " ago"
+	return a.age(s) + " ago"
 }
 
 // mib renders a size in MiB as Docker would ("16GiB").

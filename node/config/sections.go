@@ -1,0 +1,69 @@
+package config
+
+import "gopkg.in/yaml.v3"
+
+// Runtime is the runtime: section.
+type Runtime struct {
+	Exec   *bool // nil = false
+	Docker *bool // nil = true
+}
+
+// Discovery is the discovery: section: how this machine finds the other
+// machines of its org besides the addresses it remembers.
+type Discovery struct {
+	MDNS *bool // nil = true
+}
+
+// MDNSEnabled reports whether the node looks for peers on the local network
+// with mDNS. A peer found this way is only dialled: membership decides what
+// its messages do.
+func (d Discovery) MDNSEnabled() bool { return d.MDNS == nil || *d.MDNS }
+
+// ExecEnabled reports whether the exec driver may run instances.
+func (r Runtime) ExecEnabled() bool { return r.Exec != nil && *r.Exec }
+
+// DockerEnabled reports whether the Docker driver may run instances.
+func (r Runtime) DockerEnabled() bool { return r.Docker == nil || *r.Docker }
+
+func (p *parser) runtime(n *yaml.Node, path string) (Runtime, error) {
+	var r Runtime
+	entries, err := p.mapping(n, path, "exec", "docker")
+	if err != nil {
+		return r, err
+	}
+	for _, e := range entries {
+		if e.value.Kind != yaml.ScalarNode || e.value.ShortTag() != "!!bool" {
+			return r, p.errf(e.value, e.path, "%s is not true or false", kindName(e.value))
+		}
+		var b bool
+		if err := e.value.Decode(&b); err != nil {
+			return r, p.errf(e.value, e.path, "%s is not true or false", show(e.value))
+		}
+		switch e.name {
+		case "exec":
+			r.Exec = &b
+		case "docker":
+			r.Docker = &b
+		}
+	}
+	return r, nil
+}
+
+func (p *parser) discovery(n *yaml.Node, path string) (Discovery, error) {
+	var d Discovery
+	entries, err := p.mapping(n, path, "mdns")
+	if err != nil {
+		return d, err
+	}
+	for _, e := range entries {
+		if e.value.Kind != yaml.ScalarNode || e.value.ShortTag() != "!!bool" {
+			return d, p.errf(e.value, e.path, "%s is not true or false", kindName(e.value))
+		}
+		var b bool
+		if err := e.value.Decode(&b); err != nil {
+			return d, p.errf(e.value, e.path, "%s is not true or false", show(e.value))
+		}
+		d.MDNS = &b
+	}
+	return d, nil
+}
