@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,22 +32,7 @@ func TestKillAllThreeHeals(t *testing.T) {
 		p.start()
 	}
 	started := time.Since(t0)
-	var hash string
-	eventually(t, 10*time.Second, "one state hash and 2 peers on every node", func() bool {
-		hashes := map[string]bool{}
-		for _, p := range ps {
-			var st status
-			p.json(&st, "node", "status")
-			var o orgInfo
-			p.json(&o, "org", "show")
-			if st.Peers != 2 {
-				return false
-			}
-			hashes[o.StateHash] = true
-			hash = o.StateHash
-		}
-		return len(hashes) == 1
-	})
+	hash := waitHealed(t, ps, 10*time.Second)
 	t.Logf("healed %.1fs after the restart began (the three starts took %.1fs): state %.12s", time.Since(t0).Seconds(), started.Seconds(), hash)
 	if out := ps[0].must("node", "status"); strings.Contains(out, "reconnecting") {
 		t.Fatalf("node status after healing says reconnecting:\n%s", out)
@@ -117,19 +103,29 @@ func TestPausedMachineReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	t0 := time.Now()
-	eventually(t, 10*time.Second, "2 peers each and one state hash", func() bool {
+	waitHealed(t, ps, 10*time.Second)
+	t.Logf("reconnected %.1fs after SIGCONT", time.Since(t0).Seconds())
+}
+
+// waitHealed waits until every node of ps is connected to all the others
+// and they show one state hash, which it returns.
+func waitHealed(t *testing.T, ps []*proc, d time.Duration) string {
+	t.Helper()
+	var hash string
+	eventually(t, d, fmt.Sprintf("%d peers on every node and one state hash", len(ps)-1), func() bool {
 		hashes := map[string]bool{}
 		for _, p := range ps {
 			var st status
 			p.json(&st, "node", "status")
 			var o orgInfo
 			p.json(&o, "org", "show")
-			if st.Peers != 2 {
+			if st.Peers != len(ps)-1 {
 				return false
 			}
 			hashes[o.StateHash] = true
+			hash = o.StateHash
 		}
 		return len(hashes) == 1
 	})
-	t.Logf("reconnected %.1fs after SIGCONT", time.Since(t0).Seconds())
+	return hash
 }

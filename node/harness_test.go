@@ -123,17 +123,7 @@ func newMesh(t testing.TB, cfg meshConfig) *mesh {
 		}
 		m.nodes = append(m.nodes, mn)
 	}
-	// Start in parallel: each start costs a libp2p host and a Badger store.
-	var wg sync.WaitGroup
-	errs := make([]error, cfg.n)
-	for i, mn := range m.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			mn.Node, errs[i] = Start(context.Background(), mn.opts)
-		}()
-	}
-	wg.Wait()
+	errs := m.startAll()
 	t.Cleanup(m.close)
 	for i, err := range errs {
 		if err != nil {
@@ -144,6 +134,22 @@ func newMesh(t testing.TB, cfg meshConfig) *mesh {
 		}
 	}
 	return m
+}
+
+// startAll starts every node of the mesh at once, with its options (each
+// start costs a libp2p host and a Badger store), and returns their errors.
+func (m *mesh) startAll() []error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(m.nodes))
+	for i, mn := range m.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mn.Node, errs[i] = Start(context.Background(), mn.opts)
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 func (m *mesh) close() {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,21 +24,20 @@ func (m *mesh) restartAll(between func()) {
 	if between != nil {
 		between()
 	}
-	var wg sync.WaitGroup
-	errs := make([]error, len(m.nodes))
-	for i, mn := range m.nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			mn.Node, errs[i] = Start(context.Background(), mn.opts)
-		}()
-	}
-	wg.Wait()
-	for i, err := range errs {
+	for i, err := range m.startAll() {
 		if err != nil {
 			m.t.Fatalf("restart %s: %v", m.nodes[i].name, err)
 		}
 	}
+}
+
+// listenAddrs is each node's listen addresses, by name.
+func (m *mesh) listenAddrs() map[string]string {
+	out := map[string]string{}
+	for _, mn := range m.live() {
+		out[mn.name] = strings.Join(mn.host.ListenAddrs(), ",")
+	}
+	return out
 }
 
 // waitPeers waits until every live node is connected to every other.
@@ -74,10 +72,7 @@ func TestMeshHealsAfterRestart(t *testing.T) {
 	m := newMesh(t, meshConfig{n: 3, interval: time.Second})
 	m.formOrg()
 	m.waitPeers(30 * time.Second)
-	before := map[string]string{}
-	for _, mn := range m.nodes {
-		before[mn.name] = strings.Join(mn.host.ListenAddrs(), ",")
-	}
+	before := m.listenAddrs()
 	m.restartAll(nil)
 	t0 := time.Now()
 	m.waitPeers(30 * time.Second)
@@ -98,10 +93,7 @@ func TestMeshHealsAfterRestartOnNewPorts(t *testing.T) {
 	m := newMesh(t, meshConfig{n: 3, interval: time.Second})
 	m.formOrg()
 	m.waitPeers(30 * time.Second)
-	before := map[string]string{}
-	for _, mn := range m.nodes {
-		before[mn.name] = strings.Join(mn.host.ListenAddrs(), ",")
-	}
+	before := m.listenAddrs()
 	m.restartAll(func() {
 		for _, mn := range m.nodes[1:] {
 			for _, a := range loadListen(mn.opts.DataDir) {

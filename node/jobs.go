@@ -162,15 +162,8 @@ func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
 		s int
 	}
 	running := map[key]int64{}
-	now := n.now()
-	me := n.id.String()
-	for _, seen := range n.live.All() {
-		if seen.Heartbeat.Machine == me {
-			continue
-		}
-		if _, _, online := n.liveness(seen.Heartbeat.Machine, now); !online {
-			continue
-		}
+	me := n.idStr
+	for _, seen := range n.onlinePeers(n.now()) {
 		for _, ri := range activeInstances(seen.Heartbeat) {
 			if ri.Job == j.ID {
 				running[key{seen.Heartbeat.Machine, int(ri.Slot)}] = ri.Item

@@ -2,6 +2,7 @@ package node
 
 import (
 	"sort"
+	"time"
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/p2p"
@@ -87,19 +88,26 @@ func (n *Node) runningJobs() int {
 func (n *Node) planAgreement() (string, int, int) {
 	h := n.sched.readView().plan.Hash
 	agree, peers := 0, 0
-	now := n.now()
-	me := n.id.String()
-	for _, m := range n.live.All() {
-		if m.Heartbeat.Machine == me {
-			continue
-		}
-		if _, _, online := n.liveness(m.Heartbeat.Machine, now); !online {
-			continue
-		}
+	for _, m := range n.onlinePeers(n.now()) {
 		peers++
 		if m.Heartbeat.PlanHash == h {
 			agree++
 		}
 	}
 	return h, agree, peers
+}
+
+// onlinePeers returns the latest heartbeats of the other machines that are
+// online at now, by machine ID.
+func (n *Node) onlinePeers(now time.Time) []p2p.Seen {
+	var out []p2p.Seen
+	for _, m := range n.live.All() {
+		if m.Heartbeat.Machine == n.idStr {
+			continue
+		}
+		if _, _, online := n.liveness(m.Heartbeat.Machine, now); online {
+			out = append(out, m)
+		}
+	}
+	return out
 }
