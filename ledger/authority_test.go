@@ -375,9 +375,12 @@ func TestJobResults(t *testing.T) {
 		t.Fatalf("item 1: %+v; want done once, by %s, after 2 real attempts", it, first)
 	}
 	// Both runs are visible; the second in total order is a duplicate.
-	if j := w.log.State().Jobs[job]; len(j.Runs) != 2 || j.Duplicates != 1 ||
-		!j.Runs[0].Counted || j.Runs[0].Machine != first || j.Runs[1].Counted || j.Runs[1].Machine == first {
-		t.Fatalf("runs %+v, duplicates %d; want the first counted and the other a duplicate", j.Runs, j.Duplicates)
+	j1 := w.log.State().Jobs[job]
+	var runs []Run
+	j1.Runs.Each(func(r Run) { runs = append(runs, r) })
+	if len(runs) != 2 || j1.Runs.Len() != 2 || j1.Duplicates != 1 ||
+		!runs[0].Counted || runs[0].Machine != first || runs[1].Counted || runs[1].Machine == first {
+		t.Fatalf("runs %+v, duplicates %d; want the first counted and the other a duplicate", runs, j1.Duplicates)
 	}
 	// Retries: item 2 fails once (retries=1, still pending), then fails again.
 	w.ok(m1, KindJobResults, JobResults{Job: job, Results: []ItemResult{{Item: 2, Code: 3}}})
@@ -401,7 +404,7 @@ func TestJobResults(t *testing.T) {
 	if !slices.Equal(before, w.log.State().Jobs[job].Items) {
 		t.Fatal("a late result changed a finished job")
 	}
-	if j := w.log.State().Jobs[job]; j.Duplicates != 2 || j.Runs[len(j.Runs)-1].Counted {
+	if j := w.log.State().Jobs[job]; j.Duplicates != 2 || j.Runs.Len() != 6 {
 		t.Fatalf("a late result is a duplicate run: runs %+v, duplicates %d", j.Runs, j.Duplicates)
 	}
 	// All items done: done.

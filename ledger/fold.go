@@ -565,7 +565,7 @@ func applyMemberRemove(st *State, e *Entry, author string, p MemberRef) error {
 
 // addRun records a run of one of j's items.
 func addRun(j *Job, machine string, r ItemResult, counted bool) {
-	j.Runs = append(j.Runs, Run{Item: r.Item, Machine: machine, Instance: r.Instance, Started: r.Started,
+	j.Runs.Add(Run{Item: r.Item, Machine: machine, Instance: r.Instance, Started: r.Started,
 		DurationMS: r.DurationMS, Code: r.Code, Counted: counted})
 	if !counted {
 		j.Duplicates++

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"sort"
+
+	"github.com/fxamacker/cbor/v2"
 )
 
 // Machine statuses recorded in the ledger. Liveness (available, busy,
@@ -103,10 +105,87 @@ type Job struct {
 	Machines  map[string]bool `cbor:"machines"`
 	Ended     int64           `cbor:"ended"`
 	// Runs is every run whose result reached the ledger, in the fold's
-	// order; Duplicates counts those the ledger did not count (the item
-	// was already done or failed for good, or the job had ended).
-	Runs       []Run `cbor:"runs,omitempty"`
-	Duplicates int64 `cbor:"dups,omitempty"`
+	// order (see RunList); Duplicates counts those the ledger did not
+	// count (the item was already done or failed for good, or the job had
+	// ended).
+	Runs       RunList `cbor:"runs,omitempty"`
+	Duplicates int64   `cbor:"dups,omitempty"`
+}
+
+// RunList is an append-only list of runs kept in chunks that never move:
+// a job of a million items gets a million runs, and a slice grown by
+// append would copy them again and again (Go grows large slices by a
+// quarter). Chunks double from 8 runs up to maxRunChunk.
+type RunList [][]Run
+
+const maxRunChunk = 1024
+
+// Add appends r.
+func (l *RunList) Add(r Run) {
+	n := len(*l)
+	if n == 0 || len((*l)[n-1]) == cap((*l)[n-1]) {
+		size := 8
+		if n > 0 {
+			size = min(maxRunChunk, 2*cap((*l)[n-1]))
+		}
+		*l = append(*l, make([]Run, 0, size))
+		n++
+	}
+	(*l)[n-1] = append((*l)[n-1], r)
+}
+
+// Len is the number of runs.
+func (l RunList) Len() int {
+	k := 0
+	for _, c := range l {
+		k += len(c)
+	}
+	return k
+}
+
+// Each calls fn for every run, in order.
+func (l RunList) Each(fn func(Run)) {
+	for _, c := range l {
+		for _, r := range c {
+			fn(r)
+		}
+	}
+}
+
+// MarshalCBOR encodes the runs as one flat array: the chunks are how this
+// process happened to grow the list (a re-fold from a checkpoint grows it
+// differently), and must not reach the state's hash.
+func (l RunList) MarshalCBOR() ([]byte, error) {
+	flat := make([]Run, 0, l.Len())
+	l.Each(func(r Run) { flat = append(flat, r) })
+	return encMode.Marshal(flat)
+}
+
+// UnmarshalCBOR decodes a flat array of runs.
+func (l *RunList) UnmarshalCBOR(b []byte) error {
+	var flat []Run
+	if err := cbor.Unmarshal(b, &flat); err != nil {
+		return err
+	}
+	*l = nil
+	for _, r := range flat {
+		l.Add(r)
+	}
+	return nil
+}
+
+// clone shares the runs: a chunk's runs never change once added, and the
+// copy's last chunk has no spare capacity, so the copy's next Add starts a
+// chunk of its own instead of writing where the original appends.
+func (l RunList) clone() RunList {
+	if l == nil {
+		return nil
+	}
+	c := make(RunList, len(l))
+	for i, ch := range l {
+		c[i] = ch[:len(ch):len(ch)]
+	}
+	return c
 }
 
 // Run is one run of an item, as its machine reported it.
@@ -194,7 +273,7 @@ func (s *State) Clone() *State {
 	for k, v := range s.Jobs {
 		j := *v
 		j.Items = append([]Item(nil), v.Items...)
-		j.Runs = v.Runs[:len(v.Runs):len(v.Runs)] // append-only: the copy reallocates on its first append
+		j.Runs = v.Runs.clone()
 		j.Machines = make(map[string]bool, len(v.Machines))
 		for m := range v.Machines {
 			j.Machines[m] = true

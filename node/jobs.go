@@ -321,7 +321,7 @@ func (n *Node) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) 
 		for i := range runs {
 			runs[i] = []api.RunInfo{}
 		}
-		for _, r := range j.Runs {
+		j.Runs.Each(func(r ledger.Run) {
 			ri := api.RunInfo{Machine: r.Machine, Instance: r.Instance, ExitCode: r.Code, Counted: r.Counted}
 			if r.Started != 0 {
 				ri.Start = api.FormatTimeMS(time.UnixMilli(r.Started))
@@ -330,7 +330,7 @@ func (n *Node) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) 
 			if k := r.Item - j.Spec.RangeStart; k >= 0 && k < int64(len(runs)) {
 				runs[k] = append(runs[k], ri)
 			}
-		}
+		})
 		for i, it := range j.Items {
 			status := "pending"
 			switch it.Status {

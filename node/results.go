@@ -95,12 +95,11 @@ func (s *scheduler) loadResults() {
 
 // inLedger reports whether job j holds machine's run r.
 func inLedger(j *ledger.Job, machine string, r ledger.ItemResult) bool {
-	for _, run := range j.Runs {
-		if run.Item == r.Item && run.Machine == machine && run.Instance == r.Instance {
-			return true
-		}
-	}
-	return false
+	found := false
+	j.Runs.Each(func(run ledger.Run) {
+		found = found || run.Item == r.Item && run.Machine == machine && run.Instance == r.Instance
+	})
+	return found
 }
 
 // hasResult reports whether a result of job's item by instance is waiting
@@ -119,7 +118,7 @@ func (s *scheduler) hasResult(job string, item int64, instance string) bool {
 func (n *Node) runCounts() (all, dups int64) {
 	n.snapshot(func(st *ledger.State) {
 		for _, j := range st.Jobs {
-			all += int64(len(j.Runs))
+			all += int64(j.Runs.Len())
 			dups += j.Duplicates
 		}
 	})
