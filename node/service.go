@@ -80,6 +80,9 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 	}
 	s.Entries = lg.Len()
 	s.Org, s.OrgName = st.Org, st.Name
+	if st.Org != "" {
+		s.StateHash = st.Hash() // as org show gives it: converged nodes agree
+	}
 	s.Role = st.Role(s.ID)
 	s.Name = n.machineName()
 	if m := st.Machines[s.ID]; m != nil {
