@@ -29,7 +29,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // newApp is the state of one run of the CLI, with the real clock.
 func newApp(stdout, stderr io.Writer) *app {
-	return &app{stdout: stdout, stderr: stderr, now: time.Now}
+	return &app{stdout: stdout, stderr: stderr, now: time.Now, runNode: runNodeDaemon,
+		stopTimeout: 30 * time.Second, stopInterval: 200 * time.Millisecond}
 }
 
 // run runs the CLI with args and returns the process exit code, as Main.
@@ -53,6 +54,11 @@ type app struct {
 	dataDir        string           // --data-dir, defaulted in the root's PersistentPreRun
 	apiAddr        string           // --api
 	now            func() time.Time // the clock of relative times (age, ago); tests replace it
+	// runNode is what `node run` runs (runNodeDaemon; tests replace it).
+	runNode func(ctx context.Context, o runOptions) error
+	// stopTimeout and stopInterval: how `node stop` waits for the API to
+	// go away (tests shorten them).
+	stopTimeout, stopInterval time.Duration
 }
 
 // usageError is a mistake in how the command was called: exit 2.

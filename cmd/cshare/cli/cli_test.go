@@ -548,9 +548,7 @@ func TestJobLogs(t *testing.T) {
 
 func TestNodeRun(t *testing.T) {
 	var got runOptions
-	orig := runNode
-	t.Cleanup(func() { runNode = orig })
-	runNode = func(ctx context.Context, o runOptions) error {
+	fake := func(ctx context.Context, o runOptions) error {
 		got = o
 		if ctx == nil {
 			t.Error("nil context")
@@ -558,8 +556,9 @@ func TestNodeRun(t *testing.T) {
 		o.Logger.Info("hello from the node")
 		return context.Canceled
 	}
+	withFake := func(a *app) { a.runNode = fake }
 	dir := t.TempDir()
-	r := runCLI("node", "run", "--data-dir", dir, "--api", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--listen", "/ip4/127.0.0.1/udp/0/quic-v1",
+	r := runCLIWith(withFake, "node", "run", "--data-dir", dir, "--api", "127.0.0.1:0", "--listen", "/ip4/127.0.0.1/tcp/0", "--listen", "/ip4/127.0.0.1/udp/0/quic-v1",
 		"--config", "node.yaml", "--heartbeat-interval", "2s", "--name", "n1", "--log-level", "debug")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -574,15 +573,17 @@ func TestNodeRun(t *testing.T) {
 	}
 
 	// Defaults: the API address, and zero for what the node or node.yaml decides.
-	runCLI("node", "run", "--data-dir", dir)
+	runCLIWith(withFake, "node", "run", "--data-dir", dir)
 	if want := (runOptions{DataDir: dir, API: defaultAPI, Logger: got.Logger}); !reflect.DeepEqual(got, want) {
 		t.Errorf("default options %+v", got)
 	}
 
-	runNode = func(ctx context.Context, o runOptions) error {
-		return errors.New("node: config: resources.cpu_limit: 120 is outside 1..100")
+	failing := func(a *app) {
+		a.runNode = func(ctx context.Context, o runOptions) error {
+			return errors.New("node: config: resources.cpu_limit: 120 is outside 1..100")
+		}
 	}
-	oneErrorLine(t, runCLI("node", "run", "--data-dir", dir), 1, "resources.cpu_limit")
+	oneErrorLine(t, runCLIWith(failing, "node", "run", "--data-dir", dir), 1, "resources.cpu_limit")
 }
 
 func TestNodeStop(t *testing.T) {
@@ -606,10 +607,8 @@ func TestNodeStop(t *testing.T) {
 
 	// A node that does not go away is an error after the timeout.
 	n2 := startNode(t)
-	old := stopTimeout
-	stopTimeout = 100 * time.Millisecond
-	t.Cleanup(func() { stopTimeout = old })
-	oneErrorLine(t, n2.run("node", "stop"), 1, "still answers")
+	short := func(a *app) { a.stopTimeout = 100 * time.Millisecond }
+	oneErrorLine(t, runCLIWith(short, "--data-dir", n2.dataDir, "node", "stop"), 1, "still answers")
 }
 
 func TestSmartsharePlan(t *testing.T) {

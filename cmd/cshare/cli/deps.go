@@ -7,21 +7,23 @@ import (
 	"github.com/cshare/cshare/smartshare"
 )
 
-// The packages the CLI runs in-process rather than through the API. Tests
-// replace these variables.
+// runNodeDaemon runs the node daemon until ctx is cancelled or it is
+// stopped: what `cshare node run` does in-process (app.runNode; tests give
+// the app another).
+func runNodeDaemon(ctx context.Context, o runOptions) error {
+	return node.Run(ctx, node.Options{
+		DataDir:           o.DataDir,
+		API:               o.API,
+		Listen:            o.Listen,
+		ConfigPath:        o.ConfigPath,
+		HeartbeatInterval: o.HeartbeatInterval,
+		Name:              o.Name,
+		Logger:            o.Logger,
+	})
+}
+
+// The packages the CLI runs in-process rather than through the API.
 var (
-	// runNode runs the node daemon until ctx is cancelled or it is stopped.
-	runNode = func(ctx context.Context, o runOptions) error {
-		return node.Run(ctx, node.Options{
-			DataDir:           o.DataDir,
-			API:               o.API,
-			Listen:            o.Listen,
-			ConfigPath:        o.ConfigPath,
-			HeartbeatInterval: o.HeartbeatInterval,
-			Name:              o.Name,
-			Logger:            o.Logger,
-		})
-	}
 	// runPlan is `cshare smartshare plan`.
 	runPlan = smartshare.RunPlanCommand
 	// agentVersion is the version of this binary.

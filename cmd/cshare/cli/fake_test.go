@@ -22,11 +22,6 @@ import (
 // testNow is the fixed clock of every test.
 var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func TestMain(m *testing.M) {
-	stopInterval = 10 * time.Millisecond
-	os.Exit(m.Run())
-}
-
 const (
 	ownerID = "12D3KooWOwnerOwnerOwnerOwnerOwnerOwnerOwnerAAAAAAAAAAAA"
 	m1ID    = "12D3KooWMachineOneMachineOneMachineOne111111111111aaaa"
@@ -340,10 +335,18 @@ func (r result) lastLine() string {
 	return lines[len(lines)-1]
 }
 
-func runCLI(args ...string) result {
+func runCLI(args ...string) result { return runCLIWith(nil, args...) }
+
+// runCLIWith runs the CLI with the test clock and a short `node stop`
+// poll, after set (if not nil) adjusts the app.
+func runCLIWith(set func(*app), args ...string) result {
 	var out, errb bytes.Buffer
 	a := newApp(&out, &errb)
 	a.now = func() time.Time { return testNow }
+	a.stopInterval = 10 * time.Millisecond
+	if set != nil {
+		set(a)
+	}
 	code := a.run(args)
 	return result{stdout: out.String(), stderr: errb.String(), code: code}
 }

@@ -27,12 +27,6 @@ type runOptions struct {
 	Logger            *slog.Logger
 }
 
-// How `node stop` waits for the API to go away; tests shorten them.
-var (
-	stopTimeout  = 30 * time.Second
-	stopInterval = 200 * time.Millisecond
-)
-
 func (a *app) nodeCmd() *cobra.Command {
 	return group("node", "Run, join, inspect and stop this machine's node",
 		a.nodeRunCmd(), a.nodeJoinCmd(), a.nodeStatusCmd(), a.nodeStopCmd())
@@ -80,7 +74,7 @@ picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
 			if cmd.Flags().Changed("heartbeat-interval") {
 				o.HeartbeatInterval = heartbeat
 			}
-			err := runNode(cmd.Context(), o)
+			err := a.runNode(cmd.Context(), o)
 			if err != nil && errors.Is(err, context.Canceled) {
 				return nil
 			}
@@ -230,19 +224,19 @@ func (a *app) nodeStopCmd() *cobra.Command {
 					return err
 				}
 			}
-			deadline := time.Now().Add(stopTimeout)
+			deadline := time.Now().Add(a.stopTimeout)
 			for {
 				if _, err := status(ctx, cl); errors.Is(err, api.ErrNodeNotRunning) {
 					fmt.Fprintf(a.stdout, "node %s stopped\n", st.ID)
 					return nil
 				}
 				if time.Now().After(deadline) {
-					return fmt.Errorf("node %s still answers at %s after %s; look at its log, or send it SIGTERM", st.ID, cl.Addr(), stopTimeout)
+					return fmt.Errorf("node %s still answers at %s after %s; look at its log, or send it SIGTERM", st.ID, cl.Addr(), a.stopTimeout)
 				}
 				select {
 				case <-ctx.Done():
 					return ctx.Err()
-				case <-time.After(stopInterval):
+				case <-time.After(a.stopInterval):
 				}
 			}
 		},
