@@ -132,6 +132,36 @@ func ledgerView(t *testing.T, p *proc, id string) (items []ledgerItem, attempts,
 	return items, attempts, j.DuplicateRuns
 }
 
+// keepArtifacts copies the run log and the nodes' logs to
+// $CSHARE_E2E_ARTIFACTS/<test name>/ when the test ends, if that is set.
+func keepArtifacts(t *testing.T, runLog string, ps []*proc) {
+	dir := os.Getenv("CSHARE_E2E_ARTIFACTS")
+	if dir == "" {
+		return
+	}
+	dir = filepath.Join(dir, t.Name())
+	t.Cleanup(func() {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Log(err)
+			return
+		}
+		for _, f := range append([]string{runLog}, logPaths(ps)...) {
+			if b, err := os.ReadFile(f); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644)
+			}
+		}
+		t.Logf("artifacts in %s", dir)
+	})
+}
+
+func logPaths(ps []*proc) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.logPath)
+	}
+	return out
+}
+
 // execConf writes a node.yaml for the exec driver with slots slots.
 func execConf(t *testing.T, slots int) string {
 	t.Helper()
@@ -228,6 +258,7 @@ func TestPausedNodeCatchesUp(t *testing.T) {
 	const items = 120
 	log := filepath.Join(t.TempDir(), "runs.log")
 	ps := mesh(t, 3, "--heartbeat-interval", interval.String(), "--config", execConf(t, 2))
+	keepArtifacts(t, log, ps)
 	victim := ps[2]
 	vid := machineID(t, victim)
 	id := lastLine(ps[0].must(append([]string{"job", "submit", "--driver", "exec", "--cpus", "3", "--max-cpus", "6",
@@ -356,6 +387,7 @@ func TestKill9OneNodeNoRerun(t *testing.T) {
 	const kills = 5
 	log := filepath.Join(t.TempDir(), "runs.log")
 	ps := mesh(t, 3, "--heartbeat-interval", "1s", "--config", execConf(t, 4))
+	keepArtifacts(t, log, ps)
 	victim := ps[2]
 	vid := machineID(t, victim)
 	id := lastLine(ps[0].must(append([]string{"job", "submit", "--driver", "exec", "--cpus", "3", "--max-cpus", "12",
@@ -401,6 +433,7 @@ func TestKill9AllThreeFewExtraRuns(t *testing.T) {
 	const items = 200
 	log := filepath.Join(t.TempDir(), "runs.log")
 	ps := mesh(t, 3, "--heartbeat-interval", "1s", "--config", execConf(t, 4))
+	keepArtifacts(t, log, ps)
 	id := lastLine(ps[0].must(append([]string{"job", "submit", "--driver", "exec", "--cpus", "3", "--max-cpus", "12",
 		"--range", fmt.Sprintf("1-%d", items), "--"}, runLogCmd(log, true)...)...))
 	ids := make([]string, len(ps))
