@@ -350,7 +350,9 @@ func TestPausedNodeCatchesUp(t *testing.T) {
 	logDuplicates(t, runs)
 }
 
-// logDuplicates logs every item that ran more than once.
+// logDuplicates logs every item that ran more than once, saying whether
+// its runs overlapped in time (two slots took it at once) or one started
+// after another had ended (it was run again).
 func logDuplicates(t *testing.T, runs map[int64][]*hostRun) {
 	t.Helper()
 	keys := make([]int64, 0, len(runs))
@@ -364,7 +366,15 @@ func logDuplicates(t *testing.T, runs map[int64][]*hostRun) {
 			for i, r := range rs {
 				s[i] = fmtRun(r)
 			}
-			t.Logf("item %d ran %d times: %s", k, len(rs), strings.Join(s, "; "))
+			kind := "at once"
+			for i := 1; i < len(rs); i++ {
+				for _, a := range rs[:i] {
+					if !a.end.IsZero() && !rs[i].start.Before(a.end) {
+						kind = "again after an end"
+					}
+				}
+			}
+			t.Logf("item %d ran %d times (%s): %s", k, len(rs), kind, strings.Join(s, "; "))
 		}
 	}
 }
@@ -397,8 +407,11 @@ func TestKill9OneNodeNoRerun(t *testing.T) {
 	var downs []string
 	for k := 0; k < kills; k++ {
 		// Kill it while it runs items it took since it last started.
+		// Kill it while it runs items it took since it last started, at
+		// least 1.5 s (1.5 intervals) after that start, so the kills are
+		// spread over the job.
 		eventually(t, 30*time.Second, fmt.Sprintf("the victim takes items before kill %d", k+1), func() bool {
-			return runsOn(t, log, vid, since) >= 2
+			return time.Since(since) >= 1500*time.Millisecond && runsOn(t, log, vid, since) >= 2
 		})
 		var j job
 		ps[0].json(&j, "job", "show", id)
