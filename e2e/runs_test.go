@@ -173,6 +173,25 @@ func execConf(t *testing.T, slots int) string {
 	return conf
 }
 
+// converged waits until every node has one state hash: the org is settled
+// (every machine's hardware and limits, written when it joins, known to
+// all) before a job is submitted. Without it, the first plans of a job
+// differ between nodes (the submitter may still count a machine with 0
+// slots) and their first items collide; that start-up race is not what
+// these tests measure.
+func converged(t *testing.T, ps []*proc) {
+	t.Helper()
+	eventually(t, 30*time.Second, "one state hash on every node", func() bool {
+		hashes := map[string]bool{}
+		for _, p := range ps {
+			var o orgInfo
+			p.json(&o, "org", "show")
+			hashes[o.StateHash] = true
+		}
+		return len(hashes) == 1
+	})
+}
+
 func machineID(t *testing.T, p *proc) string {
 	t.Helper()
 	var st status
@@ -259,6 +278,7 @@ func TestPausedNodeCatchesUp(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "runs.log")
 	ps := mesh(t, 3, "--heartbeat-interval", interval.String(), "--config", execConf(t, 2))
 	keepArtifacts(t, log, ps)
+	converged(t, ps)
 	victim := ps[2]
 	vid := machineID(t, victim)
 	id := lastLine(ps[0].must(append([]string{"job", "submit", "--driver", "exec", "--cpus", "3", "--max-cpus", "6",
@@ -409,6 +429,7 @@ func TestKill9OneNodeNoRerun(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "runs.log")
 	ps := mesh(t, 3, "--heartbeat-interval", "1s", "--config", execConf(t, 4))
 	keepArtifacts(t, log, ps)
+	converged(t, ps)
 	victim := ps[2]
 	vid := machineID(t, victim)
 	id := lastLine(ps[0].must(append([]string{"job", "submit", "--driver", "exec", "--cpus", "3", "--max-cpus", "12",
@@ -456,6 +477,7 @@ func TestKill9AllThreeFewExtraRuns(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "runs.log")
 	ps := mesh(t, 3, "--heartbeat-interval", "1s", "--config", execConf(t, 4))
 	keepArtifacts(t, log, ps)
+	converged(t, ps)
 	id := lastLine(ps[0].must(append([]string{"job", "submit", "--driver", "exec", "--cpus", "3", "--max-cpus", "12",
 		"--range", fmt.Sprintf("1-%d", items), "--"}, runLogCmd(log, true)...)...))
 	ids := make([]string, len(ps))
