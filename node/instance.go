@@ -28,7 +28,13 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		in.mu.Lock()
 		stop := in.stopAfter
 		in.mu.Unlock()
-		if stop {
+		// An adopted run is this instance's current item: told to stop
+		// after it (the first plan after a restart lacks this machine
+		// until its first heartbeat), the instance still waits for it and
+		// records it. Returning at once freed the slot while the run went
+		// on, unsupervised and unleased, and the next plan started another
+		// instance there that could take the same item again.
+		if stop && adoptRun == "" {
 			return
 		}
 		var item int64
