@@ -15,8 +15,10 @@
 //     NewRing's in-place sort equals a comparison sort by (place, owner).
 //   - While the plans agree and no owner is missing, slots deciding at the
 //     same moment never take the same item; an owner's pick is its own
-//     whatever it knows of others' leases, and no thief that knows at least
-//     the leases the owner knows takes it.
+//     whatever it knows of others' leases, no thief that knows at least the
+//     leases the owner knows takes it, and two thieves never take the same
+//     item whatever each knows (a thief takes only the items it backs up,
+//     Ring.BackupOf).
 //   - Every pending item is taken by some running slot in bounded time,
 //     whoever of its owners is gone (orphans), reserved (IdleSteal) or
 //     just moved by a plan change (OwnerGrace).

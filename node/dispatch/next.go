@@ -152,10 +152,15 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 			return v.RangeStart + int64(i32), true
 		}
 	}
-	// Steal: candidates from the top down. A running owner takes its
-	// lowest free items next, one after the other, and a thief's lease
-	// reaches it only after a heartbeat (a few hundred milliseconds on a
-	// busy host): leave each running owner its OwnReserve lowest free items.
+	// Steal, from the top down: an owner takes its lowest free items
+	// first, so its highest are the last it would reach. Each item has one
+	// backup among the owners (Ring.BackupOf), the same on every node while
+	// the plans agree, and an idle slot takes only items it backs up: two
+	// idle slots never take the same one, whatever each knows of the
+	// other's leases. A running owner's lease reaches a thief only after a
+	// heartbeat (a few hundred milliseconds on a busy host), so each running
+	// owner keeps its OwnReserve lowest free items. Items whose owner does
+	// not run at all (orphans) are shared out among the slots.
 	type cand struct{ i, owner int }
 	var cands []cand
 	lowest := map[int][]int{} // owner -> indexes in cands of its lowest free items seen, lowest last
@@ -173,41 +178,62 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 		lowest[o] = append(lowest[o], len(cands))
 		cands = append(cands, cand{i, o})
 	}
-	skip := map[int]bool{}
-	for o, ks := range lowest { // sets skip only: order does not matter
+	reserved := map[int]bool{} // indexes in cands
+	next := map[int]bool{}     // indexes in cands of each running owner's next item
+	for o, ks := range lowest { // sets only: order does not matter
 		if isAlive(owners[o]) {
 			for _, k := range ks[max(0, len(ks)-OwnReserve):] {
-				skip[k] = true
+				reserved[k] = true
+			}
+			if len(ks) > 0 {
+				next[ks[len(ks)-1]] = true
 			}
 		}
 	}
-	var top, orphans []int64
+	var orphans []int64
+	steal, idle, idleNext := -1, -1, -1
 	for k, cd := range cands {
-		if skip[k] {
-			continue
-		}
-		top = append(top, v.RangeStart+int64(cd.i))
-		if !isAlive(owners[cd.owner]) {
+		switch {
+		case !isAlive(owners[cd.owner]):
 			orphans = append(orphans, v.RangeStart+int64(cd.i))
+		case ring.BackupOf(cd.i) != rank:
+		case !reserved[k]:
+			if steal < 0 {
+				steal = cd.i
+			}
+		case !next[k]:
+			if idle < 0 {
+				idle = cd.i
+			}
+		default:
+			if idleNext < 0 {
+				idleNext = cd.i
+			}
 		}
 	}
 	switch {
-	case rank < len(top):
+	case steal >= 0:
 		c.IdleSince = time.Time{}
-		return top[rank], true
+		return v.RangeStart + int64(steal), true
 	case len(orphans) > 0:
 		c.IdleSince = time.Time{}
 		return orphans[rank%len(orphans)], true
-	case len(cands) > 0:
-		// Only items reserved for running owners are left. An owner that
-		// wanted one has had time to announce its lease: no instance sits
-		// idle while an item is pending, so take one.
+	case idle >= 0 || idleNext >= 0:
+		// Only items reserved for running owners are left that this slot
+		// backs up. An owner that wanted one has had time to announce its
+		// lease: no slot sits idle while an item waits, so take one. An
+		// owner's very next item (it takes that when its current one ends)
+		// only after twice as long: the owner may be about to.
 		if c.IdleSince.IsZero() {
 			c.IdleSince = now
 		}
-		if now.Sub(c.IdleSince) >= IdleSteal {
+		switch idled := now.Sub(c.IdleSince); {
+		case idle >= 0 && idled >= IdleSteal:
 			c.IdleSince = time.Time{}
-			return v.RangeStart + int64(cands[rank%len(cands)].i), true
+			return v.RangeStart + int64(idle), true
+		case idle < 0 && idled >= 2*IdleSteal:
+			c.IdleSince = time.Time{}
+			return v.RangeStart + int64(idleNext), true
 		}
 	}
 	return 0, false

@@ -121,6 +121,30 @@ func (r *Ring) OwnerOf(i int) int {
 	return int(r.owners[k])
 }
 
+// BackupOf is item i's backup owner: the owner of the first point after
+// its owner's (clockwise, wrapping) that belongs to another owner, or -1 on
+// a ring of fewer than two owners. Every item has one backup, the same on
+// every node for one plan, so an idle slot that takes only the items it
+// backs up never takes one another idle slot takes (see Next).
+func (r *Ring) BackupOf(i int) int {
+	if r == nil || len(r.points) == 0 {
+		return -1
+	}
+	h := itemHash(i)
+	n := len(r.points)
+	k := sort.Search(n, func(x int) bool { return r.points[x] >= h })
+	if k == n {
+		k = 0
+	}
+	own := r.owners[k]
+	for d := 1; d < n; d++ {
+		if o := r.owners[(k+d)%n]; o != own {
+			return int(o)
+		}
+	}
+	return -1
+}
+
 // ItemsOf returns the indexes of the items among b's that rank owns,
 // ascending: exactly the i below b.N() with r.OwnerOf(i) == rank. It finds
 // rank's points from its seed (a binary search each) and the items on their

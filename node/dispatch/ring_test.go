@@ -178,3 +178,29 @@ func TestSortRingBucket(t *testing.T) {
 		}
 	})
 }
+
+// TestBackupOf: an item's backup is another owner (none on a ring of one),
+// and the backups spread over the owners.
+func TestBackupOf(t *testing.T) {
+	if b := NewRing([]uint64{1}).BackupOf(3); b != -1 {
+		t.Fatalf("one owner: backup %d, want -1", b)
+	}
+	if b := (*Ring)(nil).BackupOf(3); b != -1 {
+		t.Fatalf("nil ring: backup %d, want -1", b)
+	}
+	seeds := []uint64{11, 22, 33, 44, 55}
+	r := NewRing(seeds)
+	count := make([]int, len(seeds))
+	for i := 0; i < 5000; i++ {
+		b := r.BackupOf(i)
+		if b < 0 || b >= len(seeds) || b == r.OwnerOf(i) {
+			t.Fatalf("item %d: owner %d, backup %d", i, r.OwnerOf(i), b)
+		}
+		count[b]++
+	}
+	for o, c := range count {
+		if c < 500 {
+			t.Errorf("owner %d backs up only %d of 5000 items: %v", o, c, count)
+		}
+	}
+}
