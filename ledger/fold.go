@@ -60,8 +60,8 @@ func ValidateSettings(s SmartShare) error {
 const MaxJobItems = jobspec.MaxItems
 
 // ValidateJobSpec checks a job spec with the validators the CLI and the API
-// use (package jobspec); errors name the field, the value and what is
-// allowed.
+// use (package jobspec, and package text for the name); errors name the
+// field, the value and what is allowed.
 func ValidateJobSpec(s JobSpec) error {
 	if s.Name != "" {
 		if err := text.CheckName("name", s.Name); err != nil {
