@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/cshare/cshare/internal/edkey"
+	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger/jobspec"
 )
 
@@ -60,9 +60,14 @@ func ValidateSettings(s SmartShare) error {
 const MaxJobItems = jobspec.MaxItems
 
 // ValidateJobSpec checks a job spec with the validators the CLI and the API
-// use (package jobspec); errors name the field, the value and what is
-// allowed.
+// use (package jobspec, and package text for the name); errors name the
+// field, the value and what is allowed.
 func ValidateJobSpec(s JobSpec) error {
+	if s.Name != "" {
+		if err := text.CheckName("name", s.Name); err != nil {
+			return err
+		}
+	}
 	if err := jobspec.CheckCmd(s.Cmd); err != nil {
 		return err
 	}
@@ -150,8 +155,8 @@ func Apply(st *State, e *Entry) error {
 		if m == nil || m.Status == MachineRemoved || m.Status == MachineRejected {
 			return denied("machine.update by %s, which is not a registered machine", author)
 		}
-		if !validMachineName(p.Name) {
-			return fmt.Errorf("%w: machine name must be one line of at most 128 characters", ErrMalformed)
+		if err := checkMachineName(p.Name); err != nil {
+			return err
 		}
 		if p.Name != "" {
 			m.Name = p.Name
@@ -206,9 +211,16 @@ func Apply(st *State, e *Entry) error {
 			return fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 		if p.Name != nil {
-			if *p.Name == "" || len(*p.Name) > 128 {
-				return fmt.Errorf("%w: name must be 1..128 characters", ErrMalformed)
+			if err := text.CheckName("name", *p.Name); err != nil {
+				return fmt.Errorf("%w: %v", ErrMalformed, err)
 			}
+		}
+		if p.Description != nil {
+			if err := text.CheckDescription("description", *p.Description); err != nil {
+				return fmt.Errorf("%w: %v", ErrMalformed, err)
+			}
+		}
+		if p.Name != nil {
 			st.Name = *p.Name
 		}
 		if p.Description != nil {
@@ -382,8 +394,14 @@ func applyGenesis(st *State, e *Entry) error {
 	if err := DecodePayload(e.Payload, &p); err != nil {
 		return err
 	}
-	if p.Name == "" || len(p.Name) > 128 {
-		return fmt.Errorf("%w: org name must be 1..128 characters", ErrMalformed)
+	if err := text.CheckName("name", p.Name); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if err := text.CheckDescription("description", p.Description); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if err := checkMachineName(p.MachineName); err != nil {
+		return err
 	}
 	if err := ValidateSettings(p.Settings.SmartShare); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
@@ -408,14 +426,22 @@ func shortID(id string) string {
 	return id
 }
 
-func validMachineName(s string) bool {
-	return len(s) <= 128 && !strings.ContainsAny(s, "\n\r\t")
+// checkMachineName checks the name a machine gives itself; empty means
+// "keep the current one" (or, on registering, the short ID).
+func checkMachineName(s string) error {
+	if s == "" {
+		return nil
+	}
+	if err := text.CheckName("machine name", s); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return nil
 }
 
 func applyRegister(st *State, e *Entry, author string, p MachineRegister) error {
 	c := p.Cap
-	if !validMachineName(p.Name) {
-		return fmt.Errorf("%w: machine name must be one line of at most 128 characters", ErrMalformed)
+	if err := checkMachineName(p.Name); err != nil {
+		return err
 	}
 	if c.Org != st.Org {
 		return fmt.Errorf("%w: capability is for org %s", ErrWrongOrg, c.Org)

@@ -47,7 +47,7 @@ func (n *Node) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInfo, e
 	if role == "" {
 		return api.JobInfo{}, api.Errorf(http.StatusForbidden, "this node's identity %s is not a member yet: an admin must approve this machine first (cshare machine approve %s)", me, me)
 	}
-	spec := ledger.JobSpec{Name: req.Name, Image: req.Image, Driver: req.Driver, Cmd: req.Cmd, Env: req.Env,
+	spec := ledger.JobSpec{Name: strings.TrimSpace(req.Name), Image: req.Image, Driver: req.Driver, Cmd: req.Cmd, Env: req.Env,
 		Cores: req.CoresMilli, MemoryMB: req.MemoryMB, GPUs: req.GPUs, RangeStart: 1,
 		Priority: req.Priority, CPUs: req.CPUs, Retries: req.Retries}
 	if req.RangeStart != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/replica"
 	"github.com/cshare/cshare/ledger/store"
@@ -148,6 +149,11 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 	if opts.MergeAbove == 0 {
 		opts.MergeAbove = defaultMergeAbove
+	}
+	if opts.Name != "" {
+		if err := text.CheckName("--name", opts.Name); err != nil {
+			return nil, fmt.Errorf("node: %w", err)
+		}
 	}
 	if opts.MergeAbove < 0 {
 		return nil, fmt.Errorf("node: merge threshold %d is negative", opts.MergeAbove)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
@@ -108,7 +109,12 @@ func (n *Node) machineName() string {
 	if n.cfg.Name != "" {
 		return n.cfg.Name
 	}
+	// A host name that is no valid machine name (too long, say) is not
+	// used: the ledger then names the machine by its short ID.
 	h, _ := os.Hostname()
+	if text.CheckName("name", h) != nil {
+		return ""
+	}
 	return h
 }
 
@@ -128,11 +134,11 @@ func (n *Node) CreateOrg(ctx context.Context, req api.OrgCreate) (api.KeyResult,
 		return api.KeyResult{}, api.Errorf(http.StatusConflict, "this node is already in org %s; a node belongs to one org", org)
 	}
 	req.Name = strings.TrimSpace(req.Name)
-	if req.Name == "" || len(req.Name) > 128 {
-		return api.KeyResult{}, api.Errorf(http.StatusBadRequest, "name: must be 1..128 characters")
+	if err := text.CheckName("name", req.Name); err != nil {
+		return api.KeyResult{}, badReq(err)
 	}
-	if len(req.Description) > 1024 {
-		return api.KeyResult{}, api.Errorf(http.StatusBadRequest, "description: at most 1024 characters")
+	if err := text.CheckDescription("description", req.Description); err != nil {
+		return api.KeyResult{}, badReq(err)
 	}
 	nonce := make([]byte, 16)
 	_, _ = rand.Read(nonce)
@@ -263,10 +269,16 @@ func (n *Node) SetSettings(ctx context.Context, req api.SettingsRequest) (api.Or
 		v := req.Set[k]
 		switch k {
 		case "name":
-			s := v
+			s := strings.TrimSpace(v)
+			if err := text.CheckName("name", s); err != nil {
+				return api.OrgInfo{}, badReq(err)
+			}
 			u.Name = &s
 		case "description":
 			s := v
+			if err := text.CheckDescription("description", s); err != nil {
+				return api.OrgInfo{}, badReq(err)
+			}
 			u.Description = &s
 		case "require_machine_approval":
 			b, err := strconv.ParseBool(v)
@@ -312,8 +324,11 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 	if err != nil {
 		return api.JoinResult{}, api.Errorf(http.StatusBadRequest, "org key: %s", strings.TrimPrefix(err.Error(), "ledger: "))
 	}
-	if len(req.Name) > 128 {
-		return api.JoinResult{}, api.Errorf(http.StatusBadRequest, "name: at most 128 characters")
+	req.Name = strings.TrimSpace(req.Name)
+	if req.Name != "" {
+		if err := text.CheckName("name", req.Name); err != nil {
+			return api.JoinResult{}, badReq(err)
+		}
 	}
 	org := tok.Cap.Org
 	if cur := n.orgID(); cur != "" && cur != org {

@@ -4,18 +4,22 @@ import (
 	"html/template"
 	"net/http"
 	"time"
+
+	"github.com/cshare/cshare/internal/text"
 )
 
-var dashboard = template.Must(template.New("d").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>cshare — {{.Org}}</title>
+// dashboard shows names through esc (text.Escape) as the CLI's tables do:
+// html/template escapes HTML, not control or bidi characters.
+var dashboard = template.Must(template.New("d").Funcs(template.FuncMap{"esc": text.Escape}).Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>cshare — {{esc .Org}}</title>
 <meta http-equiv="refresh" content="5">
 <style>body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}</style>
 </head><body>
-<h1>cshare: {{.Org}}</h1>
+<h1>cshare: {{esc .Org}}</h1>
 <p>Node {{.ID}} · {{.Now}}</p>
 <h2>Machines</h2>
 <table><tr><th>Name</th><th>Status</th><th>Last heartbeat</th><th>Running jobs</th><th>Total jobs</th><th>CPUs</th><th>Memory MB</th><th>GPUs</th></tr>
-{{range .Machines}}<tr><td>{{.Name}}</td><td>{{.Status}}</td><td>{{.LastHeartbeat}}</td><td>{{.RunningJobs}}</td><td>{{.TotalJobs}}</td><td>{{.Hardware.CPUs}}</td><td>{{.Hardware.MemoryMB}}</td><td>{{len .Hardware.GPUs}}</td></tr>
+{{range .Machines}}<tr><td>{{esc .Name}}</td><td>{{.Status}}</td><td>{{.LastHeartbeat}}</td><td>{{.RunningJobs}}</td><td>{{.TotalJobs}}</td><td>{{.Hardware.CPUs}}</td><td>{{.Hardware.MemoryMB}}</td><td>{{len .Hardware.GPUs}}</td></tr>
 {{end}}</table>
 <h2>Jobs</h2>
 <table><tr><th>ID</th><th>State</th><th>Priority</th><th>Instances</th><th>Done</th><th>Failed</th><th>Total</th></tr>

@@ -8,6 +8,8 @@ import (
 	"hash"
 	"io"
 	"text/tabwriter"
+
+	"github.com/cshare/cshare/internal/text"
 )
 
 func (p *planner) result() Result {
@@ -243,7 +245,8 @@ func appendStr(b []byte, s string) []byte {
 
 // WriteTable writes r for people: one row per job (in priority order) with
 // its primaries, secondaries, what it could use, its preempted instances
-// and the reason it has less, then the preemptions and the plan hash.
+// and the reason it has less, then the preemptions and the plan hash. IDs
+// and reasons are escaped (text.Escape): the input may come from anyone.
 func WriteTable(w io.Writer, r Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tPRIMARIES\tSECONDARIES\tWANTED\tPREEMPTED\tREASON")
@@ -252,7 +255,7 @@ func WriteTable(w io.Writer, r Result) error {
 		if reason == "" {
 			reason = reasonPlaceholder
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", j.ID, j.Primaries, j.Secondaries, j.Wanted, j.Preempted, reason)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", text.Escape(j.ID), j.Primaries, j.Secondaries, j.Wanted, j.Preempted, text.Escape(reason))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -264,7 +267,7 @@ func WriteTable(w io.Writer, r Result) error {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  MACHINE\tSLOT\tJOB\tMODE")
 		for _, x := range r.Preempt {
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", x.Machine, x.Slot, x.Job, x.Mode)
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\n", text.Escape(x.Machine), x.Slot, text.Escape(x.Job), x.Mode)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -10,10 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/cshare/cshare/internal/text"
 )
 
 // Bounds and defaults of the node keys.
@@ -25,7 +25,6 @@ const (
 	// every instance (and every finished item not yet in the ledger), and it
 	// must fit in a gossip message (64 KiB): 256 slots take at most ~55 KB.
 	MaxConcurrentJobsLimit = 256
-	MaxNameLength          = 64 // bytes
 	MaxFileSize            = 1 << 20
 )
 
@@ -222,13 +221,12 @@ func (f File) errAt(key, format string, args ...any) *Error {
 // check validates what does not depend on the hardware.
 func (f File) check() error {
 	if f.Name != "" {
-		switch {
-		case len(f.Name) > MaxNameLength:
-			return f.errAt("name", "%d bytes is too long; allowed: 1..%d", len(f.Name), MaxNameLength)
-		case !utf8.ValidString(f.Name) || strings.ContainsFunc(f.Name, func(r rune) bool { return !unicode.IsPrint(r) || r == utf8.RuneError }):
-			return f.errAt("name", "%q contains a control or invalid character; allowed: printable characters", f.Name)
-		case strings.TrimSpace(f.Name) != f.Name:
-			return f.errAt("name", "%q starts or ends with a space", f.Name)
+		// The ledger's rule for names (package text), checked here so a bad
+		// name stops the node instead of being ignored by every fold.
+		if err := text.CheckName("name", f.Name); err != nil {
+			var te *text.Error
+			errors.As(err, &te)
+			return f.errAt("name", "%s; %s", te.Problem, te.Allowed)
 		}
 	}
 	if d := f.HeartbeatInterval; d != 0 && (d < MinHeartbeatInterval || d > MaxHeartbeatInterval) {

@@ -213,8 +213,8 @@ func TestParseErrors(t *testing.T) {
 		{"runtime list", "runtime: [docker]\n", "runtime", "runtime: is a list; expected a mapping with keys exec, docker"},
 		{"resources scalar", "resources: lots\n", "resources", `resources: is "lots" (a string); expected a mapping`},
 		{"name empty", "name: \"\"\n", "name", "name: is empty; give a name or remove the key (line 1)"},
-		{"name too long", "name: " + strings.Repeat("x", 65) + "\n", "name", "name: 65 bytes is too long; allowed: 1..64 (line 1)"},
-		{"name control", "name: \"a\\tb\"\n", "name", `name: "a\tb" contains a control or invalid character`},
+		{"name too long", "name: " + strings.Repeat("x", 65) + "\n", "name", "name: 65 characters; allowed: at most 64, one line of printable text (line 1)"},
+		{"name control", "name: \"a\\tb\"\n", "name", `name: "a\tb" holds a control character (U+0009); allowed: 1 to 64 characters, one line of printable text`},
 		{"name spaces", "name: \" box\"\n", "name", `name: " box" starts or ends with a space`},
 		{"name mapping", "name: {a: b}\n", "name", "name: is a mapping; expected a machine name"},
 		{"top level list", "- resources\n", "", "the top level: is a list; expected a mapping with keys name, heartbeat_interval, resources, runtime, discovery, registries (line 1)"},
@@ -286,7 +286,7 @@ func TestLimitsChecksCodeBuiltFiles(t *testing.T) {
 		{File{Resources: Resources{CPULimit: &n}}, "resources.cpu_limit: 0 is outside 1..100"},
 		{File{HeartbeatInterval: time.Millisecond}, "heartbeat_interval: 1ms is outside 1s..1h"},
 		{File{Resources: Resources{GPUs: []GPU{{Device: 1}, {Device: 1}}}}, "resources.gpus[1].device: GPU 1 is listed twice"},
-		{File{Name: "a\nb"}, `name: "a\nb" contains a control`},
+		{File{Name: "a\nb"}, `name: "a\nb" holds a line break (U+000A)`},
 	}
 	for _, c := range cases {
 		_, err := c.f.Limits(machine)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/node/api"
 )
 
@@ -83,19 +84,21 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-// report prints err as one line on stderr and returns the exit code.
+// report prints err as one line on stderr and returns the exit code. The
+// line is escaped: errors echo names and references, some of them other
+// members'.
 func (a *app) report(cmd *cobra.Command, err error) int {
 	var ue *usageError
 	var ee *exitError
 	switch {
 	case errors.As(err, &ue):
-		fmt.Fprintf(a.stderr, "cshare: %s (see %s --help)\n", oneLine(ue.msg), ue.cmd)
+		fmt.Fprintf(a.stderr, "cshare: %s (see %s --help)\n", text.Escape(oneLine(ue.msg)), ue.cmd)
 		return 2
 	case errors.As(err, &ee):
-		fmt.Fprintf(a.stderr, "cshare: %s\n", oneLine(a.explain(ee.err)))
+		fmt.Fprintf(a.stderr, "cshare: %s\n", text.Escape(oneLine(a.explain(ee.err))))
 		return ee.code
 	default:
-		fmt.Fprintf(a.stderr, "cshare: %s\n", oneLine(a.explain(err)))
+		fmt.Fprintf(a.stderr, "cshare: %s\n", text.Escape(oneLine(a.explain(err))))
 		return 1
 	}
 }

@@ -46,6 +46,7 @@ type fakeNode struct {
 	fail     error // returned by every call when set
 	onStop   func()
 
+	org      api.OrgInfo
 	machines []api.MachineInfo
 	members  []api.MemberInfo
 	jobs     []api.JobInfo
@@ -54,6 +55,8 @@ type fakeNode struct {
 
 func newFake() *fakeNode {
 	return &fakeNode{
+		org: api.OrgInfo{ID: "bafyorg", Name: "acme", Owner: ownerID, StateHash: "abc123", Entries: 12, Heads: []string{"bafyhead1"},
+			Settings: ledger.DefaultSettings(), Members: 2, Machines: 4},
 		machines: []api.MachineInfo{
 			{ID: m1ID, Name: "office-gpu-1", Status: "available", Owner: ownerID, LastHeartbeat: api.FormatTime(testNow.Add(-12 * time.Second)),
 				Hardware: ledger.Hardware{CPUs: 16, MemoryMB: 65536, DiskMB: 1 << 20, GPUs: []ledger.GPU{{Index: 0, UUID: "GPU-1", Name: "A100", MemoryMB: 40960}}},
@@ -120,8 +123,7 @@ func (f *fakeNode) CreateOrg(ctx context.Context, req api.OrgCreate) (api.KeyRes
 }
 
 func (f *fakeNode) Org(ctx context.Context) (api.OrgInfo, error) {
-	return api.OrgInfo{ID: "bafyorg", Name: "acme", Owner: ownerID, StateHash: "abc123", Entries: 12, Heads: []string{"bafyhead1"},
-		Settings: ledger.DefaultSettings(), Members: 2, Machines: 4}, f.call("org")
+	return f.org, f.call("org")
 }
 
 func (f *fakeNode) OrgKey(ctx context.Context, rotate bool) (api.KeyResult, error) {

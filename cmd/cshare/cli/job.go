@@ -10,6 +10,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
 )
@@ -114,6 +115,11 @@ func (s *submitFlags) request(cmd *cobra.Command, args []string) (submission, er
 	req.Driver = s.driver
 	req.Image = strings.TrimSpace(s.image)
 	req.Name = strings.TrimSpace(s.name)
+	if req.Name != "" {
+		if err := text.CheckName("--name", req.Name); err != nil {
+			return sub, err
+		}
+	}
 	var err error
 	sub.rng = strings.TrimSpace(s.rng)
 	var lo, hi int64
@@ -193,7 +199,7 @@ SmartShare adds secondary ones up to --max-cpus.
 			}
 			what := "job"
 			if j.Name != "" {
-				what = fmt.Sprintf("job %q", j.Name)
+				what = "job " + text.Quote(j.Name)
 			}
 			maxc := sub.maxCPUs
 			if maxc == "" {
@@ -394,8 +400,12 @@ func (a *app) jobLogsCmd() *cobra.Command {
 	var item int64
 	c := &cobra.Command{
 		Use:   "logs ID --item N",
-		Short: "Print the output of one agenda item of a job",
-		Args:  exactArgs("ID"),
+		Short: "Print the output of one agenda item of a job, raw",
+		Long: `Print the output of one agenda item of a job. The output is the job's own,
+written as it was (like docker logs): it is not escaped, so control
+characters in it reach the terminal. Pipe it through cat -v or less to
+see them.`,
+		Args: exactArgs("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := a.client()
 			if err != nil {

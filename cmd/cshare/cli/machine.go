@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/node/api"
 )
 
@@ -111,7 +112,7 @@ func (a *app) machineActionCmd(action, short, done string) *cobra.Command {
 			}
 			name := m.ID
 			if m.Name != "" {
-				name = m.Name + " (" + m.ID + ")"
+				name = text.Escape(m.Name) + " (" + m.ID + ")"
 			}
 			_, err = fmt.Fprintf(a.stdout, "%s machine %s; status %s\n", done, name, orDash(m.Status))
 			return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/node/api"
 )
 
@@ -55,6 +56,12 @@ picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
 			if cmd.Flags().Changed("heartbeat-interval") && heartbeat <= 0 {
 				return usagef(cmd, "--heartbeat-interval: %s is not allowed; give a positive duration such as 30s", heartbeat)
 			}
+			name = strings.TrimSpace(name)
+			if name != "" {
+				if err := text.CheckName("--name", name); err != nil {
+					return usagef(cmd, "%v", err)
+				}
+			}
 			for _, l := range listen {
 				if !strings.HasPrefix(l, "/") {
 					return usagef(cmd, "--listen: %q is not a multiaddr; use e.g. /ip4/0.0.0.0/tcp/4001", l)
@@ -96,6 +103,12 @@ func (a *app) join(cmd *cobra.Command, key, name string, asJSON bool) error {
 	if err != nil {
 		return err
 	}
+	name = strings.TrimSpace(name)
+	if name != "" {
+		if err := text.CheckName("--name", name); err != nil {
+			return usagef(cmd, "%v", err)
+		}
+	}
 	res, err := cl.Join(cmd.Context(), api.JoinRequest{OrgKey: key, Name: name})
 	if err != nil {
 		return err
@@ -105,7 +118,7 @@ func (a *app) join(cmd *cobra.Command, key, name string, asJSON bool) error {
 	}
 	org := res.Org
 	if res.OrgName != "" {
-		org = res.OrgName + " (" + res.Org + ")"
+		org = text.Escape(res.OrgName) + " (" + res.Org + ")"
 	}
 	switch res.Status {
 	case "pending":

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/node/api"
 )
 
@@ -30,6 +31,12 @@ func (a *app) orgCreateCmd() *cobra.Command {
 			if name == "" {
 				return usagef(cmd, "--name is required: the org's name, e.g. --name acme")
 			}
+			if err := text.CheckName("--name", name); err != nil {
+				return usagef(cmd, "%v", err)
+			}
+			if err := text.CheckDescription("--description", desc); err != nil {
+				return usagef(cmd, "%v", err)
+			}
 			cl, err := a.client()
 			if err != nil {
 				return err
@@ -41,7 +48,7 @@ func (a *app) orgCreateCmd() *cobra.Command {
 			if asJSON {
 				return printJSON(a.stdout, res)
 			}
-			fmt.Fprintf(a.stdout, "created org %s (%s); this node is its owner\n", name, res.Org)
+			fmt.Fprintf(a.stdout, "created org %s (%s); this node is its owner\n", text.Escape(name), res.Org)
 			fmt.Fprintf(a.stdout, "machines join with: cshare node join --org-key KEY; the org key:\n")
 			_, err = fmt.Fprintln(a.stdout, res.Key)
 			return err
@@ -226,6 +233,17 @@ func parseSettings(args []string) (map[string]string, error) {
 		case v == "":
 			return nil, fmt.Errorf("%q: the value is empty", arg)
 		}
+		switch k {
+		case "name":
+			v = strings.TrimSpace(v)
+			if err := text.CheckName("name", v); err != nil {
+				return nil, err
+			}
+		case "description":
+			if err := text.CheckDescription("description", v); err != nil {
+				return nil, err
+			}
+		}
 		if _, dup := set[k]; dup {
 			return nil, fmt.Errorf("%s is given twice", k)
 		}
@@ -277,7 +295,7 @@ The change is one ledger entry and takes effect on every node.`,
 			}
 			sort.Strings(keys)
 			for _, k := range keys {
-				fmt.Fprintf(a.stdout, "set %s=%s\n", k, set[k])
+				fmt.Fprintf(a.stdout, "set %s=%s\n", k, text.Escape(set[k]))
 			}
 			return nil
 		},

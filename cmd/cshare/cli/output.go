@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/docker/go-units"
+
+	"github.com/cshare/cshare/internal/text"
 )
 
 // printJSON writes v as one indented JSON value. A nil slice is written as
@@ -30,9 +32,17 @@ func printJSON(w io.Writer, v any) error {
 
 // table is an aligned text table. Columns are separated by two spaces and
 // padded by display width, so wide runes (the status marks) keep alignment.
+// Every cell is escaped (text.Escape): names and descriptions come from
+// other members, and a row is always one line without control characters.
 type table struct{ rows [][]string }
 
-func (t *table) row(cells ...string) { t.rows = append(t.rows, cells) }
+func (t *table) row(cells ...string) {
+	r := make([]string, len(cells))
+	for i, c := range cells {
+		r[i] = text.Escape(c)
+	}
+	t.rows = append(t.rows, r)
+}
 
 func (t *table) write(w io.Writer) error {
 	var widths []int
@@ -60,7 +70,8 @@ func (t *table) write(w io.Writer) error {
 	return err
 }
 
-// kv writes "key:  value" lines, aligned.
+// kv writes "key:  value" lines, aligned and escaped as table rows are: a
+// multi-line value (the org's description) shows its line breaks as \n.
 func kv(w io.Writer, pairs ...[2]string) error {
 	var t table
 	for _, p := range pairs {
