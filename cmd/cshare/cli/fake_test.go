@@ -239,7 +239,10 @@ func (f *fakeNode) RemoveMember(ctx context.Context, id string) (string, error) 
 
 func (f *fakeNode) Leave(ctx context.Context) error { return f.call("leave") }
 
-func (f *fakeNode) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInfo, error) {
+// fakeUnfit is the fake's warning for a job asking for more than 1 GPU.
+const fakeUnfit = "no approved machine of the org can run one instance of this job yet: 2 GPUs per instance, above the largest machine's 1"
+
+func (f *fakeNode) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobSubmitted, error) {
 	f.mu.Lock()
 	f.submit = &req
 	f.mu.Unlock()
@@ -247,8 +250,12 @@ func (f *fakeNode) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInf
 	if req.MaxCPUs != nil {
 		maxc = jobspec.FormatMaxCPUs(*req.MaxCPUs)
 	}
-	return api.JobInfo{ID: jobID, Name: req.Name, State: "queued", Priority: req.Priority, CPUs: req.CPUs, MaxCPUs: maxc,
-		Cmd: req.Cmd, Range: fmt.Sprintf("%d-%d", *req.RangeStart, *req.RangeEnd)}, f.call("submit")
+	var warnings []string
+	if req.GPUs > 1 {
+		warnings = []string{fakeUnfit}
+	}
+	return api.JobSubmitted{JobInfo: api.JobInfo{ID: jobID, Name: req.Name, State: "queued", Priority: req.Priority, CPUs: req.CPUs, MaxCPUs: maxc,
+		Cmd: req.Cmd, Range: fmt.Sprintf("%d-%d", *req.RangeStart, *req.RangeEnd)}, Warnings: warnings}, f.call("submit")
 }
 
 func (f *fakeNode) Jobs(ctx context.Context) ([]api.JobInfo, error) { return f.jobs, f.call("jobs") }
