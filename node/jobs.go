@@ -383,7 +383,7 @@ func (n *Node) ModifyJob(ctx context.Context, id string, req api.JobModify) (api
 		return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "nothing to modify: give max_cpus or priority (cshare job modify ID --max-cpus N|* --priority P)")
 	}
 	if j.State != ledger.JobActive {
-		return api.JobInfo{}, api.Errorf(http.StatusConflict, "job %s is %s", j.ID, j.State)
+		return api.JobInfo{}, api.Errorf(http.StatusConflict, "job %s is %s; only a queued or running job can be modified", j.ID, j.State)
 	}
 	if _, err := n.write(ctx, ledger.KindJobModify, m); err != nil {
 		return api.JobInfo{}, refused(err)
@@ -417,7 +417,7 @@ func (n *Node) JobLogs(ctx context.Context, id string, item int64) ([]byte, erro
 		return nil, err
 	}
 	if err := itemInRange(j.Spec, item); err != nil {
-		return nil, api.Errorf(http.StatusBadRequest, "%v", err)
+		return nil, api.FieldErrorf(http.StatusBadRequest, "item", "%v", err)
 	}
 	var it ledger.Item
 	n.snapshot(func(st *ledger.State) { it = st.Jobs[j.ID].Items[item-j.Spec.RangeStart] })
