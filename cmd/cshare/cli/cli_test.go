@@ -83,12 +83,13 @@ func TestTables(t *testing.T) {
 		{[]string{"job", "ls"}, []string{"ID", "STATE", "PRIORITY", "INSTANCES", "ITEMS", "FAILED", "SUBMITTER", "AGE",
 			short(jobID), "running", "2/2+1", "40/100", "5m", "3d", "0/0+0", "0/1"}},
 		{[]string{"job", "show", jobID}, []string{"state:", "running", "reason:", "preempted by a higher priority job",
-			`sh -c "echo $CSHARE_ITEM"`, "40/100 done, 1 failed", "MACHINE", "SLOT", "KIND", "secondary", "render-2"}},
+			`sh -c "echo $CSHARE_ITEM"`, "40/100 done, 1 failed", "per instance:", "0.5 cores, 512 MiB memory, 1 gpus", "MACHINE", "SLOT", "KIND", "secondary", "render-2"}},
 		{[]string{"job", "items", jobID}, []string{"ITEM", "STATUS", "ATTEMPTS", "CODE", "DURATION", "1.5s", "2 KiB", "failed"}},
 		{[]string{"member", "ls"}, []string{"ID", "ROLE", "owner", "member", short(ownerID)}},
 		{[]string{"node", "status"}, []string{"id:", ownerID, "acme (bafyorg)", "peers:", "2 of 2 peers agree"}},
 		{[]string{"org", "show"}, []string{"state hash:", "abc123", "smartshare.preempt_policy:", "aggressive", "require_machine_approval:", "true"}},
-		{[]string{"machine", "show", m1ID}, []string{"max_concurrent_jobs:", "16", "A100", "GPU-1", "40 GiB"}},
+		{[]string{"machine", "show", m1ID}, []string{"max_concurrent_jobs:", "16", "A100", "GPU-1", "40 GiB", "memory_limit:", "64 GiB", "disk_limit:", "1 TiB",
+			"free:", "1.5 cores, 1.5 GiB memory, 4 GiB disk, 1 gpus, 3 slots"}},
 		{[]string{"version"}, []string{"cshare ", agentVersion}},
 	}
 	for _, c := range cases {

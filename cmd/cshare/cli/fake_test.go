@@ -62,7 +62,8 @@ func newFake() *fakeNode {
 		machines: []api.MachineInfo{
 			{ID: m1ID, Name: "office-gpu-1", Status: "available", Owner: ownerID, LastHeartbeat: api.FormatTime(testNow.Add(-12 * time.Second)),
 				Hardware: ledger.Hardware{CPUs: 16, MemoryMB: 65536, DiskMB: 1 << 20, GPUs: []ledger.GPU{{Index: 0, UUID: "GPU-1", Name: "A100", MemoryMB: 40960}}},
-				Limits:   ledger.Limits{CPULimit: 100, MemoryLimit: 65536, DiskLimit: 1 << 20, MaxConcurrentJobs: 16}},
+				Limits:   ledger.Limits{CPULimit: 100, MemoryLimit: 65536, DiskLimit: 1 << 20, MaxConcurrentJobs: 16},
+				Free:     &api.Resources{Cores: 1500, MemoryMB: 1536, DiskMB: 4096, GPUs: 1, Slots: 3}},
 			{ID: m2ID, Name: "render-2", Status: "busy", Owner: ownerID, LastHeartbeat: api.FormatTime(testNow.Add(-3 * time.Minute)), RunningJobs: 2, TotalJobs: 7,
 				Hardware: ledger.Hardware{CPUs: 8, MemoryMB: 16384}},
 			{ID: m3ID, Name: "laptop", Status: "pending", Owner: m3ID},
@@ -75,7 +76,7 @@ func newFake() *fakeNode {
 		},
 		jobs: []api.JobInfo{
 			{ID: jobID, Name: "render", Submitter: ownerID, State: "running", Priority: 5, CPUs: 2, MaxCPUs: "10", Driver: "docker",
-				Cmd: []string{"sh", "-c", "echo $CSHARE_ITEM"}, Range: "1-100", Items: api.Items{Total: 100, Done: 40, Failed: 1, Running: 3, Pending: 56},
+				Cmd: []string{"sh", "-c", "echo $CSHARE_ITEM"}, Range: "1-100", Cores: 500, MemoryMB: 512, GPUs: 1, Items: api.Items{Total: 100, Done: 40, Failed: 1, Running: 3, Pending: 56},
 				Instances: []api.InstanceInfo{
 					{Machine: m1ID, MachineName: "office-gpu-1", Slot: 0, Kind: "primary", State: "running", Item: 41},
 					{Machine: m1ID, MachineName: "office-gpu-1", Slot: 1, Kind: "primary", State: "running", Item: 42},
