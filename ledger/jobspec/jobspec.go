@@ -9,11 +9,21 @@
 //
 // Rules, each in one place:
 //   - cores are millicores: "0.5" is 500. A value is rounded to the nearest
-//     millicore; a positive value that rounds to 0 is refused, as is one
-//     above 4096 cores. 0 means "no limit".
+//     millicore; one under 0.001 core is refused (never rounded to 0, which
+//     means "no limit"), as is one above 4096 cores.
 //   - sizes are read as Docker reads them (go-units RAMInBytes: 64m = 64MB =
 //     64MiB = 64<<20 bytes; a bare number is bytes) and rounded up to whole
-//     MB (MiB). Above 16TiB is refused instead of overflowing.
+//     MB (MiB). Memory under 4 MiB (0 among it) is refused, as is a size
+//     above 16 TiB, instead of overflowing.
+//   - counts (priority, cpus, gpus, retries, max_cpus) are whole numbers,
+//     written as a user may ("1e3" is 1000).
+//
+// Messages speak in the units a user thinks in, whichever side checks: the
+// Check functions render millicores as cores and MB as sizes (FormatCores,
+// FormatMB), so the CLI (which parses "1e9" cores) and the API (which gets
+// 1000000000000 millicores) say the same "cores: 1000000000 is above the
+// maximum 4096". A value out of range says "is above the maximum N" or "is
+// below the minimum N".
 //   - a range is "START-END" or "N", numbers >= 0, at most MaxItems items.
 //   - max_cpus is a number >= 0, or -1 / "*" for the org's max_cpus_limit.
 //
