@@ -161,13 +161,10 @@ func TestSameChecksCLIAndAPI(t *testing.T) {
 				if code != http.StatusBadRequest || e.Field != c.field || strings.Contains(e.Error, "\n") {
 					t.Fatalf("api %s: %d %+v; want 400 naming field %q", c.body, code, e, c.field)
 				}
-				apiMsg = e.Error
-				if c.field != "" {
-					var ok bool
-					if apiMsg, ok = strings.CutPrefix(e.Error, c.field+": "); !ok {
-						apiMsg, _ = strings.CutPrefix(e.Error, "request body: ")
-					}
-				} else {
+				// The message after "field: " (or, for a body that does not
+				// decode, after "request body: ").
+				var ok bool
+				if apiMsg, ok = strings.CutPrefix(e.Error, c.field+": "); c.field == "" || !ok {
 					apiMsg, _ = strings.CutPrefix(e.Error, "request body: ")
 				}
 				if !strings.Contains(apiMsg, c.want) {
