@@ -196,7 +196,8 @@ func TestSubmitBadInput(t *testing.T) {
 		{[]string{"--image", "cshare-no-such-image:1"}, "cshare-no-such-image:1"},
 		{[]string{"--memory", "1m"}, "memory"},
 		{[]string{"--range", "5-1"}, "range"},
-		{[]string{"--gpus", "1"}, "gpus"},
+		{[]string{"--gpus", "65"}, "--gpus: 65 is above the maximum 64"},
+		{[]string{"--priority", "1e9"}, "--priority: 1000000000 is above the maximum 9999"},
 		{[]string{"--driver", "exec"}, "exec"},
 	}
 	for _, c := range cases {
@@ -210,6 +211,22 @@ func TestSubmitBadInput(t *testing.T) {
 	p.json(&jobs, "job", "ls")
 	if len(jobs) != 0 {
 		t.Fatalf("refused submissions left jobs: %+v", jobs)
+	}
+	// One admission rule: a job no machine fits is accepted with a warning
+	// naming the resource, whether GPUs, cores or memory; it waits.
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gpus", "1"}, "1 GPU per instance"},
+		{[]string{"--cores", "4096"}, "4096 cores per instance"},
+	} {
+		args := append(append([]string{"job", "submit"}, c.args...), "--", "true")
+		out, errs, code := p.cli(args...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if code != 0 || !strings.HasPrefix(errs, "warning: ") || !strings.Contains(errs, c.want) || len(lines[len(lines)-1]) != 12 {
+			t.Errorf("cshare %s: exit %d, stdout %q, stderr %q (want it accepted, with a warning naming %q)", strings.Join(args, " "), code, out, errs, c.want)
+		}
 	}
 }
 

@@ -565,7 +565,7 @@ func applyMemberRemove(st *State, e *Entry, author string, p MemberRef) error {
 		return fmt.Errorf("%w: unknown member %s", ErrMalformed, p.Member)
 	}
 	if m.Role == RoleOwner {
-		return denied("the owner cannot be removed or leave; delete the org instead")
+		return denied("the owner cannot be removed or leave the org: an org keeps its owner, and ownership cannot be transferred yet")
 	}
 	if author != p.Member {
 		if err := needAdmin(st, author, "remove members"); err != nil {

@@ -20,32 +20,25 @@ import (
 	"github.com/cshare/cshare/node/logs"
 	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/runtime"
+	"github.com/cshare/cshare/smartshare"
 )
 
 // DefaultImage is the image of docker jobs submitted without --image: the
 // small busybox image `make test` and `make demo` build locally.
 const DefaultImage = runtime.TestImage
 
-func badReq(err error) error { return api.Errorf(http.StatusBadRequest, "%v", err) }
+func badReq(err error) error { return api.BadRequest(err) }
 
 // SubmitJob implements api.Service.
-func (n *Node) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInfo, error) {
+func (n *Node) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobSubmitted, error) {
 	if err := n.needOrg(); err != nil {
-		return api.JobInfo{}, err
+		return api.JobSubmitted{}, err
 	}
 	me := n.id.String()
 	var role string
-	var maxGPUs int64
-	n.snapshot(func(st *ledger.State) {
-		role = st.Role(me)
-		for _, m := range st.Machines {
-			if m.Status == ledger.MachineApproved && int64(len(m.Limits.GPUs)) > maxGPUs {
-				maxGPUs = int64(len(m.Limits.GPUs))
-			}
-		}
-	})
+	n.snapshot(func(st *ledger.State) { role = st.Role(me) })
 	if role == "" {
-		return api.JobInfo{}, api.Errorf(http.StatusForbidden, "this node's identity %s is not a member yet: an admin must approve this machine first (cshare machine approve %s)", me, me)
+		return api.JobSubmitted{}, api.Errorf(http.StatusForbidden, "this node's identity %s is not a member yet: an admin must approve this machine first (cshare machine approve %s)", me, me)
 	}
 	spec := ledger.JobSpec{Name: strings.TrimSpace(req.Name), Image: req.Image, Driver: req.Driver, Cmd: req.Cmd, Env: req.Env,
 		Cores: req.CoresMilli, MemoryMB: req.MemoryMB, GPUs: req.GPUs, RangeStart: 1,
@@ -75,30 +68,40 @@ func (n *Node) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInfo, e
 	}
 	// The fold's own check, by the validators the CLI parses with.
 	if err := ledger.ValidateJobSpec(spec); err != nil {
-		return api.JobInfo{}, badReq(err)
+		return api.JobSubmitted{}, badReq(err)
 	}
-	if spec.Driver == "docker" && spec.MemoryMB > 0 && spec.MemoryMB < 6 {
-		return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "memory: %d MB is below Docker's 6MB minimum for a container; allowed: 0 (no limit) or 6MB and more", spec.MemoryMB)
-	}
-	if spec.GPUs > maxGPUs {
-		return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "gpus: %d requested, but no machine of this org offers more than %d", spec.GPUs, maxGPUs)
+	if spec.Driver == "docker" && spec.MemoryMB > 0 && spec.MemoryMB < dockerMinMemoryMB {
+		return api.JobSubmitted{}, api.FieldErrorf(http.StatusBadRequest, "memory", "memory: %s is below the minimum %s of a Docker container; allowed: at least %s, or --driver exec",
+			jobspec.FormatMB(spec.MemoryMB), jobspec.FormatMB(dockerMinMemoryMB), jobspec.FormatMB(dockerMinMemoryMB))
 	}
 	if why, ok := n.drivers.Why(spec.Driver); ok {
 		if spec.Driver == "exec" {
-			return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "driver exec: refused: %s", why)
+			return api.JobSubmitted{}, api.FieldErrorf(http.StatusBadRequest, "driver", "driver: exec is refused on this machine: %s", why)
 		}
 	}
 	if err := n.checkImage(ctx, spec); err != nil {
-		return api.JobInfo{}, err
+		return api.JobSubmitted{}, err
 	}
+	// A job no approved machine fits is accepted (machines may join later)
+	// with a warning, whichever resource it lacks: see admission.go.
+	var warnings []string
+	n.snapshot(func(st *ledger.State) {
+		if why := unfit(st, spec); why != "" {
+			warnings = append(warnings, unfitWarning(why))
+		}
+	})
 	spec.Nonce = make([]byte, 8)
 	_, _ = rand.Read(spec.Nonce)
 	e, err := n.write(ctx, ledger.KindJobSubmit, spec)
 	if err != nil {
-		return api.JobInfo{}, refused(err)
+		return api.JobSubmitted{}, refused(err)
 	}
-	return n.Job(ctx, ledger.JobIDFor(e))
+	j, err := n.Job(ctx, ledger.JobIDFor(e))
+	return api.JobSubmitted{JobInfo: j, Warnings: warnings}, err
 }
+
+// dockerMinMemoryMB is Docker's floor for a container's memory limit.
+const dockerMinMemoryMB = 6
 
 // checkImage refuses a docker job whose image is neither present nor
 // pullable on this machine.
@@ -112,9 +115,9 @@ func (n *Node) checkImage(ctx context.Context, spec ledger.JobSpec) error {
 	// says nothing: other machines may run it.
 	if err := n.drivers.EnsureImage(cctx, "docker", spec.Image, n.registryAuth(spec.Image)); err != nil {
 		if errors.Is(err, runtime.ErrImageNotFound) {
-			return api.Errorf(http.StatusBadRequest, "image: %s", strings.TrimPrefix(err.Error(), "runtime: "))
+			return api.FieldErrorf(http.StatusBadRequest, "image", "image: %s", strings.TrimPrefix(err.Error(), "runtime: "))
 		}
-		return api.Errorf(http.StatusBadRequest, "image %q: %v", spec.Image, err)
+		return api.FieldErrorf(http.StatusBadRequest, "image", "image: %q: %v", spec.Image, err)
 	}
 	return nil
 }
@@ -234,6 +237,13 @@ func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
 		for _, js := range plan.Jobs {
 			if js.ID == j.ID {
 				ji.Reason = reasonText(js.Reason)
+				if js.Reason == smartshare.ReasonNotMet {
+					n.snapshot(func(st *ledger.State) {
+						if why := unfit(st, j.Spec); why != "" {
+							ji.Reason = unfitReason(why)
+						}
+					})
+				}
 			}
 		}
 		if len(plan.Jobs) == 0 && len(ji.Instances) == 0 {
@@ -373,7 +383,7 @@ func (n *Node) ModifyJob(ctx context.Context, id string, req api.JobModify) (api
 		return api.JobInfo{}, api.Errorf(http.StatusBadRequest, "nothing to modify: give max_cpus or priority (cshare job modify ID --max-cpus N|* --priority P)")
 	}
 	if j.State != ledger.JobActive {
-		return api.JobInfo{}, api.Errorf(http.StatusConflict, "job %s is %s", j.ID, j.State)
+		return api.JobInfo{}, api.Errorf(http.StatusConflict, "job %s is %s; only a queued or running job can be modified", j.ID, j.State)
 	}
 	if _, err := n.write(ctx, ledger.KindJobModify, m); err != nil {
 		return api.JobInfo{}, refused(err)
@@ -407,7 +417,7 @@ func (n *Node) JobLogs(ctx context.Context, id string, item int64) ([]byte, erro
 		return nil, err
 	}
 	if err := itemInRange(j.Spec, item); err != nil {
-		return nil, api.Errorf(http.StatusBadRequest, "%v", err)
+		return nil, api.FieldErrorf(http.StatusBadRequest, "item", "%v", err)
 	}
 	var it ledger.Item
 	n.snapshot(func(st *ledger.State) { it = st.Jobs[j.ID].Items[item-j.Spec.RangeStart] })

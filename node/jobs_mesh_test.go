@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/runtime"
 )
@@ -179,7 +180,7 @@ func submit(t testing.TB, n *Node, req api.JobSubmit) api.JobInfo {
 	if err != nil {
 		t.Fatalf("submit %+v: %v", req, err)
 	}
-	return ji
+	return ji.JobInfo
 }
 
 // waitPlanned waits until every live node's plan gives each job want[job]
@@ -459,7 +460,6 @@ func TestJobAPI(t *testing.T) {
 		{api.JobSubmit{Cmd: []string{"true"}, MemoryMB: 1}, "memory"},
 		{api.JobSubmit{Cmd: []string{"true"}, MemoryMB: 5}, "memory"}, // Docker's 6MB floor
 		{api.JobSubmit{Cmd: []string{"true"}, MemoryMB: 17 << 20}, "memory"},
-		{api.JobSubmit{Cmd: []string{"true"}, GPUs: 1}, "gpus"},
 		{api.JobSubmit{Cmd: []string{"true"}, Driver: "podman"}, "driver"},
 		{api.JobSubmit{Cmd: []string{"true"}, Priority: 10000}, "priority"},
 		{api.JobSubmit{Cmd: []string{"true"}, Priority: 1e9}, "priority"},
@@ -482,6 +482,41 @@ func TestJobAPI(t *testing.T) {
 	}
 	if jobs, _ := n.Jobs(ctx); len(jobs) != 0 {
 		t.Fatalf("refused submissions left jobs: %+v", jobs)
+	}
+
+	// One admission rule: a job no machine fits, for GPUs, cores or memory
+	// alike, is accepted with a warning naming the resource and the largest
+	// machine's value, and job show gives the same reason.
+	for _, c := range []struct {
+		req  api.JobSubmit
+		want string
+	}{
+		{api.JobSubmit{Cmd: []string{"true"}, GPUs: 1}, "1 GPU per instance, above the largest machine's 0"},
+		{api.JobSubmit{Cmd: []string{"true"}, CoresMilli: jobspec.MaxCoresMilli}, "4096 cores per instance, above the largest machine's "},
+		{api.JobSubmit{Cmd: []string{"true"}, MemoryMB: 1 << 20}, "1 TiB memory per instance, above the largest machine's "},
+	} {
+		js, err := n.SubmitJob(ctx, c.req)
+		if err != nil {
+			t.Fatalf("submit %+v: %v; want it accepted with a warning", c.req, err)
+		}
+		if len(js.Warnings) != 1 || !strings.Contains(js.Warnings[0], c.want) || strings.Contains(js.Warnings[0], "\n") {
+			t.Errorf("submit %+v: warnings %q; want one line with %q", c.req, js.Warnings, c.want)
+		}
+		eventually(t, 20*time.Second, "the reason names the resource", func() string {
+			j, err := n.Job(ctx, js.ID)
+			if err != nil || !strings.HasPrefix(j.Reason, "requirements_not_met: ") || !strings.Contains(j.Reason, c.want) {
+				return fmt.Sprintf("reason %q, %v", j.Reason, err)
+			}
+			return ""
+		})
+		if _, err := n.CancelJob(ctx, js.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if js, err := n.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, CoresMilli: 500, MemoryMB: 64}); err != nil || len(js.Warnings) != 0 {
+		t.Errorf("a job that fits: %v, warnings %q", err, js.Warnings)
+	} else if _, err := n.CancelJob(ctx, js.ID); err != nil {
+		t.Fatal(err)
 	}
 
 	// modify --max-cpus: 8 slots; max_cpus 6, then 3.

@@ -191,7 +191,7 @@ func (n *Node) MachineAction(ctx context.Context, id, action string) (api.Machin
 		}
 		kind = ledger.KindMachineRemove
 	default:
-		return api.MachineInfo{}, api.Errorf(http.StatusBadRequest, "unknown action %q", action)
+		return api.MachineInfo{}, api.Errorf(http.StatusBadRequest, "unknown machine action %q; allowed: approve, reject, remove", api.Ellipsize(action))
 	}
 	if _, err := n.write(ctx, kind, ledger.MachineRef{Machine: m.ID}); err != nil {
 		return api.MachineInfo{}, refused(err)
@@ -241,7 +241,7 @@ func (n *Node) SetRole(ctx context.Context, id, role string) (api.MemberInfo, er
 		return api.MemberInfo{}, err
 	}
 	if role != ledger.RoleMember && role != ledger.RoleAdmin {
-		return api.MemberInfo{}, api.Errorf(http.StatusBadRequest, "role: %q; allowed: member, admin", role)
+		return api.MemberInfo{}, api.FieldErrorf(http.StatusBadRequest, "role", "role: %q is not a role a member can be given; allowed: member, admin", api.Ellipsize(role))
 	}
 	mid, err := n.resolveMember(id)
 	if err != nil {
@@ -269,14 +269,27 @@ func (n *Node) RemoveMember(ctx context.Context, id string) (string, error) {
 			return "", err
 		}
 	}
+	if n.isOwner(mid) {
+		return "", api.Errorf(http.StatusConflict, "member %s is the org's owner, who cannot be removed: an org keeps its owner, and ownership cannot be transferred yet", mid)
+	}
 	_, err = n.write(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: mid})
 	return mid, refused(err)
+}
+
+// isOwner reports whether member id owns the org.
+func (n *Node) isOwner(id string) bool {
+	var ok bool
+	n.snapshot(func(st *ledger.State) { ok = st.Role(id) == ledger.RoleOwner })
+	return ok
 }
 
 // Leave implements api.Service.
 func (n *Node) Leave(ctx context.Context) error {
 	if err := n.needOrg(); err != nil {
 		return err
+	}
+	if n.isOwner(n.idStr) {
+		return api.Errorf(http.StatusConflict, "this node is the org's owner, and the owner cannot leave: an org keeps its owner, and ownership cannot be transferred yet, so the owner must remain (others can share the work: cshare member set-role ID admin)")
 	}
 	_, err := n.write(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: n.id.String()})
 	return refused(err)

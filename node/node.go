@@ -354,7 +354,7 @@ func (n *Node) serveAPI() error {
 	n.apiAddr = ln.Addr().String()
 	mux := api.Handler(n, n.token)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
-	registerWeb(mux, n)
+	registerWeb(mux.ServeMux, n)
 	n.apiSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	if err := writeFileAtomic(filepath.Join(n.opts.DataDir, api.TokenFile), []byte(n.token+"\n"), 0o600); err != nil {
 		return err

@@ -27,19 +27,8 @@ func (s *scheduler) buildInput(now time.Time) smartshare.Input {
 		if !online || hb.Machine == "" {
 			continue
 		}
-		slots := int(m.Limits.MaxConcurrentJobs)
-		if !m.HasLimits {
-			slots = int(m.Hardware.CPUs)
-		}
-		if slots < 0 {
-			slots = 0
-		}
-		mc := smartshare.Machine{ID: m.ID, Slots: slots}
-		if m.HasLimits {
-			mc.Cores = m.Hardware.CPUs * 1000 * m.Limits.CPULimit / 100
-			mc.MemoryMB = m.Limits.MemoryLimit
-			mc.GPUs = len(m.Limits.GPUs)
-		}
+		mc := machineCapacity(m)
+		slots := mc.Slots
 		in.Machines = append(in.Machines, mc)
 		machines[m.ID] = slots
 		hbs = append(hbs, hb)

@@ -56,7 +56,7 @@ func resolveRef(kind, list, ref string, cands []candidate) (string, error) {
 	}
 	switch {
 	case !ok:
-		return "", api.Errorf(http.StatusNotFound, "%s %q: no such %s (see %s)", kind, ref, kind, list)
+		return "", api.Errorf(http.StatusNotFound, "%s %q: no such %s (see %s)", kind, api.Ellipsize(ref), kind, list)
 	case len(hits) == 1:
 		return hits[0].ID, nil
 	}
@@ -73,7 +73,7 @@ func resolveRef(kind, list, ref string, cands []candidate) (string, error) {
 		names = append(names, s)
 	}
 	return "", api.Errorf(http.StatusConflict, "%s %q is ambiguous: it matches %d %ss: %s; give more of the ID",
-		kind, ref, len(hits), kind, strings.Join(names, ", "))
+		kind, api.Ellipsize(ref), len(hits), kind, strings.Join(names, ", "))
 }
 
 func jobCandidates(st *ledger.State) []candidate {

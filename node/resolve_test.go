@@ -30,6 +30,8 @@ func TestResolveRef(t *testing.T) {
 		{"ab12", "ab12", 0, nil},
 		{"aaa", "", http.StatusNotFound, []string{`machine "aaa": no such machine (see cshare machine ls)`}}, // too short
 		{"nope", "", http.StatusNotFound, []string{"no such machine"}},
+		// A 100 KB reference is not echoed back whole.
+		{strings.Repeat("q", 100<<10), "", http.StatusNotFound, []string{`machine "` + strings.Repeat("q", api.MaxEcho) + `…": no such machine`}},
 		{"", "", http.StatusBadRequest, []string{"give a machine ID or name"}},
 		{"12D3KooWMachine", "", http.StatusConflict, []string{`machine "12D3KooWMachine" is ambiguous: it matches 3 machines: 12D3KooWMachineOne111aaaa (office-gpu-1), 12D3KooWMachineTwo222bbbb (render-2), 12D3KooWMachineThr333cccc (laptop); give more of the ID`}},
 	} {

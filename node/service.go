@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"sort"
@@ -220,10 +221,11 @@ func (n *Node) Invite(ctx context.Context, req api.InviteRequest) (api.KeyResult
 		req.Role = ledger.RoleMember
 	}
 	if req.Role != ledger.RoleMember && req.Role != ledger.RoleAdmin {
-		return api.KeyResult{}, api.Errorf(http.StatusBadRequest, "role: %q; allowed: member, admin", req.Role)
+		return api.KeyResult{}, api.FieldErrorf(http.StatusBadRequest, "role", "role: %q is not a role an invite can grant; allowed: member, admin", api.Ellipsize(req.Role))
 	}
 	if req.Uses < 0 || req.Uses > 1_000_000 {
-		return api.KeyResult{}, api.Errorf(http.StatusBadRequest, "uses: %d; allowed: 0 (unlimited) .. 1000000", req.Uses)
+		return api.KeyResult{}, api.FieldErrorf(http.StatusBadRequest, "uses", "uses: %d is %s; allowed: 0 (unlimited) to 1000000", req.Uses,
+			map[bool]string{true: "below the minimum 0", false: "above the maximum 1000000"}[req.Uses < 0])
 	}
 	var expires int64
 	switch req.Expires {
@@ -236,7 +238,7 @@ func (n *Node) Invite(ctx context.Context, req api.InviteRequest) (api.KeyResult
 		}
 		d, err := time.ParseDuration(req.Expires)
 		if err != nil || d <= 0 {
-			return api.KeyResult{}, api.Errorf(http.StatusBadRequest, "expires: %q is not a positive duration like 72h or 30m (0 = never)", req.Expires)
+			return api.KeyResult{}, api.FieldErrorf(http.StatusBadRequest, "expires", "expires: %q is not a positive duration; allowed: a duration like 72h or 30m, or 0 for never", api.Ellipsize(req.Expires))
 		}
 		expires = n.now().Add(d).UnixMilli()
 	}
@@ -283,7 +285,7 @@ func (n *Node) SetSettings(ctx context.Context, req api.SettingsRequest) (api.Or
 		case "require_machine_approval":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return api.OrgInfo{}, api.Errorf(http.StatusBadRequest, "require_machine_approval: %q; allowed: true, false", v)
+				return api.OrgInfo{}, api.FieldErrorf(http.StatusBadRequest, k, "require_machine_approval: %q is not true or false; allowed: true, false", api.Ellipsize(v))
 			}
 			u.RequireMachineApproval = &b
 		case "smartshare.mode":
@@ -305,7 +307,7 @@ func (n *Node) SetSettings(ctx context.Context, req api.SettingsRequest) (api.Or
 				u.MaxCPUsLimit, cur.SmartShare.MaxCPUsLimit = &x, x
 			}
 		default:
-			return api.OrgInfo{}, api.Errorf(http.StatusBadRequest, "unknown setting %q; allowed: name, description, require_machine_approval, smartshare.mode, smartshare.preempt_policy, smartshare.default_max_cpus, smartshare.max_cpus_limit", k)
+			return api.OrgInfo{}, api.FieldErrorf(http.StatusBadRequest, k, "unknown setting %q; allowed: name, description, require_machine_approval, smartshare.mode, smartshare.preempt_policy, smartshare.default_max_cpus, smartshare.max_cpus_limit", api.Ellipsize(k))
 		}
 	}
 	if err := ledger.ValidateSettings(cur.SmartShare); err != nil {
@@ -333,6 +335,9 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 	org := tok.Cap.Org
 	if cur := n.orgID(); cur != "" && cur != org {
 		return api.JoinResult{}, api.Errorf(http.StatusConflict, "this node is already in org %s; a node belongs to one org", cur)
+	}
+	if err := n.alreadyJoined(org); err != nil {
+		return api.JoinResult{}, err
 	}
 	if tok.Cap.Expires != 0 && n.now().UnixMilli() > tok.Cap.Expires {
 		return api.JoinResult{}, api.Errorf(http.StatusBadRequest, "org key: this invite expired at %s; ask an admin for a new one", api.FormatTime(time.UnixMilli(tok.Cap.Expires)))
@@ -406,6 +411,39 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 		res.Role = st.Role(n.id.String())
 	})
 	return res, nil
+}
+
+// alreadyJoined refuses a join of an org this machine is already in (its
+// own org key, say, which would otherwise only fail to dial itself), saying
+// how it stands.
+func (n *Node) alreadyJoined(org string) error {
+	if n.orgID() != org {
+		return nil
+	}
+	me := n.id.String()
+	var msg string
+	n.snapshot(func(st *ledger.State) {
+		m := st.Machines[me]
+		if m == nil || m.Status == ledger.MachineRemoved || m.Status == ledger.MachineRejected {
+			return
+		}
+		name := st.Name
+		if name == "" {
+			name = org
+		}
+		msg = fmt.Sprintf("this machine is already in org %s (machine %s)", name, m.Status)
+		if role := st.Role(me); role != "" {
+			msg = fmt.Sprintf("this machine is already a member of org %s, as %s (machine %s)", name, role, m.Status)
+		}
+		msg += "; there is nothing to join (see cshare node status)"
+		if m.Status == ledger.MachinePending {
+			msg += "; an admin approves it with: cshare machine approve " + me
+		}
+	})
+	if msg == "" {
+		return nil
+	}
+	return api.Errorf(http.StatusConflict, "%s", msg)
 }
 
 // dryRun applies a would-be entry of this node to a copy of the state.

@@ -9,11 +9,21 @@
 //
 // Rules, each in one place:
 //   - cores are millicores: "0.5" is 500. A value is rounded to the nearest
-//     millicore; a positive value that rounds to 0 is refused, as is one
-//     above 4096 cores. 0 means "no limit".
+//     millicore; one under 0.001 core is refused (never rounded to 0, which
+//     means "no limit"), as is one above 4096 cores.
 //   - sizes are read as Docker reads them (go-units RAMInBytes: 64m = 64MB =
 //     64MiB = 64<<20 bytes; a bare number is bytes) and rounded up to whole
-//     MB (MiB). Above 16TiB is refused instead of overflowing.
+//     MB (MiB). Memory under 4 MiB (0 among it) is refused, as is a size
+//     above 16 TiB, instead of overflowing.
+//   - counts (priority, cpus, gpus, retries, max_cpus) are whole numbers,
+//     written as a user may ("1e3" is 1000).
+//
+// Messages speak in the units a user thinks in, whichever side checks: the
+// Check functions render millicores as cores and MB as sizes (FormatCores,
+// FormatMB), so the CLI (which parses "1e9" cores) and the API (which gets
+// 1000000000000 millicores) say the same "cores: 1000000000 is above the
+// maximum 4096". A value out of range says "is above the maximum N" or "is
+// below the minimum N".
 //   - a range is "START-END" or "N", numbers >= 0, at most MaxItems items.
 //   - max_cpus is a number >= 0, or -1 / "*" for the org's max_cpus_limit.
 //
@@ -87,45 +97,145 @@ func fail(field, value, problem, allowed string) error {
 	return &Error{Field: field, Value: value, Problem: problem, Allowed: allowed}
 }
 
-// oneLine quotes a user's string for an error message: %q keeps control
+// quote quotes a user's string for an error message: %q keeps control
 // characters and newlines out of the one line.
 func quote(s string) string { return strconv.Quote(s) }
 
-const coresAllowed = "allowed: 0.001 to 4096 cores, e.g. 0.5 or 2"
+// above and below are the Problems of a value out of its range.
+func above(max string) string { return "is above the maximum " + max }
+func below(min string) string { return "is below the minimum " + min }
 
-// ParseCores reads CPU cores per instance ("0.5", "2") into millicores,
-// rounded to the nearest millicore.
-func ParseCores(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
-		return 0, fail("cores", quote(s), "is not a number of CPU cores", coresAllowed)
-	}
-	if f <= 0 {
-		return 0, fail("cores", s, "is not more than 0", coresAllowed)
-	}
-	if f > MaxCoresMilli/1000 {
-		return 0, fail("cores", s, "is above the maximum of 4096", coresAllowed)
-	}
-	m := int64(math.Round(f * 1000))
-	if m == 0 {
-		return 0, fail("cores", s, "rounds to 0 millicores", coresAllowed)
-	}
-	return m, CheckCores(m)
-}
-
-// CheckCores checks millicores: 0 (no limit) or 1..MaxCoresMilli.
-func CheckCores(milli int64) error {
-	if milli < 0 || milli > MaxCoresMilli {
-		return fail("cores", strconv.FormatInt(milli, 10)+" millicores", "is out of range", "allowed: 0 (no limit) or 1 to 4096000 millicores (0.001 to 4096 cores)")
+// inRange checks lo <= n <= hi; format renders a value as the user thinks
+// of it (the bounds too).
+func inRange(field string, n, lo, hi int64, format func(int64) string, allowed string) error {
+	switch {
+	case n > hi:
+		return fail(field, format(n), above(format(hi)), allowed)
+	case n < lo:
+		return fail(field, format(n), below(format(lo)), allowed)
 	}
 	return nil
 }
 
-// TooLarge is the Problem of a size above MaxMemoryMB.
-const TooLarge = "is above the maximum of 16TiB"
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-const sizeAllowed = "allowed: a size like 512m, 2g or 4GiB, at most 16TiB"
+var numberRE = regexp.MustCompile(`^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$`)
+
+// parseWhole reads a whole number as a user may write it ("7", "1e3"),
+// checked against lo..hi. A number beyond int64 is above (or below) the
+// range, named as written, never strconv's text.
+func parseWhole(field, s string, lo, hi int64, allowed string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, inRange(field, n, lo, hi, itoa, allowed)
+	}
+	if !numberRE.MatchString(s) {
+		return 0, fail(field, quote(s), "is not a number", allowed)
+	}
+	f, _ := strconv.ParseFloat(s, 64) // ±Inf on overflow
+	switch {
+	case f > float64(hi) && f >= math.MaxInt64:
+		return 0, fail(field, s, above(itoa(hi)), allowed)
+	case f < float64(lo) && f <= math.MinInt64:
+		return 0, fail(field, s, below(itoa(lo)), allowed)
+	case f != math.Trunc(f):
+		return 0, fail(field, s, "is not a whole number", allowed)
+	}
+	n := int64(f)
+	return n, inRange(field, n, lo, hi, itoa, allowed)
+}
+
+const coresAllowed = "allowed: 0.001 to 4096 cores per instance, e.g. 0.5 or 2"
+
+// FormatCores renders millicores as cores, as a user writes them: 500 is
+// "0.5", 2000 is "2", 1 is "0.001".
+func FormatCores(milli int64) string {
+	s := strconv.FormatInt(milli/1000, 10)
+	if milli < 0 && milli > -1000 {
+		s = "-0"
+	}
+	frac := milli % 1000
+	if frac < 0 {
+		frac = -frac
+	}
+	if frac != 0 {
+		s += "." + strings.TrimRight(fmt.Sprintf("%03d", frac), "0")
+	}
+	return s
+}
+
+// ParseCores reads CPU cores per instance ("0.5", "2") into millicores,
+// rounded to the nearest millicore. A value under 0.001 is refused, never
+// rounded to 0 (no limit).
+func ParseCores(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if !numberRE.MatchString(s) {
+		return 0, fail("cores", quote(s), "is not a number of CPU cores", coresAllowed)
+	}
+	f, _ := strconv.ParseFloat(s, 64)
+	switch {
+	case f >= 1e15: // beyond what millicores hold exactly
+		return 0, fail("cores", s, above(FormatCores(MaxCoresMilli)), coresAllowed)
+	case f < 0.0005: // rounds below one millicore: never to 0, no limit
+		return 0, fail("cores", s, below("0.001"), coresAllowed)
+	}
+	m := int64(math.Round(f * 1000))
+	return m, CheckCores(m)
+}
+
+// CheckCores checks millicores: 0 (no limit) or 1..MaxCoresMilli. Its
+// messages speak in cores, as ParseCores's do, so the CLI and the API say
+// the same of one value.
+func CheckCores(milli int64) error {
+	if milli == 0 {
+		return nil
+	}
+	return inRange("cores", milli, 1, MaxCoresMilli, FormatCores, coresAllowed)
+}
+
+// binaryUnits are the units of FormatBytes.
+var binaryUnits = []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+
+// FormatBytes renders a size as a user reads it: "512 MiB", "1.5 GiB",
+// "2 KiB", "100 B".
+func FormatBytes(b float64) string {
+	i := 0
+	for b >= 1024 && i < len(binaryUnits)-1 {
+		b /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.4g %s", b, binaryUnits[i])
+}
+
+// FormatMB renders whole MB (MiB) as a size, exactly, in the largest
+// unit that needs at most two decimals: 512 is "512 MiB", 4096 is
+// "4 GiB", 1536 is "1.5 GiB", 1500 is "1500 MiB".
+func FormatMB(mb int64) string {
+	sign := ""
+	if mb < 0 {
+		sign, mb = "-", -mb
+	}
+	unit := 2 // MiB
+	for unit < len(binaryUnits)-1 {
+		div := int64(1) << (10 * (unit - 1)) // MB in the next unit
+		if mb < div || (mb*100)%div != 0 && mb < math.MaxInt64/100 {
+			break
+		}
+		unit++
+	}
+	div := int64(1) << (10 * (unit - 2))
+	v := strconv.FormatFloat(float64(mb)/float64(div), 'f', -1, 64)
+	return sign + v + " " + binaryUnits[unit]
+}
+
+// TooLarge is the Problem of a size above MaxMemoryMB.
+var TooLarge = above(FormatMB(MaxMemoryMB))
+
+const sizeAllowed = "allowed: a size like 512m, 2g or 4GiB, from 4 MiB to 16 TiB"
+
+// sizeRE is go-units' size syntax (RAMInBytes): a number, a unit, an
+// optional i and an optional b.
+var sizeRE = regexp.MustCompile(`^(\d+(?:\.\d+)*) ?([kKmMgGtTpP])?[iI]?[bB]?$`)
 
 // ParseSizeMB reads a size as Docker does (go-units RAMInBytes: 512m, 2GiB;
 // a bare number is bytes) into whole MB, rounded up; at most MaxMemoryMB.
@@ -138,8 +248,18 @@ func ParseSizeMB(field, s string) (int64, error) {
 	}
 	// RAMInBytes refuses negative sizes, so a negative result is a float
 	// that overflowed int64 (amd64); arm64 saturates to MaxInt64 instead.
+	// Either way the size in MB is worked out again in floating point, to
+	// name it as the API would.
 	if b < 0 || b > MaxMemoryMB<<20 {
-		return 0, fail(field, s, TooLarge, sizeAllowed)
+		v := s
+		if m := sizeRE.FindStringSubmatch(s); m != nil {
+			f, _ := strconv.ParseFloat(m[1], 64)
+			mult := map[string]float64{"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}[strings.ToLower(m[2])]
+			if mb := math.Ceil(f * mult / (1 << 20)); mb < math.MaxInt64/2 {
+				v = FormatMB(int64(mb))
+			}
+		}
+		return 0, fail(field, v, TooLarge, sizeAllowed)
 	}
 	return BytesToMB(b), nil
 }
@@ -153,25 +273,31 @@ func BytesToMB(b int64) int64 {
 	return (b-1)>>20 + 1
 }
 
-// ParseMemory reads memory per instance ("512m", "2GiB") into MB.
+// ParseMemory reads memory per instance ("512m", "2GiB") into MB. A value
+// under MinMemoryMB (0 among them) is refused, never taken as no limit.
 func ParseMemory(s string) (int64, error) {
 	mb, err := ParseSizeMB("memory", s)
 	if err != nil {
 		return 0, err
 	}
 	if mb < MinMemoryMB {
-		return 0, fail("memory", strings.TrimSpace(s), "is under the minimum of 4MB", sizeAllowed)
+		v := strings.TrimSpace(s)
+		if mb > 0 {
+			v = FormatMB(mb) // as rounded up: 100 bytes is 1 MiB
+		}
+		return 0, fail("memory", v, below(FormatMB(MinMemoryMB)), sizeAllowed)
 	}
 	return mb, nil
 }
 
 // CheckMemoryMB checks memory per instance in MB: 0 (no limit) or
-// MinMemoryMB..MaxMemoryMB.
+// MinMemoryMB..MaxMemoryMB. Its messages speak in sizes, as ParseMemory's
+// do.
 func CheckMemoryMB(mb int64) error {
-	if mb != 0 && (mb < MinMemoryMB || mb > MaxMemoryMB) {
-		return fail("memory", strconv.FormatInt(mb, 10)+" MB", "is out of range", "allowed: 0 (no limit) or 4 to 16777216 MB (16TiB)")
+	if mb == 0 {
+		return nil
 	}
-	return nil
+	return inRange("memory", mb, MinMemoryMB, MaxMemoryMB, FormatMB, sizeAllowed)
 }
 
 var rangeRE = regexp.MustCompile(`^([0-9]+)(?:-([0-9]+))?$`)
@@ -192,10 +318,7 @@ func ParseRange(s string) (start, end int64, err error) {
 		end, err2 = strconv.ParseInt(m[2], 10, 64)
 	}
 	if err1 != nil || err2 != nil {
-		return 0, 0, fail("range", s, "is out of range", rangeAllowed)
-	}
-	if start > end {
-		return 0, 0, fail("range", s, "is empty", "the start must not exceed the end")
+		return 0, 0, fail("range", s, "has a number above the maximum "+itoa(math.MaxInt64), rangeAllowed)
 	}
 	return start, end, CheckRange(start, end)
 }
@@ -210,7 +333,8 @@ func CheckRange(start, end int64) error {
 	case start > end:
 		return fail("range", v, "is empty", "the start must not exceed the end")
 	case uint64(end)-uint64(start) >= MaxItems: // exact even where end-start overflows int64
-		return fail("range", v, "has more than 1000000 items", rangeAllowed)
+		n := strconv.FormatUint(uint64(end)-uint64(start)+1, 10)
+		return fail("range", v, "has "+n+" items, above the maximum "+itoa(MaxItems), rangeAllowed)
 	}
 	return nil
 }
@@ -220,23 +344,15 @@ const maxCPUsAllowed = "allowed: a number from 0 (no secondaries) to 1048576, or
 // ParseMaxCPUs reads max_cpus: a number, or "*" (-1: the org's
 // max_cpus_limit).
 func ParseMaxCPUs(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	if s == "*" {
+	if strings.TrimSpace(s) == "*" {
 		return -1, nil
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return 0, fail("max_cpus", quote(s), "is not a number", maxCPUsAllowed)
-	}
-	return n, CheckMaxCPUs(n)
+	return parseWhole("max_cpus", s, -1, MaxCPUs, maxCPUsAllowed)
 }
 
 // CheckMaxCPUs checks max_cpus: -1 ("*") to MaxCPUs.
 func CheckMaxCPUs(n int64) error {
-	if n < -1 || n > MaxCPUs {
-		return fail("max_cpus", strconv.FormatInt(n, 10), "is out of range", maxCPUsAllowed)
-	}
-	return nil
+	return inRange("max_cpus", n, -1, MaxCPUs, itoa, maxCPUsAllowed)
 }
 
 // FormatMaxCPUs renders max_cpus as a user writes it: "*" for -1.
@@ -247,37 +363,42 @@ func FormatMaxCPUs(n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
+const (
+	priorityAllowed = "allowed: 1 (the highest) to 9999 (the lowest)"
+	cpusAllowed     = "allowed: 1 to 1048576 primary instances"
+	gpusAllowed     = "allowed: 0 to 64 GPUs per instance"
+	retriesAllowed  = "allowed: 0 to 100"
+)
+
+// ParsePriority reads a priority ("5"; "1e3" is 1000).
+func ParsePriority(s string) (int64, error) {
+	return parseWhole("priority", s, MinPriority, MaxPriority, priorityAllowed)
+}
+
 // CheckPriority checks a priority: 1 (the highest) to 9999 (the lowest).
 func CheckPriority(p int64) error {
-	if p < MinPriority || p > MaxPriority {
-		return fail("priority", strconv.FormatInt(p, 10), "is out of range", "allowed: 1 (the highest) to 9999 (the lowest)")
-	}
-	return nil
+	return inRange("priority", p, MinPriority, MaxPriority, itoa, priorityAllowed)
 }
+
+// ParseCPUs reads cpus, the primary instances.
+func ParseCPUs(s string) (int64, error) { return parseWhole("cpus", s, 1, MaxCPUs, cpusAllowed) }
 
 // CheckCPUs checks cpus, the primary instances: 1 to MaxCPUs.
-func CheckCPUs(n int64) error {
-	if n < 1 || n > MaxCPUs {
-		return fail("cpus", strconv.FormatInt(n, 10), "is out of range", "allowed: 1 to 1048576 primary instances")
-	}
-	return nil
-}
+func CheckCPUs(n int64) error { return inRange("cpus", n, 1, MaxCPUs, itoa, cpusAllowed) }
+
+// ParseGPUs reads GPUs per instance.
+func ParseGPUs(s string) (int64, error) { return parseWhole("gpus", s, 0, MaxGPUs, gpusAllowed) }
 
 // CheckGPUs checks GPUs per instance: 0 to MaxGPUs.
-func CheckGPUs(n int64) error {
-	if n < 0 || n > MaxGPUs {
-		return fail("gpus", strconv.FormatInt(n, 10), "is out of range", "allowed: 0 to 64 GPUs per instance")
-	}
-	return nil
+func CheckGPUs(n int64) error { return inRange("gpus", n, 0, MaxGPUs, itoa, gpusAllowed) }
+
+// ParseRetries reads retries.
+func ParseRetries(s string) (int64, error) {
+	return parseWhole("retries", s, 0, MaxRetries, retriesAllowed)
 }
 
 // CheckRetries checks retries: 0 to MaxRetries.
-func CheckRetries(n int64) error {
-	if n < 0 || n > MaxRetries {
-		return fail("retries", strconv.FormatInt(n, 10), "is out of range", "allowed: 0 to 100")
-	}
-	return nil
-}
+func CheckRetries(n int64) error { return inRange("retries", n, 0, MaxRetries, itoa, retriesAllowed) }
 
 // CheckDriver checks a driver name.
 func CheckDriver(d string) error {
@@ -291,25 +412,29 @@ func CheckDriver(d string) error {
 func CheckCmd(cmd []string) error {
 	switch {
 	case len(cmd) == 0:
-		return fail("cmd", "[]", "is empty", "give the command after --, e.g. -- sleep 5")
+		return fail("cmd", "[]", "is empty", "give the job's command after --, e.g. cshare job submit -- sleep 5")
 	case strings.TrimSpace(cmd[0]) == "":
 		return fail("cmd", quote(cmd[0]), "is not a program", "the first word of the command must not be blank")
 	case len(cmd) > MaxCmdArgs:
-		return fail("cmd", strconv.Itoa(len(cmd))+" arguments", "is too many", "allowed: at most 4096")
+		return fail("cmd", strconv.Itoa(len(cmd))+" arguments", above(strconv.Itoa(MaxCmdArgs)), "allowed: at most 4096 words")
 	}
 	return nil
 }
 
 var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+const envNameAllowed = "allowed: letters, digits and _, not starting with a digit, e.g. MY_VAR"
+
 // CheckEnvName checks an environment variable's name: like MY_VAR, and not
 // CSHARE_*, which cshare sets.
 func CheckEnvName(k string) error {
 	switch {
+	case k == "":
+		return fail("env", `""`, "is an empty name", envNameAllowed)
 	case !envNameRE.MatchString(k):
-		return fail("env", quote(k), "is not a variable name", "allowed: letters, digits and _, not starting with a digit, e.g. MY_VAR")
+		return fail("env", quote(k), "is not a variable name", envNameAllowed)
 	case strings.HasPrefix(k, "CSHARE_"):
-		return fail("env", quote(k), "is reserved", "CSHARE_* variables are set by cshare")
+		return fail("env", quote(k), "is reserved", "CSHARE_* variables are set by cshare; choose another name")
 	}
 	return nil
 }

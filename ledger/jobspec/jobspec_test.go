@@ -37,13 +37,14 @@ func TestParseCores(t *testing.T) {
 		{"0.0014", 1, ""},
 		{"4096", 4096000, ""},
 		{"1.23456", 1235, ""},
-		{"0.0001", 0, "0.0001 rounds to 0 millicores; allowed: 0.001 to 4096 cores"},
-		{"0.0004", 0, "rounds to 0"},
+		{"0.0001", 0, "0.0001 is below the minimum 0.001; allowed: 0.001 to 4096 cores"},
+		{"0.0004", 0, "below the minimum 0.001"},
 		{"1000", 1000000, ""},
-		{"4097", 0, "above the maximum of 4096"},
-		{"1e9", 0, "above the maximum"},
-		{"0", 0, "not more than 0"},
-		{"-1", 0, "not more than 0"},
+		{"4097", 0, "4097 is above the maximum 4096"},
+		{"1e9", 0, "1000000000 is above the maximum 4096"},
+		{"1e300", 0, "1e300 is above the maximum 4096"},
+		{"0", 0, "0 is below the minimum 0.001"},
+		{"-1", 0, "-1 is below the minimum 0.001"},
 		{"many", 0, `"many" is not a number`},
 		{"NaN", 0, "not a number"},
 		{"Inf", 0, "not a number"},
@@ -78,10 +79,12 @@ func TestParseMemory(t *testing.T) {
 		{"4097k", 5, ""}, // rounded up to whole MB
 		{"16t", 16 << 20, ""},
 		{"16TiB", 16 << 20, ""},
-		{"3m", 0, "3m is under the minimum of 4MB"},
-		{"1024", 0, "under the minimum"}, // bytes, as Docker reads it
-		{"16.001t", 0, "above the maximum of 16TiB"},
-		{"17179869184g", 0, "17179869184g is above the maximum of 16TiB"},
+		{"3m", 0, "3 MiB is below the minimum 4 MiB"},
+		{"0", 0, "0 is below the minimum 4 MiB"},
+		{"100", 0, "1 MiB is below the minimum 4 MiB"},
+		{"1024", 0, "below the minimum"}, // bytes, as Docker reads it
+		{"16.001t", 0, "16778265 MiB is above the maximum 16 TiB"},
+		{"17179869184g", 0, "16 EiB is above the maximum 16 TiB"},
 		{"99999999999999999999PB", 0, "above the maximum"},
 		{"lots", 0, `"lots" is not a size`},
 		{"-1g", 0, "not a size"},
@@ -100,7 +103,7 @@ func TestParseMemory(t *testing.T) {
 		}
 	}
 	for _, m := range []int64{-1, 3, MaxMemoryMB + 1} {
-		wantErr(t, "check", CheckMemoryMB(m), "memory", "16TiB")
+		wantErr(t, "check", CheckMemoryMB(m), "memory", "from 4 MiB to 16 TiB")
 	}
 	if got := BytesToMB(1<<20 + 1); got != 2 {
 		t.Errorf("BytesToMB(1MiB+1) = %d", got)
@@ -117,13 +120,13 @@ func TestParseRange(t *testing.T) {
 		{"7", 7, 7, ""},
 		{" 0-0 ", 0, 0, ""},
 		{"1-1000000", 1, 1000000, ""},
-		{"0-1000000", 0, 0, "more than 1000000 items"},
+		{"0-1000000", 0, 0, "0-1000000 has 1000001 items, above the maximum 1000000"},
 		{"5-1", 0, 0, "5-1 is empty; the start must not exceed the end"},
 		{"a-b", 0, 0, "not a range"},
 		{"1-", 0, 0, "not a range"},
 		{"-3", 0, 0, "not a range"},
 		{"", 0, 0, "not a range"},
-		{"1-99999999999999999999", 0, 0, "out of range"},
+		{"1-99999999999999999999", 0, 0, "above the maximum 9223372036854775807"},
 	} {
 		s, e, err := ParseRange(c.in)
 		if c.err != "" {
@@ -146,7 +149,7 @@ func TestScalars(t *testing.T) {
 		err  string
 	}{
 		{"*", -1, ""}, {"-1", -1, ""}, {"0", 0, ""}, {"50", 50, ""}, {"1048576", 1 << 20, ""},
-		{"-2", 0, "-2 is out of range"}, {"1048577", 0, "out of range"}, {"lots", 0, `"lots" is not a number`},
+		{"-2", 0, "-2 is below the minimum -1"}, {"1048577", 0, "1048577 is above the maximum 1048576"}, {"lots", 0, `"lots" is not a number`},
 	} {
 		got, err := ParseMaxCPUs(c.in)
 		if c.err != "" {
@@ -168,7 +171,7 @@ func TestScalars(t *testing.T) {
 	for _, p := range []int64{0, -1, 10000, 1e9} {
 		wantErr(t, "priority", CheckPriority(p), "priority", "allowed: 1 (the highest) to 9999")
 	}
-	wantErr(t, "cpus", CheckCPUs(0), "cpus", "0 is out of range")
+	wantErr(t, "cpus", CheckCPUs(0), "cpus", "0 is below the minimum 1")
 	wantErr(t, "gpus", CheckGPUs(65), "gpus", "65")
 	wantErr(t, "retries", CheckRetries(-1), "retries", "0 to 100")
 	wantErr(t, "driver", CheckDriver("podman"), "driver", `"podman"`)
@@ -186,7 +189,7 @@ func TestEnv(t *testing.T) {
 		t.Fatalf("ParseEnv = %v, %v", env, err)
 	}
 	for _, c := range []struct{ in, err string }{
-		{"=x", "not a variable name"}, {"A", "not NAME=VALUE"}, {"1A=x", "not a variable name"},
+		{"=x", `"" is an empty name`}, {"A", "not NAME=VALUE"}, {"1A=x", "not a variable name"},
 		{"A B=x", "not a variable name"}, {"CSHARE_ITEM=1", "reserved"}, {"A\x00=1", "not a variable name"},
 	} {
 		_, err := ParseEnv([]string{c.in})
@@ -196,7 +199,7 @@ func TestEnv(t *testing.T) {
 
 func TestRename(t *testing.T) {
 	_, err := ParseMemory("3m")
-	if got := Rename(err, "--memory").Error(); got != "--memory: 3m is under the minimum of 4MB; "+sizeAllowed {
+	if got := Rename(err, "--memory").Error(); got != "--memory: 3 MiB is below the minimum 4 MiB; "+sizeAllowed {
 		t.Errorf("renamed: %q", got)
 	}
 	if _, ok := Rename(err, "--memory").(*Error); !ok {
@@ -262,4 +265,57 @@ func FuzzParsers(f *testing.F) {
 			oneLine("env", err)
 		}
 	})
+}
+
+// TestParseWhole: counts are read as a user may write them, and a number
+// out of range names the range, never strconv's text.
+func TestParseWhole(t *testing.T) {
+	for _, c := range []struct {
+		parse func(string) (int64, error)
+		field string
+		in    string
+		want  int64
+		err   string
+	}{
+		{ParsePriority, "priority", "5", 5, ""},
+		{ParsePriority, "priority", "1e3", 1000, ""},
+		{ParsePriority, "priority", "1e9", 0, "priority: 1000000000 is above the maximum 9999; allowed: 1 (the highest) to 9999 (the lowest)"},
+		{ParsePriority, "priority", "99999999999999999999999", 0, "99999999999999999999999 is above the maximum 9999"},
+		{ParsePriority, "priority", "-99999999999999999999999", 0, "-99999999999999999999999 is below the minimum 1"},
+		{ParsePriority, "priority", "0", 0, "0 is below the minimum 1"},
+		{ParsePriority, "priority", "2.5", 0, "2.5 is not a whole number"},
+		{ParsePriority, "priority", "high", 0, `"high" is not a number`},
+		{ParseGPUs, "gpus", "65", 0, "65 is above the maximum 64"},
+		{ParseCPUs, "cpus", "1e7", 0, "10000000 is above the maximum 1048576"},
+		{ParseRetries, "retries", "101", 0, "101 is above the maximum 100"},
+		{ParseMaxCPUs, "max_cpus", "1e30", 0, "1e30 is above the maximum 1048576"},
+	} {
+		got, err := c.parse(c.in)
+		if c.err != "" {
+			wantErr(t, c.in, err, c.field, c.err)
+			if err != nil && strings.Contains(err.Error(), "strconv") {
+				t.Errorf("%s: %v", c.in, err)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%s %q = %d, %v; want %d", c.field, c.in, got, err, c.want)
+		}
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for m, want := range map[int64]string{1: "0.001", 500: "0.5", 2000: "2", 1250: "1.25", 4096000: "4096", -500: "-0.5"} {
+		if got := FormatCores(m); got != want {
+			t.Errorf("FormatCores(%d) = %q, want %q", m, got, want)
+		}
+	}
+	for mb, want := range map[int64]string{1: "1 MiB", 512: "512 MiB", 1024: "1 GiB", 1536: "1.5 GiB", 1500: "1500 MiB", 4096: "4 GiB", 16 << 20: "16 TiB"} {
+		if got := FormatMB(mb); got != want {
+			t.Errorf("FormatMB(%d) = %q, want %q", mb, got, want)
+		}
+	}
+	if got := FormatBytes(2048); got != "2 KiB" {
+		t.Errorf("FormatBytes(2048) = %q", got)
+	}
 }

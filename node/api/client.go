@@ -92,7 +92,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if resp.StatusCode/100 != 2 {
 		var e Error
 		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return &StatusError{Code: resp.StatusCode, Msg: e.Error}
+			return &StatusError{Code: resp.StatusCode, Msg: e.Error, Field: e.Field}
 		}
 		return &StatusError{Code: resp.StatusCode, Msg: fmt.Sprintf("%s %s: %s", method, path, resp.Status)}
 	}
@@ -208,9 +208,9 @@ func (c *Client) Leave(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/v1/leave", nil, nil)
 }
 
-// SubmitJob submits a job.
-func (c *Client) SubmitJob(ctx context.Context, req JobSubmit) (JobInfo, error) {
-	return post[JobInfo](c, ctx, "/v1/jobs", req)
+// SubmitJob submits a job; the answer carries the job and any warnings.
+func (c *Client) SubmitJob(ctx context.Context, req JobSubmit) (JobSubmitted, error) {
+	return post[JobSubmitted](c, ctx, "/v1/jobs", req)
 }
 
 // Jobs lists jobs.

@@ -31,7 +31,7 @@ func (stub) Members(context.Context) ([]MemberInfo, error)                 { ret
 func (stub) SetRole(context.Context, string, string) (MemberInfo, error)   { return MemberInfo{}, nil }
 func (stub) RemoveMember(context.Context, string) (string, error)          { return "", nil }
 func (stub) Leave(context.Context) error                                   { return nil }
-func (stub) SubmitJob(context.Context, JobSubmit) (JobInfo, error)         { return JobInfo{}, nil }
+func (stub) SubmitJob(context.Context, JobSubmit) (JobSubmitted, error)    { return JobSubmitted{}, nil }
 func (stub) Jobs(context.Context) ([]JobInfo, error)                       { return nil, nil }
 func (stub) Job(context.Context, string) (JobInfo, error)                  { return JobInfo{}, nil }
 func (stub) ModifyJob(context.Context, string, JobModify) (JobInfo, error) { return JobInfo{}, nil }
@@ -134,6 +134,60 @@ func TestAuthRequired(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusUnauthorized {
 			t.Fatalf("token %q: status %d, want 401", tok, rec.Code)
+		}
+	}
+}
+
+// TestRouteErrorsAreJSON: the mux's own 404 and 405 are JSON Errors, and a
+// long path is not echoed whole.
+func TestRouteErrorsAreJSON(t *testing.T) {
+	h := Handler(stub{}, "tok")
+	long := strings.Repeat("x", 100<<10)
+	for _, c := range []struct {
+		method, path string
+		code         int
+		want, allow  string
+	}{
+		{http.MethodGet, "/v1/nope", 404, "no such API route: GET /v1/nope", ""},
+		{http.MethodGet, "/v2/" + long, 404, "no such API route", ""},
+		{http.MethodDelete, "/v1/jobs", 405, "method DELETE is not allowed for /v1/jobs", "GET, HEAD, POST"},
+		{http.MethodPut, "/v1/status", 405, "allowed: GET, HEAD", "GET, HEAD"},
+	} {
+		req := httptest.NewRequest(c.method, c.path, nil)
+		req.Header.Set("Authorization", "Bearer tok")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var e Error
+		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != c.code || !strings.Contains(e.Error, c.want) {
+			t.Errorf("%s %.40s: %d %.200s (%v); want %d JSON with %q", c.method, c.path, rec.Code, rec.Body, err, c.code, c.want)
+		}
+		if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+			t.Errorf("%s %.40s: Content-Type %q", c.method, c.path, ct)
+		}
+		if got := rec.Header().Get("Allow"); got != c.allow {
+			t.Errorf("%s %.40s: Allow %q, want %q", c.method, c.path, got, c.allow)
+		}
+		if len(e.Error) > 200 {
+			t.Errorf("%s: the error echoes %d bytes", c.method, len(e.Error))
+		}
+	}
+}
+
+// TestTypeErrorsNameTheField: a value of the wrong JSON type names its key.
+func TestTypeErrorsNameTheField(t *testing.T) {
+	h := Handler(stub{}, "tok")
+	for body, field := range map[string]string{
+		`{"cmd":["true"],"priority":1e9}`:                   "priority",
+		`{"cmd":["true"],"range_end":99999999999999999999}`: "range_end",
+		`{"cmd":["true"],"bogus":1}`:                        "bogus",
+	} {
+		req := httptest.NewRequest(http.MethodPost, "/v1/jobs", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var e Error
+		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != 400 || e.Field != field || !strings.HasPrefix(e.Error, field+": ") && !strings.Contains(e.Error, field) {
+			t.Errorf("%s: %d %s; want 400 with field %q", body, rec.Code, rec.Body, field)
 		}
 	}
 }

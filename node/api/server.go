@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -17,11 +18,68 @@ func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) 
 // MaxBodySize caps request bodies.
 const MaxBodySize = 1 << 20
 
+// Mux is the API's router: a stdlib ServeMux whose own answers to an
+// unknown route (404) or method (405, with Allow) are JSON Errors like
+// every other, not plain text.
+type Mux struct{ *http.ServeMux }
+
+// ServeHTTP implements http.Handler.
+func (m Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := m.Handler(r)
+	if pattern != "" {
+		m.ServeMux.ServeHTTP(w, r)
+		return
+	}
+	// No route: let the mux say which answer (404 or 405 with Allow) and
+	// write it as JSON.
+	rec := &headerRecorder{h: http.Header{}, code: http.StatusNotFound}
+	h.ServeHTTP(rec, r)
+	if allow := rec.h.Get("Allow"); allow != "" {
+		w.Header().Set("Allow", allow)
+	}
+	switch rec.code {
+	case http.StatusMethodNotAllowed:
+		writeJSON(w, rec.code, Error{Error: sprintf("method %s is not allowed for %s; allowed: %s", r.Method, Ellipsize(r.URL.Path), rec.h.Get("Allow"))})
+	case http.StatusNotFound:
+		writeJSON(w, rec.code, Error{Error: sprintf("no such API route: %s %s", r.Method, Ellipsize(r.URL.Path))})
+	default:
+		writeJSON(w, rec.code, Error{Error: http.StatusText(rec.code)})
+	}
+}
+
+// headerRecorder keeps the status and headers a handler writes, and drops
+// its body.
+type headerRecorder struct {
+	h    http.Header
+	code int
+}
+
+func (r *headerRecorder) Header() http.Header         { return r.h }
+func (r *headerRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (r *headerRecorder) WriteHeader(code int)        { r.code = code }
+
+// MaxEcho is how many characters of a user's reference or path an error
+// echoes back.
+const MaxEcho = 64
+
+// Ellipsize cuts s to MaxEcho characters, with an ellipsis, so an error
+// does not echo a 100 KB ID back.
+func Ellipsize(s string) string {
+	n := 0
+	for i := range s {
+		if n == MaxEcho {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
+}
+
 // Handler returns the API's http.Handler. token is the bearer token every
 // request must carry; extra routes (the dashboard, /metrics) may be added to
 // the returned mux by the caller.
-func Handler(svc Service, token string) *http.ServeMux {
-	mux := http.NewServeMux()
+func Handler(svc Service, token string) Mux {
+	mux := Mux{http.NewServeMux()}
 	auth := func(h func(w http.ResponseWriter, r *http.Request) (any, error)) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -37,7 +95,11 @@ func Handler(svc Service, token string) *http.ServeMux {
 				if errors.As(err, &se) {
 					code = se.Code
 				}
-				writeJSON(w, code, Error{Error: err.Error()})
+				var field string
+				if se != nil {
+					field = se.Field
+				}
+				writeJSON(w, code, Error{Error: err.Error(), Field: field})
 				return
 			}
 			if raw, ok := v.([]byte); ok {
@@ -93,7 +155,7 @@ func Handler(svc Service, token string) *http.ServeMux {
 	mux.HandleFunc("POST /v1/machines/{id}/{action}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		a := r.PathValue("action")
 		if a != "approve" && a != "reject" && a != "remove" {
-			return nil, Errorf(http.StatusNotFound, "unknown machine action %q; allowed: approve, reject, remove", a)
+			return nil, Errorf(http.StatusNotFound, "unknown machine action %q; allowed: approve, reject, remove", Ellipsize(a))
 		}
 		return svc.MachineAction(ctx(r), r.PathValue("id"), a)
 	}))
@@ -139,7 +201,7 @@ func Handler(svc Service, token string) *http.ServeMux {
 	mux.HandleFunc("GET /v1/jobs/{id}/logs", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		item, err := strconv.ParseInt(r.URL.Query().Get("item"), 10, 64)
 		if err != nil {
-			return nil, Errorf(http.StatusBadRequest, "item: %q is not a number", r.URL.Query().Get("item"))
+			return nil, FieldErrorf(http.StatusBadRequest, "item", "item: %q is not a number", Ellipsize(r.URL.Query().Get("item")))
 		}
 		return svc.JobLogs(ctx(r), r.PathValue("id"), item)
 	}))
@@ -170,7 +232,36 @@ func DecodeBody(r io.Reader, v any) error {
 	if errors.As(err, &tooBig) {
 		return Errorf(http.StatusRequestEntityTooLarge, "request body: larger than %d bytes", tooBig.Limit)
 	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return FieldErrorf(http.StatusBadRequest, te.Field, "%s: %s is not %s", te.Field, Ellipsize(te.Value), typeName(te.Type))
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		f, _ = strconv.Unquote(f)
+		return FieldErrorf(http.StatusBadRequest, f, "request body: unknown field %q", Ellipsize(f))
+	}
 	return Errorf(http.StatusBadRequest, "request body: %v", err)
+}
+
+// typeName says what a JSON value of a request should have been.
+func typeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "a whole number in the 64-bit range"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice:
+		return "a list of " + t.Elem().Kind().String() + " values"
+	case reflect.Map:
+		return "an object of " + t.Elem().Kind().String() + " values"
+	case reflect.Pointer:
+		return typeName(t.Elem())
+	case reflect.Struct:
+		return "an object"
+	}
+	return "a " + t.String()
 }
 
 func isTooBig(err error) bool {

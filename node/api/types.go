@@ -6,9 +6,12 @@ package api
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"time"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/jobspec"
 )
 
 // NodeStatus is `cshare node status --json`.
@@ -165,6 +168,14 @@ type JobSubmit struct {
 	Retries    int64             `json:"retries,omitempty"`
 }
 
+// JobSubmitted answers POST /v1/jobs: the job, and warnings about it, such
+// as a job no approved machine of the org could fit yet (it is accepted and
+// waits: machines may join later).
+type JobSubmitted struct {
+	JobInfo
+	Warnings []string `json:"warnings,omitempty"`
+}
+
 // JobModify is the body of POST /v1/jobs/{id}/modify; nil fields are left
 // alone.
 type JobModify struct {
@@ -243,9 +254,14 @@ type RunInfo struct {
 	Counted  bool   `json:"counted"` // the ledger took this run's result
 }
 
-// Error is the body of every non-2xx answer.
+// Error is the body of every non-2xx answer, unknown routes and methods
+// included. Field, when the error is about one value of the request, names
+// it as the job spec does (cores, memory, range, priority, cpus, max_cpus,
+// gpus, retries, driver, cmd, env, image) or, for a body that does not
+// decode, the JSON key.
 type Error struct {
 	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
 }
 
 // Service is what the node implements behind the handlers. Errors of type
@@ -270,7 +286,7 @@ type Service interface {
 	RemoveMember(ctx context.Context, id string) (string, error) // the removed member's full ID
 	Leave(ctx context.Context) error
 
-	SubmitJob(ctx context.Context, req JobSubmit) (JobInfo, error)
+	SubmitJob(ctx context.Context, req JobSubmit) (JobSubmitted, error)
 	Jobs(ctx context.Context) ([]JobInfo, error)
 	Job(ctx context.Context, id string) (JobInfo, error)
 	ModifyJob(ctx context.Context, id string, req JobModify) (JobInfo, error)
@@ -279,10 +295,12 @@ type Service interface {
 	JobItems(ctx context.Context, id string) ([]ItemInfo, error)
 }
 
-// StatusError is an error with an HTTP status.
+// StatusError is an error with an HTTP status, and the request field it is
+// about, if any.
 type StatusError struct {
-	Code int
-	Msg  string
+	Code  int
+	Msg   string
+	Field string
 }
 
 func (e *StatusError) Error() string { return e.Msg }
@@ -290,6 +308,21 @@ func (e *StatusError) Error() string { return e.Msg }
 // Errorf builds a StatusError.
 func Errorf(code int, format string, a ...any) error {
 	return &StatusError{Code: code, Msg: sprintf(format, a...)}
+}
+
+// BadRequest is err as a 400, naming the field of a *jobspec.Error.
+func BadRequest(err error) error {
+	se := &StatusError{Code: http.StatusBadRequest, Msg: err.Error()}
+	var je *jobspec.Error
+	if errors.As(err, &je) {
+		se.Field = je.Field
+	}
+	return se
+}
+
+// FieldErrorf builds a StatusError about one field of the request.
+func FieldErrorf(code int, field, format string, a ...any) error {
+	return &StatusError{Code: code, Msg: sprintf(format, a...), Field: field}
 }
 
 // FormatTimeMS is FormatTime to the millisecond (run starts and ends).

@@ -55,7 +55,7 @@ func (p *parser) resources(n *yaml.Node, path string) (Resources, error) {
 			}
 			r.DiskLimit = &v
 		case "max_concurrent_jobs":
-			v, err := p.integer(e.value, e.path)
+			v, err := p.bounded(e.value, e.path, fmt.Sprintf("0..%d (0 means this machine takes no jobs)", MaxConcurrentJobsLimit))
 			if err != nil {
 				return r, err
 			}

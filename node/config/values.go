@@ -58,18 +58,33 @@ func (p *parser) integer(n *yaml.Node, path string) (int64, error) {
 	return 0, p.errf(n, path, "%s is not a number", show(n))
 }
 
+// bounded decodes a whole number of the range rng ("1..100"): one too
+// large for int64 is outside the range, said so, not merely "too large".
+func (p *parser) bounded(n *yaml.Node, path, rng string) (int64, error) {
+	if n.Kind == yaml.ScalarNode && wholeRE.MatchString(n.Value) {
+		if _, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 10, 64); err != nil {
+			return 0, p.errf(n, path, "%s is outside %s", show(n), rng)
+		}
+	}
+	return p.integer(n, path)
+}
+
 // percent decodes cpu_limit: 80 or "80%".
 func (p *parser) percent(e entry) (int, error) {
 	n := e.value
 	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
 		s, _ := strings.CutSuffix(strings.TrimSpace(n.Value), "%")
-		v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+		s = strings.TrimSpace(s)
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil && wholeRE.MatchString(s) {
+			return 0, p.errf(n, e.path, "%s is outside 1..100", show(n))
+		}
 		if err != nil {
 			return 0, p.errf(n, e.path, "%s is not a number; write a percentage like 80", show(n))
 		}
 		return clampInt(v), nil
 	}
-	v, err := p.integer(n, e.path)
+	v, err := p.bounded(n, e.path, "1..100")
 	return clampInt(v), err
 }
 

@@ -57,7 +57,7 @@ func TestMachineLsTable(t *testing.T) {
 			t.Errorf("header %q lacks %q", lines[0], h)
 		}
 	}
-	for _, want := range []string{"🟢 available", "🟡 busy", "⚫ offline", "pending", short(m1ID), "12s ago", "3m ago", "2d ago", "never", "64GiB", "office-gpu-1"} {
+	for _, want := range []string{"🟢 available", "🟡 busy", "⚫ offline", "pending", short(m1ID), "12s ago", "3m ago", "2d ago", "never", "64 GiB", "office-gpu-1"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, r.stdout)
 		}
@@ -83,12 +83,13 @@ func TestTables(t *testing.T) {
 		{[]string{"job", "ls"}, []string{"ID", "STATE", "PRIORITY", "INSTANCES", "ITEMS", "FAILED", "SUBMITTER", "AGE",
 			short(jobID), "running", "2/2+1", "40/100", "5m", "3d", "0/0+0", "0/1"}},
 		{[]string{"job", "show", jobID}, []string{"state:", "running", "reason:", "preempted by a higher priority job",
-			`sh -c "echo $CSHARE_ITEM"`, "40/100 done, 1 failed", "MACHINE", "SLOT", "KIND", "secondary", "render-2"}},
-		{[]string{"job", "items", jobID}, []string{"ITEM", "STATUS", "ATTEMPTS", "CODE", "DURATION", "1.5s", "2KiB", "failed"}},
+			`sh -c "echo $CSHARE_ITEM"`, "40/100 done, 1 failed", "per instance:", "0.5 cores, 512 MiB memory, 1 gpus", "MACHINE", "SLOT", "KIND", "secondary", "render-2"}},
+		{[]string{"job", "items", jobID}, []string{"ITEM", "STATUS", "ATTEMPTS", "CODE", "DURATION", "1.5s", "2 KiB", "failed"}},
 		{[]string{"member", "ls"}, []string{"ID", "ROLE", "owner", "member", short(ownerID)}},
 		{[]string{"node", "status"}, []string{"id:", ownerID, "acme (bafyorg)", "peers:", "2 of 2 peers agree"}},
 		{[]string{"org", "show"}, []string{"state hash:", "abc123", "smartshare.preempt_policy:", "aggressive", "require_machine_approval:", "true"}},
-		{[]string{"machine", "show", m1ID}, []string{"max_concurrent_jobs:", "16", "A100", "GPU-1", "40GiB"}},
+		{[]string{"machine", "show", m1ID}, []string{"max_concurrent_jobs:", "16", "A100", "GPU-1", "40 GiB", "memory_limit:", "64 GiB", "disk_limit:", "1 TiB",
+			"free:", "1.5 cores, 1.5 GiB memory, 4 GiB disk, 1 gpus, 3 slots"}},
 		{[]string{"version"}, []string{"cshare ", agentVersion}},
 	}
 	for _, c := range cases {
@@ -256,13 +257,13 @@ func TestSubmitValidation(t *testing.T) {
 		{[]string{"--range", "1-", "--", "true"}, "--range"},
 		{[]string{"--range", "1-99999999999999999999", "--", "true"}, "--range"},
 		{[]string{"--memory", "lots", "--", "true"}, "--memory"},
-		{[]string{"--memory", "3m", "--", "true"}, "--memory: 3m is under the minimum of 4MB"},
+		{[]string{"--memory", "3m", "--", "true"}, "--memory: 3 MiB is below the minimum 4 MiB"},
 		{[]string{"--memory", "1024", "--", "true"}, "--memory"},
 		{[]string{"--priority", "0", "--", "true"}, "--priority"},
 		{[]string{"--priority", "10000", "--", "true"}, "--priority"},
 		{[]string{"--priority", "x", "--", "true"}, "--priority"},
 		{[]string{"--cpus", "-1", "--", "true"}, "--cpus"},
-		{[]string{"--instances", "-2", "--", "true"}, "--cpus"},
+		{[]string{"--instances", "-2", "--", "true"}, "--instances: -2 is below the minimum 1"},
 		{[]string{"--max-cpus", "-2", "--", "true"}, "--max-cpus"},
 		{[]string{"--max-cpus", "lots", "--", "true"}, "--max-cpus"},
 		{[]string{"--max-instances", "x", "--", "true"}, "--max-instances"},
@@ -272,16 +273,20 @@ func TestSubmitValidation(t *testing.T) {
 		{[]string{"--retries", "-1", "--", "true"}, "--retries"},
 		{[]string{"--cores", "0", "--", "true"}, "--cores"},
 		{[]string{"--cores", "many", "--", "true"}, "--cores"},
-		{[]string{"--cores", "0.0001", "--", "true"}, "--cores: 0.0001 rounds to 0 millicores; allowed: 0.001 to 4096 cores"},
+		{[]string{"--cores", "0.0001", "--", "true"}, "--cores: 0.0001 is below the minimum 0.001; allowed: 0.001 to 4096 cores"},
 		{[]string{"--cores", "", "--", "true"}, "--cores"},
-		{[]string{"--memory", "17179869184g", "--", "true"}, "--memory: 17179869184g is above the maximum of 16TiB"},
-		{[]string{"--priority", "1000000000", "--", "true"}, "--priority: 1000000000 is out of range; allowed: 1 (the highest) to 9999"},
+		{[]string{"--memory", "17179869184g", "--", "true"}, "--memory: 16 EiB is above the maximum 16 TiB"},
+		{[]string{"--priority", "1000000000", "--", "true"}, "--priority: 1000000000 is above the maximum 9999; allowed: 1 (the highest) to 9999"},
+		{[]string{"--priority", "1e9", "--", "true"}, "--priority: 1000000000 is above the maximum 9999"},
+		{[]string{"--gpus", "1e3", "--", "true"}, "--gpus: 1000 is above the maximum 64"},
+		{[]string{"--retries", "lots", "--", "true"}, `--retries: "lots" is not a number`},
 		{[]string{"--env", "CSHARE_ITEM=1", "--", "true"}, "--env"},
 		{[]string{"--range", "0-1000000", "--", "true"}, "--range"},
 		{[]string{"--driver", "podman", "--", "true"}, "--driver"},
 		{[]string{"--env", "=x", "--", "true"}, "--env"},
-		{[]string{"--range", "1-10"}, "missing command"},
-		{[]string{"--range", "1-10", "--"}, "missing command"},
+		{[]string{"--range", "1-10"}, "cmd: [] is empty; give the job's command after --"},
+		{[]string{"--range", "1-10", "--"}, "cmd: [] is empty"},
+		{[]string{"--", ""}, `cmd: "" is not a program`},
 		{[]string{"sleep", "--", "60"}, "before --"},
 		{[]string{"echo", "-n", "hi"}, "after --"},
 	}

@@ -60,7 +60,8 @@ func newFake() *fakeNode {
 		machines: []api.MachineInfo{
 			{ID: m1ID, Name: "office-gpu-1", Status: "available", Owner: ownerID, LastHeartbeat: api.FormatTime(testNow.Add(-12 * time.Second)),
 				Hardware: ledger.Hardware{CPUs: 16, MemoryMB: 65536, DiskMB: 1 << 20, GPUs: []ledger.GPU{{Index: 0, UUID: "GPU-1", Name: "A100", MemoryMB: 40960}}},
-				Limits:   ledger.Limits{CPULimit: 100, MemoryLimit: 65536, DiskLimit: 1 << 20, MaxConcurrentJobs: 16}},
+				Limits:   ledger.Limits{CPULimit: 100, MemoryLimit: 65536, DiskLimit: 1 << 20, MaxConcurrentJobs: 16},
+				Free:     &api.Resources{Cores: 1500, MemoryMB: 1536, DiskMB: 4096, GPUs: 1, Slots: 3}},
 			{ID: m2ID, Name: "render-2", Status: "busy", Owner: ownerID, LastHeartbeat: api.FormatTime(testNow.Add(-3 * time.Minute)), RunningJobs: 2, TotalJobs: 7,
 				Hardware: ledger.Hardware{CPUs: 8, MemoryMB: 16384}},
 			{ID: m3ID, Name: "laptop", Status: "pending", Owner: m3ID},
@@ -73,7 +74,7 @@ func newFake() *fakeNode {
 		},
 		jobs: []api.JobInfo{
 			{ID: jobID, Name: "render", Submitter: ownerID, State: "running", Priority: 5, CPUs: 2, MaxCPUs: "10", Driver: "docker",
-				Cmd: []string{"sh", "-c", "echo $CSHARE_ITEM"}, Range: "1-100", Items: api.Items{Total: 100, Done: 40, Failed: 1, Running: 3, Pending: 56},
+				Cmd: []string{"sh", "-c", "echo $CSHARE_ITEM"}, Range: "1-100", Cores: 500, MemoryMB: 512, GPUs: 1, Items: api.Items{Total: 100, Done: 40, Failed: 1, Running: 3, Pending: 56},
 				Instances: []api.InstanceInfo{
 					{Machine: m1ID, MachineName: "office-gpu-1", Slot: 0, Kind: "primary", State: "running", Item: 41},
 					{Machine: m1ID, MachineName: "office-gpu-1", Slot: 1, Kind: "primary", State: "running", Item: 42},
@@ -236,7 +237,10 @@ func (f *fakeNode) RemoveMember(ctx context.Context, id string) (string, error) 
 
 func (f *fakeNode) Leave(ctx context.Context) error { return f.call("leave") }
 
-func (f *fakeNode) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInfo, error) {
+// fakeUnfit is the fake's warning for a job asking for more than 1 GPU.
+const fakeUnfit = "no approved machine of the org can run one instance of this job yet: 2 GPUs per instance, above the largest machine's 1"
+
+func (f *fakeNode) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobSubmitted, error) {
 	f.mu.Lock()
 	f.submit = &req
 	f.mu.Unlock()
@@ -244,8 +248,12 @@ func (f *fakeNode) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobInf
 	if req.MaxCPUs != nil {
 		maxc = jobspec.FormatMaxCPUs(*req.MaxCPUs)
 	}
-	return api.JobInfo{ID: jobID, Name: req.Name, State: "queued", Priority: req.Priority, CPUs: req.CPUs, MaxCPUs: maxc,
-		Cmd: req.Cmd, Range: fmt.Sprintf("%d-%d", *req.RangeStart, *req.RangeEnd)}, f.call("submit")
+	var warnings []string
+	if req.GPUs > 1 {
+		warnings = []string{fakeUnfit}
+	}
+	return api.JobSubmitted{JobInfo: api.JobInfo{ID: jobID, Name: req.Name, State: "queued", Priority: req.Priority, CPUs: req.CPUs, MaxCPUs: maxc,
+		Cmd: req.Cmd, Range: fmt.Sprintf("%d-%d", *req.RangeStart, *req.RangeEnd)}, Warnings: warnings}, f.call("submit")
 }
 
 func (f *fakeNode) Jobs(ctx context.Context) ([]api.JobInfo, error) { return f.jobs, f.call("jobs") }

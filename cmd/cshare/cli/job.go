@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/cshare/cshare/internal/text"
@@ -82,7 +81,7 @@ func aliased[T comparable](cmd *cobra.Command, name, alias string, v, av T) (T, 
 // submitFlags are `job submit`'s flags.
 type submitFlags struct {
 	image, driver, cores, memory, rng, maxCPUs, maxInstances, name string
-	gpus, priority, cpus, instances, retries                       int64
+	gpus, priority, cpus, instances, retries                       string
 	env                                                            []string
 	asJSON                                                         bool
 }
@@ -105,8 +104,8 @@ func (s *submitFlags) request(cmd *cobra.Command, args []string) (submission, er
 	if dash > 0 {
 		return sub, fmt.Errorf("unexpected argument %q before --; the job's command goes after --", args[0])
 	}
-	if len(args) == 0 || strings.TrimSpace(args[0]) == "" {
-		return sub, fmt.Errorf("missing command: give the job's command after --, e.g. cshare job submit --range 1-10 -- sleep 5")
+	if err := jobspec.CheckCmd(args); err != nil {
+		return sub, err
 	}
 	req.Cmd = args
 	if err := jobspec.CheckDriver(s.driver); err != nil {
@@ -139,29 +138,36 @@ func (s *submitFlags) request(cmd *cobra.Command, args []string) (submission, er
 			return sub, flagErr(err, "--memory")
 		}
 	}
-	if err := jobspec.CheckGPUs(s.gpus); err != nil {
+	if req.GPUs, err = jobspec.ParseGPUs(s.gpus); err != nil {
 		return sub, flagErr(err, "--gpus")
 	}
-	req.GPUs = s.gpus
-	if err := jobspec.CheckPriority(s.priority); err != nil {
+	if req.Priority, err = jobspec.ParsePriority(s.priority); err != nil {
 		return sub, flagErr(err, "--priority")
 	}
-	req.Priority = s.priority
-	cpus, err := aliased(cmd, "cpus", "instances", s.cpus, s.instances)
-	if err != nil {
-		return sub, err
+	if f.Changed("cpus") {
+		if req.CPUs, err = jobspec.ParseCPUs(s.cpus); err != nil {
+			return sub, flagErr(err, "--cpus")
+		}
 	}
-	if err := jobspec.CheckCPUs(cpus); err != nil {
-		return sub, flagErr(err, "--cpus")
+	if f.Changed("instances") {
+		n, err := jobspec.ParseCPUs(s.instances)
+		if err != nil {
+			return sub, flagErr(err, "--instances")
+		}
+		if f.Changed("cpus") && n != req.CPUs {
+			return sub, fmt.Errorf("--cpus %d and --instances %d disagree; --instances is another name for --cpus, give one of them", req.CPUs, n)
+		}
+		req.CPUs = n
 	}
-	req.CPUs = cpus
+	if req.CPUs == 0 {
+		req.CPUs = 1
+	}
 	if req.MaxCPUs, sub.maxCPUs, err = maxCPUsFlags(cmd, s.maxCPUs, s.maxInstances); err != nil {
 		return sub, err
 	}
-	if err := jobspec.CheckRetries(s.retries); err != nil {
+	if req.Retries, err = jobspec.ParseRetries(s.retries); err != nil {
 		return sub, flagErr(err, "--retries")
 	}
-	req.Retries = s.retries
 	if req.Env, err = jobspec.ParseEnv(s.env); err != nil {
 		return sub, flagErr(err, "--env")
 	}
@@ -194,6 +200,9 @@ SmartShare adds secondary ones up to --max-cpus.
 			if err != nil {
 				return err
 			}
+			for _, w := range j.Warnings {
+				fmt.Fprintf(a.stderr, "warning: %s\n", oneLine(w))
+			}
 			if s.asJSON {
 				return printJSON(a.stdout, j)
 			}
@@ -221,14 +230,14 @@ SmartShare adds secondary ones up to --max-cpus.
 	f.StringVar(&s.driver, "driver", "docker", "docker or exec (exec must be enabled in the machine's node.yaml)")
 	f.StringVar(&s.cores, "cores", "", "CPU cores per instance, e.g. 0.5 or 2")
 	f.StringVar(&s.memory, "memory", "", "memory per instance, read as Docker does: 512m, 2g, 4GiB (at least 4MB)")
-	f.Int64Var(&s.gpus, "gpus", 0, "GPUs per instance")
+	f.StringVar(&s.gpus, "gpus", "0", "GPUs per instance")
 	f.StringVar(&s.rng, "range", "1", "agenda items, START-END or N, e.g. 1-100")
-	f.Int64Var(&s.priority, "priority", jobspec.DefaultPriority, "1 (highest) to 9999 (lowest)")
-	f.Int64Var(&s.cpus, "cpus", 1, "primary instances (alias --instances)")
-	f.Int64Var(&s.instances, "instances", 1, "same as --cpus")
+	f.StringVar(&s.priority, "priority", strconv.Itoa(jobspec.DefaultPriority), "1 (highest) to 9999 (lowest)")
+	f.StringVar(&s.cpus, "cpus", "1", "primary instances (alias --instances)")
+	f.StringVar(&s.instances, "instances", "1", "same as --cpus")
 	f.StringVar(&s.maxCPUs, "max-cpus", "", "most instances, primaries included: N, -1 or * = the org's max_cpus_limit, 0 = no secondaries (default: the org's default_max_cpus; alias --max-instances)")
 	f.StringVar(&s.maxInstances, "max-instances", "", "same as --max-cpus")
-	f.Int64Var(&s.retries, "retries", 0, "how many times a failed item is retried")
+	f.StringVar(&s.retries, "retries", "0", "how many times a failed item is retried, 0 to 100")
 	f.StringVar(&s.name, "name", "", "the job's name")
 	f.StringArrayVar(&s.env, "env", nil, "NAME=VALUE for the instances' environment, repeatable")
 	f.BoolVar(&s.asJSON, "json", false, "print the submitted job as JSON")
@@ -279,7 +288,7 @@ func (a *app) jobShowCmd() *cobra.Command {
 func printJob(a *app, j api.JobInfo) error {
 	res := []string{}
 	if j.Cores > 0 {
-		res = append(res, fmt.Sprintf("%d cores", j.Cores))
+		res = append(res, cores(j.Cores)+" cores")
 	}
 	if j.MemoryMB > 0 {
 		res = append(res, mib(j.MemoryMB)+" memory")
@@ -336,8 +345,7 @@ func printJob(a *app, j api.JobInfo) error {
 }
 
 func (a *app) jobModifyCmd() *cobra.Command {
-	var maxCPUs, maxInstances string
-	var priority int64
+	var maxCPUs, maxInstances, priority string
 	c := &cobra.Command{
 		Use:   "modify ID [--max-cpus N|*] [--priority P]",
 		Short: "Change a job's max_cpus or priority (its submitter or an admin)",
@@ -353,10 +361,11 @@ func (a *app) jobModifyCmd() *cobra.Command {
 				return usagef(cmd, "%v", err)
 			}
 			if f.Changed("priority") {
-				if err := jobspec.CheckPriority(priority); err != nil {
+				p, err := jobspec.ParsePriority(priority)
+				if err != nil {
 					return usagef(cmd, "%v", flagErr(err, "--priority"))
 				}
-				req.Priority = &priority
+				req.Priority = &p
 			}
 			cl, err := a.client()
 			if err != nil {
@@ -372,7 +381,7 @@ func (a *app) jobModifyCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&maxCPUs, "max-cpus", "", "new max_cpus: N, -1 or * = the org's max_cpus_limit, 0 = no secondaries (alias --max-instances)")
 	c.Flags().StringVar(&maxInstances, "max-instances", "", "same as --max-cpus")
-	c.Flags().Int64Var(&priority, "priority", 0, "new priority, 1 (highest) to 9999 (lowest)")
+	c.Flags().StringVar(&priority, "priority", "", "new priority, 1 (highest) to 9999 (lowest)")
 	return c
 }
 
@@ -454,7 +463,7 @@ func (a *app) jobItemsCmd() *cobra.Command {
 					dur = (time.Duration(it.DurationMS) * time.Millisecond).String()
 				}
 				if it.OutputSize > 0 {
-					out = units.BytesSize(float64(it.OutputSize))
+					out = jobspec.FormatBytes(float64(it.OutputSize))
 				}
 				t.row(itoa(it.Item), it.Status, itoa(it.Attempts), code, dur, out, orDash(short(it.Machine)))
 			}

@@ -70,8 +70,8 @@ func printMachine(a *app, m api.MachineInfo) error {
 		{"max_concurrent_jobs", itoa(l.MaxConcurrentJobs)},
 	}
 	if f := m.Free; f != nil {
-		pairs = append(pairs, [2]string{"free", fmt.Sprintf("%d cores, %s memory, %s disk, %d gpus, %d slots",
-			f.Cores, mib(f.MemoryMB), mib(f.DiskMB), f.GPUs, f.Slots)})
+		pairs = append(pairs, [2]string{"free", fmt.Sprintf("%s cores, %s memory, %s disk, %d gpus, %d slots",
+			cores(f.Cores), mib(f.MemoryMB), mib(f.DiskMB), f.GPUs, f.Slots)})
 	}
 	if err := kv(a.stdout, pairs...); err != nil {
 		return err

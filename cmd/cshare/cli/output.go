@@ -10,9 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/docker/go-units"
-
 	"github.com/cshare/cshare/internal/text"
+	"github.com/cshare/cshare/ledger/jobspec"
 )
 
 // printJSON writes v as one indented JSON value. A nil slice is written as
@@ -179,13 +178,17 @@ func (a *app) ago(s string) string {
 	return a.age(s) + " ago"
 }
 
-// mib renders a size in MiB as Docker would ("16GiB").
+// mib renders a size in MiB as a user reads it ("512 MiB", "16 GiB"); "-"
+// when unknown.
 func mib(mb int64) string {
 	if mb <= 0 {
 		return "-"
 	}
-	return units.BytesSize(float64(mb) * 1024 * 1024)
+	return jobspec.FormatMB(mb)
 }
+
+// cores renders millicores as CPU cores ("0.5", "2").
+func cores(milli int64) string { return jobspec.FormatCores(milli) }
 
 // itoa is strconv.FormatInt for int64.
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
