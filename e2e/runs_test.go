@@ -107,6 +107,7 @@ type ledgerRun struct {
 	End      string `json:"end"`
 	ExitCode int64  `json:"exit_code"`
 	Counted  bool   `json:"counted"`
+	Stopped  bool   `json:"stopped"`
 }
 
 type ledgerItem struct {
@@ -118,18 +119,25 @@ type ledgerItem struct {
 }
 
 // ledgerView is what the ledger says of the job's runs: the items, the sum
-// of their attempts and the job's duplicate_runs.
-func ledgerView(t *testing.T, p *proc, id string) (items []ledgerItem, attempts, dupRuns int64) {
+// of their attempts, and its runs beyond one per item: the job's
+// duplicate_runs and the runs stopped before they ended (preempted), whose
+// items ran again.
+func ledgerView(t *testing.T, p *proc, id string) (items []ledgerItem, attempts, extra int64) {
 	t.Helper()
 	p.json(&items, "job", "items", id)
 	for _, it := range items {
 		attempts += it.Attempts
+		for _, r := range it.Runs {
+			if r.Stopped {
+				extra++
+			}
+		}
 	}
 	var j struct {
 		DuplicateRuns int64 `json:"duplicate_runs"`
 	}
 	p.json(&j, "job", "show", id)
-	return items, attempts, j.DuplicateRuns
+	return items, attempts, extra + j.DuplicateRuns
 }
 
 // keepArtifacts copies the run log and the nodes' logs to
@@ -372,12 +380,13 @@ func TestPausedNodeCatchesUp(t *testing.T) {
 }
 
 // checkLedgerKnowsRuns fails unless the ledger's attempts are the real
-// runs on the host and its duplicate_runs the runs beyond one per item: a
-// run the ledger does not know was lost (by adoption, or killed unseen).
+// runs on the host and its duplicate and stopped runs the runs beyond one
+// per item: a run the ledger does not know was lost (by adoption, or killed
+// unseen).
 func checkLedgerKnowsRuns(t *testing.T, nreal, dups int, attempts, dupRuns int64) {
 	t.Helper()
 	if attempts != int64(nreal) || dupRuns != int64(dups) {
-		t.Errorf("the ledger counts %d attempts and %d duplicate runs; the host saw %d runs, %d beyond one per item", attempts, dupRuns, nreal, dups)
+		t.Errorf("the ledger counts %d attempts and %d duplicate or stopped runs; the host saw %d runs, %d beyond one per item", attempts, dupRuns, nreal, dups)
 	}
 }
 

@@ -382,14 +382,21 @@ func TestJobResults(t *testing.T) {
 		!runs[0].Counted || runs[0].Machine != first || runs[1].Counted || runs[1].Machine == first {
 		t.Fatalf("runs %+v, duplicates %d; want the first counted and the other a duplicate", runs, j1.Duplicates)
 	}
+	// A stopped run (preempted) is a real attempt but no result: the item
+	// stays pending, no failure counts against its retries, and it is not
+	// a duplicate.
+	w.ok(m1, KindJobResults, JobResults{Job: job, Results: []ItemResult{{Item: 2, Code: 137, Stopped: true}}})
+	if it := w.log.State().Jobs[job].Items[1]; it.Status != ItemPending || it.Attempts != 1 || it.Failures != 0 || w.log.State().Jobs[job].Duplicates != 1 {
+		t.Fatalf("item 2 after a stopped run: %+v, duplicates %d", it, w.log.State().Jobs[job].Duplicates)
+	}
 	// Retries: item 2 fails once (retries=1, still pending), then fails again.
 	w.ok(m1, KindJobResults, JobResults{Job: job, Results: []ItemResult{{Item: 2, Code: 3}}})
-	if it := w.log.State().Jobs[job].Items[1]; it.Status != ItemPending || it.Attempts != 1 {
+	if it := w.log.State().Jobs[job].Items[1]; it.Status != ItemPending || it.Attempts != 2 || it.Failures != 1 {
 		t.Fatalf("item 2 after one failure: %+v", it)
 	}
 	w.ok(m2, KindJobResults, JobResults{Job: job, Results: []ItemResult{{Item: 2, Code: 4, Error: "boom"}, {Item: 3}}})
 	j := w.log.State().Jobs[job]
-	if j.Items[1].Status != ItemFailed || j.Items[1].Attempts != 2 || j.Failed != 1 || j.Done != 2 {
+	if j.Items[1].Status != ItemFailed || j.Items[1].Attempts != 3 || j.Items[1].Failures != 2 || j.Failed != 1 || j.Done != 2 {
 		t.Fatalf("after the retry failed: %+v", j)
 	}
 	if j.State != JobFailed || j.Error == "" || j.Ended == 0 {
@@ -404,7 +411,7 @@ func TestJobResults(t *testing.T) {
 	if !slices.Equal(before, w.log.State().Jobs[job].Items) {
 		t.Fatal("a late result changed a finished job")
 	}
-	if j := w.log.State().Jobs[job]; j.Duplicates != 2 || j.Runs.Len() != 6 {
+	if j := w.log.State().Jobs[job]; j.Duplicates != 2 || j.Runs.Len() != 7 {
 		t.Fatalf("a late result is a duplicate run: runs %+v, duplicates %d", j.Runs, j.Duplicates)
 	}
 	// All items done: done.

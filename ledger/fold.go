@@ -589,11 +589,12 @@ func applyMemberRemove(st *State, e *Entry, author string, p MemberRef) error {
 	return nil
 }
 
-// addRun records a run of one of j's items.
+// addRun records a run of one of j's items. A run neither counted nor
+// stopped is a duplicate: work done again.
 func addRun(j *Job, machine string, r ItemResult, counted bool) {
 	j.Runs.Add(Run{Item: r.Item, Machine: machine, Instance: r.Instance, Started: r.Started,
-		DurationMS: r.DurationMS, Code: r.Code, Counted: counted})
-	if !counted {
+		DurationMS: r.DurationMS, Code: r.Code, Counted: counted, Stopped: r.Stopped})
+	if !counted && !r.Stopped {
 		j.Duplicates++
 	}
 }
@@ -630,17 +631,20 @@ func applyResults(st *State, e *Entry, author string, p JobResults) error {
 	for _, r := range p.Results {
 		it := &j.Items[uint64(r.Item)-uint64(j.Spec.RangeStart)]
 		it.Attempts++ // every real attempt, counted or not
-		if it.Status != ItemPending {
+		if r.Stopped || it.Status != ItemPending {
 			addRun(j, author, r, false) // the first completion in the total order counts
 			continue
 		}
 		addRun(j, author, r, true)
 		it.Code, it.DurationMS, it.OutputSize, it.Machine = r.Code, r.DurationMS, r.OutputSize, author
+		if r.Code != 0 {
+			it.Failures++
+		}
 		switch {
 		case r.Code == 0:
 			it.Status = ItemDone
 			j.Done++
-		case it.Attempts > j.Spec.Retries:
+		case it.Failures > j.Spec.Retries:
 			it.Status = ItemFailed
 			j.Failed++
 			if j.Error == "" {

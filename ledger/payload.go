@@ -180,4 +180,7 @@ type ItemResult struct {
 	Instance   string `cbor:"instance,omitempty"`
 	Error      string `cbor:"error,omitempty"`
 	Started    int64  `cbor:"started,omitempty"` // unix ms when the run started (0: not known)
+	// Stopped: the run was stopped before it ended (preempted, its job
+	// cancelled, ...): a real run, but no result; the item stays pending.
+	Stopped bool `cbor:"stopped,omitempty"`
 }

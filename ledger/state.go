@@ -81,7 +81,8 @@ type Machine struct {
 // Item is one agenda item's progress.
 type Item struct {
 	Status     uint8  `cbor:"s"`
-	Attempts   int64  `cbor:"a"`
+	Attempts   int64  `cbor:"a"`           // every real run the ledger knows: counted, duplicate or stopped
+	Failures   int64  `cbor:"f,omitempty"` // counted runs that failed (what --retries bounds)
 	Code       int64  `cbor:"c"`
 	DurationMS int64  `cbor:"d"`
 	OutputSize int64  `cbor:"o"`
@@ -196,7 +197,8 @@ type Run struct {
 	Started    int64  `cbor:"s,omitempty"` // unix ms, 0 if not reported
 	DurationMS int64  `cbor:"d"`
 	Code       int64  `cbor:"c"`
-	Counted    bool   `cbor:"k"` // the ledger took this run's result for the item
+	Counted    bool   `cbor:"k"`           // the ledger took this run's result for the item
+	Stopped    bool   `cbor:"x,omitempty"` // stopped before it ended (preempted, cancelled): no result
 }
 
 // Revocation records how a member lost a role, for conflict resolution.

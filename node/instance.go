@@ -99,16 +99,16 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		if len(out) > 0 || err == nil {
 			_ = s.n.logs.Save(in.job, item, out)
 		}
-		if !killed {
-			res := ledger.ItemResult{Item: item, Code: int64(st.Code), DurationMS: dur.Milliseconds(), OutputSize: size, Instance: in.id,
-				Error: st.Err, Started: began.UnixMilli()}
-			if err != nil {
-				res.Code, res.Error = -1, err.Error()
-			}
-			// The result is durable before the run is removed: a kill in
-			// between leaves the run for adoption, which finds the record.
-			s.record(in, item, res)
+		res := ledger.ItemResult{Item: item, Code: int64(st.Code), DurationMS: dur.Milliseconds(), OutputSize: size, Instance: in.id,
+			Error: st.Err, Started: began.UnixMilli(), Stopped: killed}
+		if err != nil {
+			res.Code, res.Error = -1, err.Error()
 		}
+		// The result is durable before the run is removed: a kill in
+		// between leaves the run for adoption, which finds the record. A
+		// stopped run's "result" only tells the ledger it ran (the item goes
+		// back to the agenda).
+		s.record(in, item, res)
 		_ = in.drv.Remove(context.Background(), run)
 		in.mu.Lock()
 		in.run = "" // only now: until removed, the run is this instance's (see sweep)

@@ -332,7 +332,7 @@ func (n *Node) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) 
 			runs[i] = []api.RunInfo{}
 		}
 		j.Runs.Each(func(r ledger.Run) {
-			ri := api.RunInfo{Machine: r.Machine, Instance: r.Instance, ExitCode: r.Code, Counted: r.Counted}
+			ri := api.RunInfo{Machine: r.Machine, Instance: r.Instance, ExitCode: r.Code, Counted: r.Counted, Stopped: r.Stopped}
 			if r.Started != 0 {
 				ri.Start = api.FormatTimeMS(time.UnixMilli(r.Started))
 				ri.End = api.FormatTimeMS(time.UnixMilli(r.Started + r.DurationMS))

@@ -36,7 +36,9 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 		}
 	}
 	for _, r := range s.results[in.job] {
-		leased[r.Item] = true
+		if !r.Stopped { // a stopped run's item is back on the agenda
+			leased[r.Item] = true
+		}
 	}
 	jo := s.ownersOf(in.job, s.plan.Hash, s.plan.Instances)
 	myPlan := s.plan.Hash

@@ -48,6 +48,9 @@ func (n *Node) resourceReport() (total, free p2p.Resources, running []p2p.Runnin
 	listed := 0
 	for _, id := range jobIDs {
 		for _, r := range s.results[id] {
+			if r.Stopped {
+				continue // its item is back on the agenda: no lease
+			}
 			if listed == maxFinishedInBeat {
 				// Only if flushing fails: the rest lose their lease (an
 				// item may then run twice; the first result counts).

@@ -251,7 +251,8 @@ type RunInfo struct {
 	Start    string `json:"start,omitempty"` // RFC 3339, "" if not reported
 	End      string `json:"end,omitempty"`
 	ExitCode int64  `json:"exit_code"`
-	Counted  bool   `json:"counted"` // the ledger took this run's result
+	Counted  bool   `json:"counted"`           // the ledger took this run's result
+	Stopped  bool   `json:"stopped,omitempty"` // stopped before it ended (preempted, cancelled): no result
 }
 
 // Error is the body of every non-2xx answer, unknown routes and methods
