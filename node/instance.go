@@ -228,6 +228,27 @@ func (s *scheduler) flush(ctx context.Context) {
 	sort.Strings(ids)
 	for _, id := range ids {
 		rs := pending[id]
+		// The runs a cancel stopped tell nobody anything: the job is over.
+		// Only results, and the runs stopped while the job goes on (a
+		// preemption), are written; every machine of the org writing an
+		// entry at each cancel would only fork the ledger.
+		active := false
+		s.n.snapshot(func(st *ledger.State) { active = st.Jobs[id] != nil && st.Jobs[id].State == ledger.JobActive })
+		if !active {
+			kept := make([]ledger.ItemResult, 0, len(rs))
+			var dropped []ledger.ItemResult
+			for _, r := range rs {
+				if r.Stopped {
+					dropped = append(dropped, r)
+				} else {
+					kept = append(kept, r)
+				}
+			}
+			if len(dropped) > 0 {
+				s.forgetResults(id, dropped)
+			}
+			rs = kept
+		}
 		for len(rs) > 0 {
 			k := min(len(rs), 500)
 			if _, err := s.n.write(ctx, ledger.KindJobResults, ledger.JobResults{Job: id, Results: rs[:k]}); err != nil && !errors.Is(err, ledger.ErrNotAuthority) {
