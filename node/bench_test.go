@@ -25,6 +25,7 @@ import (
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/runtime"
+	"github.com/cshare/cshare/runtime/hw"
 )
 
 // timedDriver records when the node hands a run to the driver.
@@ -95,7 +96,7 @@ func startBenchNode(dir string, drv runtime.Driver, yaml string, listen string, 
 		}
 	}
 	n, err := Start(context.Background(), Options{DataDir: filepath.Join(dir, "data"), API: "127.0.0.1:0",
-		Listen: []string{listen}, ConfigPath: cfg, HeartbeatInterval: interval, Driver: drv, NVML: noGPU{}, TraceHook: benchTrace,
+		Listen: []string{listen}, ConfigPath: cfg, HeartbeatInterval: interval, Driver: drv, NVML: hw.NoNVML{}, TraceHook: benchTrace,
 		HeadsHook: heads, DisableMDNS: true})
 	if err == nil {
 		self.Store(n)

@@ -13,6 +13,7 @@ import (
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/runtime"
+	"github.com/cshare/cshare/runtime/hw"
 )
 
 // catchUpEntries is the size of BenchmarkCatchUp's ledger (issue 2: 100,000);
@@ -107,7 +108,7 @@ func buildLedger(tb testing.TB, a *Node, total int) {
 func BenchmarkCatchUp(b *testing.B) {
 	total := catchUpEntries()
 	a, err := Start(context.Background(), Options{DataDir: b.TempDir(), API: "127.0.0.1:0", Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableMDNS: true,
-		HeartbeatInterval: time.Second, Name: "a", NVML: noGPU{}, Driver: runtime.NewFake()})
+		HeartbeatInterval: time.Second, Name: "a", NVML: hw.NoNVML{}, Driver: runtime.NewFake()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -125,7 +126,7 @@ func BenchmarkCatchUp(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		nb, err := Start(context.Background(), Options{DataDir: b.TempDir(), API: "127.0.0.1:0", Listen: []string{"/ip4/127.0.0.1/tcp/0"}, DisableMDNS: true,
-			HeartbeatInterval: time.Second, Name: fmt.Sprintf("b%d", i), NVML: noGPU{}, Driver: runtime.NewFake()})
+			HeartbeatInterval: time.Second, Name: fmt.Sprintf("b%d", i), NVML: hw.NoNVML{}, Driver: runtime.NewFake()})
 		if err != nil {
 			b.Fatal(err)
 		}

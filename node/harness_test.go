@@ -22,23 +22,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/ipfs/go-cid"
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/runtime"
+	"github.com/cshare/cshare/runtime/hw"
 )
-
-// noGPU is an NVML without the library: the machine has no GPUs.
-type noGPU struct{}
-
-func (noGPU) Init() nvml.Return                  { return nvml.ERROR_LIBRARY_NOT_FOUND }
-func (noGPU) Shutdown() nvml.Return              { return nvml.SUCCESS }
-func (noGPU) DeviceGetCount() (int, nvml.Return) { return 0, nvml.ERROR_LIBRARY_NOT_FOUND }
-func (noGPU) DeviceGetHandleByIndex(int) (nvml.Device, nvml.Return) {
-	return nil, nvml.ERROR_LIBRARY_NOT_FOUND
-}
 
 func testLogger(name string) *slog.Logger {
 	if os.Getenv("CSHARE_TEST_LOG") == "" {
@@ -113,7 +103,7 @@ func newMesh(t testing.TB, cfg meshConfig) *mesh {
 			listen = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ports[i])
 		}
 		o := Options{DataDir: t.TempDir(), API: "127.0.0.1:0", Listen: []string{listen}, HeartbeatInterval: cfg.interval, MergeAbove: cfg.merge,
-			Name: name, NVML: noGPU{}, ConfigPath: confPath, Logger: testLogger(name), DisableMDNS: !cfg.mdns}
+			Name: name, NVML: hw.NoNVML{}, ConfigPath: confPath, Logger: testLogger(name), DisableMDNS: !cfg.mdns}
 		mn := &meshNode{name: name, opts: o}
 		if cfg.slots > 0 {
 			f := runtime.NewFake()

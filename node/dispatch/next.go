@@ -178,8 +178,8 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 		lowest[o] = append(lowest[o], len(cands))
 		cands = append(cands, cand{i, o})
 	}
-	reserved := map[int]bool{} // indexes in cands
-	next := map[int]bool{}     // indexes in cands of each running owner's next item
+	reserved := map[int]bool{}  // indexes in cands
+	next := map[int]bool{}      // indexes in cands of each running owner's next item
 	for o, ks := range lowest { // sets only: order does not matter
 		if isAlive(owners[o]) {
 			for _, k := range ks[max(0, len(ks)-OwnReserve):] {

@@ -151,3 +151,14 @@ func describe(nv NVML, i int) (GPU, error) {
 	}
 	return GPU{Index: i, UUID: uuid, Name: name, MemoryMB: int64(mem.Total / mib)}, nil
 }
+
+// NoNVML is an NVML without the library: a machine with no GPUs (tests,
+// benchmarks, and machines where the owner wants none found).
+type NoNVML struct{}
+
+func (NoNVML) Init() nvml.Return                  { return nvml.ERROR_LIBRARY_NOT_FOUND }
+func (NoNVML) Shutdown() nvml.Return              { return nvml.SUCCESS }
+func (NoNVML) DeviceGetCount() (int, nvml.Return) { return 0, nvml.ERROR_LIBRARY_NOT_FOUND }
+func (NoNVML) DeviceGetHandleByIndex(int) (nvml.Device, nvml.Return) {
+	return nil, nvml.ERROR_LIBRARY_NOT_FOUND
+}

@@ -12,22 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/NVIDIA/go-nvml/pkg/nvml"
-
 	"github.com/cshare/cshare/node"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/runtime"
+	"github.com/cshare/cshare/runtime/hw"
 )
-
-// noGPU is an NVML without the library: the test node has no GPUs.
-type noGPU struct{}
-
-func (noGPU) Init() nvml.Return                  { return nvml.ERROR_LIBRARY_NOT_FOUND }
-func (noGPU) Shutdown() nvml.Return              { return nvml.SUCCESS }
-func (noGPU) DeviceGetCount() (int, nvml.Return) { return 0, nvml.ERROR_LIBRARY_NOT_FOUND }
-func (noGPU) DeviceGetHandleByIndex(int) (nvml.Device, nvml.Return) {
-	return nil, nvml.ERROR_LIBRARY_NOT_FOUND
-}
 
 // realNode is a real in-process node (fake driver, no GPUs) that owns an
 // org, and its data dir for the CLI.
@@ -40,7 +29,7 @@ func startRealNode(t *testing.T) *realNode {
 	t.Helper()
 	dir := t.TempDir()
 	n, err := node.Start(context.Background(), node.Options{DataDir: dir, API: "127.0.0.1:0", Listen: []string{"/ip4/127.0.0.1/tcp/0"},
-		HeartbeatInterval: time.Second, Name: "check", NVML: noGPU{}, Driver: runtime.NewFake(), DisableMDNS: true})
+		HeartbeatInterval: time.Second, Name: "check", NVML: hw.NoNVML{}, Driver: runtime.NewFake(), DisableMDNS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
