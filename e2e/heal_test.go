@@ -38,7 +38,7 @@ func TestKillAllThreeHeals(t *testing.T) {
 		t.Fatalf("node status after healing says reconnecting:\n%s", out)
 	}
 
-	id := lastLine(ps[1].must("job", "submit", "--driver", "exec", "--cpus", "3", "--range", "1-9", "--", "sh", "-c", "sleep 1; echo $CSHARE_ITEM"))
+	id := lastLine(ps[1].must("job", "submit", "--driver", "exec", "--cpus", "3", "--range", "1-30", "--", "sh", "-c", "sleep 0.3; echo $CSHARE_ITEM"))
 	items := waitAllDone(t, ps[1], ps[2], id, 90*time.Second)
 	machines := map[string]bool{}
 	for _, it := range items {
