@@ -1,0 +1,250 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+)
+
+// Wait blocks until the run has exited. Runs started by another Exec value
+// (before a restart) are polled.
+func (e *Exec) Wait(ctx context.Context, id RunID) (ExitStatus, error) {
+	st, err := e.loadState(id)
+	if err != nil {
+		return ExitStatus{}, err
+	}
+	if c := e.child(id); c != nil {
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return ExitStatus{}, ctx.Err()
+		}
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		s := e.status(st)
+		if !s.running {
+			return s.exit, nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return ExitStatus{}, ctx.Err()
+		}
+		if _, err := os.Stat(e.statePath(id)); err != nil {
+			return ExitStatus{}, notFound(id)
+		}
+	}
+}
+
+// Stop signals the run's process group: SIGKILL at once with grace 0,
+// otherwise SIGTERM and SIGKILL once grace has passed. It returns when the
+// group is gone.
+func (e *Exec) Stop(ctx context.Context, id RunID, grace time.Duration) error {
+	st, err := e.loadState(id)
+	if err != nil {
+		return err
+	}
+	if !e.status(st).running || st.Pid <= 0 {
+		return nil
+	}
+	pgid := st.Pid
+	sig := syscall.SIGKILL
+	if grace > 0 {
+		// SIGTERM goes to the command and its processes but not to the
+		// wrapper, which must live to record the command's exit status.
+		sig = syscall.SIGTERM
+		wrapper := procCmdline(pgid)
+		deadline := time.Now().Add(grace)
+		termed := false
+		for {
+			if !termed {
+				termed = termCommand(pgid, wrapper)
+			}
+			if !groupAlive(pgid) || !time.Now().Before(deadline) {
+				break
+			}
+			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+				return err
+			}
+		}
+		if groupAlive(pgid) {
+			sig = syscall.SIGKILL
+		}
+	}
+	if sig == syscall.SIGKILL {
+		if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("runtime: exec: kill run %s: %w", id, err)
+		}
+	}
+	for groupAlive(pgid) {
+		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	if c := e.child(id); c != nil {
+		// Our own child: reap records the exit; wait for it so that Stop
+		// returning means Wait and List see the run as exited.
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	} else {
+		// An adopted run whose wrapper was killed could not record its exit.
+		e.recordExit(id, 128+int(sig))
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Logs returns the last LogCap bytes of the run's output.
+func (e *Exec) Logs(ctx context.Context, id RunID) ([]byte, error) {
+	if _, err := e.loadState(id); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(e.runDir(id), execLogFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return []byte{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("runtime: exec: open log of %s: %w", id, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > LogCap {
+		if _, err := f.Seek(fi.Size()-LogCap, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("runtime: exec: read log of %s: %w", id, err)
+		}
+	}
+	b, err := io.ReadAll(io.LimitReader(f, LogCap))
+	if err != nil {
+		return nil, fmt.Errorf("runtime: exec: read log of %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// List returns the runs under root that carry all labels, oldest first.
+func (e *Exec) List(ctx context.Context, labels map[string]string) ([]RunInfo, error) {
+	entries, err := os.ReadDir(e.runsDir())
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("runtime: exec: list runs: %w", err)
+	}
+	var out []RunInfo
+	for _, ent := range entries {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		id := RunID(ent.Name())
+		if !ent.IsDir() || !execIDPattern.MatchString(string(id)) {
+			continue
+		}
+		st, err := e.loadState(id)
+		if errors.Is(err, ErrNotFound) {
+			continue // removed meanwhile, or a Start that died before writing state
+		}
+		if err != nil {
+			e.log.Warn("exec driver: skipping unreadable run", "run", string(id), "err", err)
+			continue
+		}
+		if !matchLabels(st.Labels, labels) {
+			continue
+		}
+		s := e.status(st)
+		ri := RunInfo{
+			ID:         id,
+			Labels:     copyLabels(st.Labels),
+			Running:    s.running,
+			StartedAt:  st.StartedAt,
+			FinishedAt: s.finished,
+		}
+		if !s.running {
+			ri.ExitCode = s.exit.Code
+		}
+		out = append(out, ri)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].StartedAt.Equal(out[j].StartedAt) {
+			return out[i].StartedAt.Before(out[j].StartedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// Stats samples the run's CPU use over a quarter second and its resident
+// memory: from its cgroup when it has one, else from /proc for the
+// processes of its group. An exited run reports zeros.
+func (e *Exec) Stats(ctx context.Context, id RunID) (Stats, error) {
+	st, err := e.loadState(id)
+	if err != nil {
+		return Stats{}, err
+	}
+	if !e.status(st).running {
+		return Stats{}, nil
+	}
+	const window = 250 * time.Millisecond
+	sample := func() (cpu time.Duration, mem int64) {
+		if st.Cgroup != "" {
+			if c, m, err := cgroupUsage(st.Cgroup); err == nil {
+				return c, m
+			}
+		}
+		return groupUsage(st.Pid)
+	}
+	c0, _ := sample()
+	t0 := time.Now()
+	if err := sleepCtx(ctx, window); err != nil {
+		return Stats{}, err
+	}
+	c1, mem := sample()
+	el := time.Since(t0)
+	out := Stats{MemoryBytes: mem}
+	if d := c1 - c0; d > 0 && el > 0 {
+		out.CPUPercent = float64(d) / float64(el) * 100
+	}
+	return out, nil
+}
+
+// Remove deletes an exited run's directory and cgroup. The instance's work
+// directory is kept: it belongs to the instance, not to one run.
+func (e *Exec) Remove(ctx context.Context, id RunID) error {
+	st, err := e.loadState(id)
+	if err != nil {
+		return err
+	}
+	if e.status(st).running {
+		return stillRunning(id)
+	}
+	e.mu.Lock()
+	delete(e.children, id)
+	err = os.RemoveAll(e.runDir(id))
+	e.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("runtime: exec: remove run %s: %w", id, err)
+	}
+	if st.Cgroup != "" {
+		removeCgroup(st.Cgroup)
+	}
+	return nil
+}
