@@ -24,14 +24,8 @@ func TestKillAllThreeHeals(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps := meshOn(t, 3, "/ip4/127.0.0.1/tcp/0", "--heartbeat-interval", "1s", "--config", conf)
-	for _, p := range ps {
-		p.kill9()
-	}
 	t0 := time.Now()
-	for _, p := range ps {
-		p.start()
-	}
-	started := time.Since(t0)
+	started := kill9All(ps)
 	hash := waitHealed(t, ps, 10*time.Second)
 	t.Logf("healed %.1fs after the restart began (the three starts took %.1fs): state %.12s", time.Since(t0).Seconds(), started.Seconds(), hash)
 	if out := ps[0].must("node", "status"); strings.Contains(out, "reconnecting") {
@@ -128,4 +122,17 @@ func waitHealed(t *testing.T, ps []*proc, d time.Duration) string {
 		return len(hashes) == 1
 	})
 	return hash
+}
+
+// kill9All kills every node of ps with SIGKILL, starts them all again on
+// their data dirs, and returns how long the starts took.
+func kill9All(ps []*proc) time.Duration {
+	for _, p := range ps {
+		p.kill9()
+	}
+	t0 := time.Now()
+	for _, p := range ps {
+		p.start()
+	}
+	return time.Since(t0)
 }

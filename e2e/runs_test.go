@@ -502,14 +502,7 @@ func TestKill9AllThreeFewExtraRuns(t *testing.T) {
 		}
 		return true
 	})
-	for _, p := range ps {
-		p.kill9()
-	}
-	tKill := time.Now()
-	for _, p := range ps {
-		p.start()
-	}
-	restarted := time.Since(tKill)
+	restarted := kill9All(ps)
 	waitJobDone(t, ps[0], id, 120*time.Second)
 
 	runs := readRunLog(t, log)

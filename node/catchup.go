@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cshare/cshare/ledger"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
@@ -79,26 +78,11 @@ func catchUpVerdict(since, now time.Time, interval time.Duration, peers bool) st
 	return ""
 }
 
-// hasOtherMachines reports whether the org has an approved machine other
-// than this one: a node alone in its org has nobody to catch up with.
-func (n *Node) hasOtherMachines() bool {
-	other := false
-	n.snapshot(func(st *ledger.State) {
-		for id, m := range st.Machines {
-			if id != n.idStr && m.Status == ledger.MachineApproved {
-				other = true
-				return
-			}
-		}
-	})
-	return other
-}
-
 // holdDispatch closes the gate (why: "start" or "pause") and starts
 // catching up, unless the node is in no org or alone in it.
 func (n *Node) holdDispatch(why string) {
 	org := n.orgID()
-	if org == "" || !n.hasOtherMachines() {
+	if org == "" || len(n.orgMachines()) == 0 {
 		return
 	}
 	gen := n.gate.close(n.now(), why)
@@ -114,8 +98,12 @@ func (n *Node) catchUp(gen uint64, org string) {
 			return // closed again since: that catch-up goes on
 		}
 		peers := 0
+		machines := map[peer.ID]bool{}
+		for _, id := range n.orgMachines() {
+			machines[id] = true
+		}
 		for _, p := range n.host.Peers() {
-			if !n.isOrgMachine(p.String()) {
+			if !machines[p] {
 				continue
 			}
 			peers++
@@ -151,16 +139,6 @@ func (n *Node) catchUp(gen uint64, org string) {
 		case <-t.C:
 		}
 	}
-}
-
-// isOrgMachine reports whether id is an approved machine of the org.
-func (n *Node) isOrgMachine(id string) bool {
-	ok := false
-	n.snapshot(func(st *ledger.State) {
-		m := st.Machines[id]
-		ok = m != nil && m.Status == ledger.MachineApproved && id != n.idStr
-	})
-	return ok
 }
 
 // catchUpTimeout bounds one catch-up attempt with one peer.

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -22,12 +24,7 @@ func (n *Node) resourceReport() (total, free p2p.Resources, running []p2p.Runnin
 	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	slots := make([]int, 0, len(s.slots))
-	for k := range s.slots {
-		slots = append(slots, k)
-	}
-	sort.Ints(slots)
-	for _, k := range slots {
+	for _, k := range slices.Sorted(maps.Keys(s.slots)) {
 		in := s.slots[k]
 		it, _ := in.current()
 		running = append(running, p2p.RunningInstance{Job: in.job, Slot: int64(in.slot), Kind: in.kind, Item: it, Instance: in.id, Started: in.started})

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -262,12 +264,7 @@ func (n *Node) SetSettings(ctx context.Context, req api.SettingsRequest) (api.Or
 	var u ledger.OrgUpdate
 	var cur ledger.Settings
 	n.snapshot(func(st *ledger.State) { cur = st.Settings })
-	keys := make([]string, 0, len(req.Set))
-	for k := range req.Set {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(req.Set)) {
 		v := req.Set[k]
 		switch k {
 		case "name":
