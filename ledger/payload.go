@@ -5,6 +5,8 @@ const (
 	KindGenesis        = "org.genesis"
 	KindOrgUpdate      = "org.update"
 	KindOrgKey         = "org.key"
+	KindOrgTransfer    = "org.transfer"
+	KindOrgDelete      = "org.delete"
 	KindMachineReg     = "machine.register"
 	KindMachineApprove = "machine.approve"
 	KindMachineReject  = "machine.reject"
@@ -53,6 +55,9 @@ type Genesis struct {
 	OrgKeyID    string   `cbor:"org_key_id"`
 	Settings    Settings `cbor:"settings"`
 	Nonce       []byte   `cbor:"nonce,omitempty"`
+	// Owner is the founding person's delegation of the genesis machine, for
+	// org GenesisOrg(Nonce). Without it the machine is its own person.
+	Owner *Delegation `cbor:"owner,omitempty"`
 }
 
 // OrgUpdate changes org settings; nil fields are left alone.
@@ -73,10 +78,15 @@ type OrgKey struct {
 }
 
 // MachineRegister is written by a joining machine. Cap is the capability (org
-// key or invite) it joined with, signed by an admin.
+// key or invite) it joined with, signed by an admin. Delegation names the
+// person the machine acts for (none: the machine is its own person).
+// Witness is an approved machine's countersignature of the redemption,
+// required when NeedsWitness(Cap).
 type MachineRegister struct {
-	Name string     `cbor:"name,omitempty"`
-	Cap  Capability `cbor:"cap"`
+	Name       string      `cbor:"name,omitempty"`
+	Cap        Capability  `cbor:"cap"`
+	Delegation *Delegation `cbor:"delegation,omitempty"`
+	Witness    *Witness    `cbor:"witness,omitempty"`
 }
 
 // MachineRef names a machine (approve, reject, remove).
@@ -129,7 +139,8 @@ type MemberRole struct {
 	Role   string `cbor:"role"`
 }
 
-// MemberRef names a member (remove; the author removing itself is leaving).
+// MemberRef names a member, a person ID (remove; the author's person
+// removing itself is leaving).
 type MemberRef struct {
 	Member string `cbor:"member"`
 }

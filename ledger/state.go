@@ -55,9 +55,12 @@ func DefaultSettings() Settings {
 	}
 }
 
-// Member is an identity with a role.
+// Member is a person with a role. ID is the person's ID (a machine's own ID
+// when it registered without a delegation); Name is the name the person's
+// delegation gave.
 type Member struct {
 	ID     string   `cbor:"id"`
+	Name   string   `cbor:"name"`
 	Role   string   `cbor:"role"`
 	Grant  OrderKey `cbor:"grant"` // the entry that gave the current role
 	Joined int64    `cbor:"joined"`
@@ -76,6 +79,11 @@ type Machine struct {
 	Version    string   `cbor:"version"`
 	Registered int64    `cbor:"registered"`
 	TotalJobs  int64    `cbor:"total_jobs"`
+	// OwnerName is the name the owner's delegation gave (the machine's ID
+	// when it has no delegation).
+	OwnerName string `cbor:"owner_name"`
+	// History is every change of Status, oldest first.
+	History []MachineEvent `cbor:"history"`
 }
 
 // Item is one agenda item's progress.
@@ -92,7 +100,8 @@ type Item struct {
 // Job is a submitted job and its agenda.
 type Job struct {
 	ID        string          `cbor:"id"`
-	Submitter string          `cbor:"submitter"`
+	Submitter string          `cbor:"submitter"` // the submitting person
+	Machine   string          `cbor:"machine"`   // the machine that wrote the submission
 	Spec      JobSpec         `cbor:"spec"`
 	Seq       int64           `cbor:"seq"` // submission order in the org
 	Submitted int64           `cbor:"submitted"`
@@ -230,6 +239,10 @@ type State struct {
 	Applied     int64                  `cbor:"applied"`     // entries with effect
 	Ineffective int64                  `cbor:"ineffective"` // entries kept without effect
 	Revoked     map[string]*Revocation `cbor:"revoked"`
+	// Deleted: the owner deleted the org (org.delete); nothing after has
+	// any effect. DeletedAt is that entry's advisory time.
+	Deleted   bool  `cbor:"deleted"`
+	DeletedAt int64 `cbor:"deleted_at"`
 }
 
 // NewState is the empty state before genesis.
@@ -265,6 +278,7 @@ func (s *State) Clone() *State {
 	c.Machines = make(map[string]*Machine, len(s.Machines))
 	for k, v := range s.Machines {
 		m := *v
+		m.History = append([]MachineEvent(nil), v.History...)
 		c.Machines[k] = &m
 	}
 	c.CapUses = make(map[string]int64, len(s.CapUses))
