@@ -147,3 +147,30 @@ type MachineEvent struct {
 	Time   int64  `cbor:"time" json:"time"`                 // the entry's advisory time, Unix ms
 	By     string `cbor:"by,omitempty" json:"by,omitempty"` // the person who made the change (registering: the machine's person)
 }
+
+// PersonOf is the person machine acts for ("" for an unknown machine).
+func (s *State) PersonOf(machine string) string {
+	if m := s.Machines[machine]; m != nil {
+		return m.Owner
+	}
+	return ""
+}
+
+// MachinesOf lists person's machines by ID, removed and rejected ones
+// included (callers filter by Status).
+func (s *State) MachinesOf(person string) []*Machine {
+	var out []*Machine
+	for _, m := range s.SortedMachines() {
+		if m.Owner == person {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// CanSee reports whether person may see job j through the API, CLI and
+// dashboard: its submitter, admins and the owner may. (Every machine holds
+// the whole ledger; this governs what a node shows, not what it stores.)
+func (s *State) CanSee(person string, j *Job) bool {
+	return j.Submitter == person || s.IsAdmin(person)
+}
