@@ -62,6 +62,9 @@ type OrgInfo struct {
 type OrgCreate struct {
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
+	// UserName names the person's key the node creates when its data dir
+	// has none (the CLI's --user-name, else $USER); "" lets the node pick.
+	UserName string `json:"user_name,omitempty"`
 }
 
 // KeyResult carries an org key or an invite code.
@@ -90,6 +93,8 @@ type SettingsRequest struct {
 type JoinRequest struct {
 	OrgKey string `json:"org_key"`
 	Name   string `json:"name,omitempty"`
+	// UserName: as OrgCreate.UserName.
+	UserName string `json:"user_name,omitempty"`
 }
 
 // JoinResult says how a join went.

@@ -32,7 +32,7 @@ func (a *app) memberLsCmd() *cobra.Command {
 }
 
 func (a *app) memberJoinCmd() *cobra.Command {
-	var code, name string
+	var code, name, user string
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "join --invite CODE",
@@ -43,11 +43,12 @@ func (a *app) memberJoinCmd() *cobra.Command {
 			if code == "" {
 				return usagef(cmd, "--invite is required: the code that cshare org invite printed")
 			}
-			return a.join(cmd, code, name, asJSON)
+			return a.join(cmd, code, name, user, asJSON)
 		},
 	}
 	c.Flags().StringVar(&code, "invite", "", "the invite code (required)")
 	c.Flags().StringVar(&name, "name", "", "this machine's name in the org")
+	addUserName(c, &user)
 	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return c
 }

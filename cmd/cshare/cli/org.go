@@ -20,7 +20,7 @@ func (a *app) orgCmd() *cobra.Command {
 }
 
 func (a *app) orgCreateCmd() *cobra.Command {
-	var name, desc string
+	var name, desc, user string
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "create --name NAME",
@@ -37,11 +37,15 @@ func (a *app) orgCreateCmd() *cobra.Command {
 			if err := text.CheckDescription("--description", desc); err != nil {
 				return usagef(cmd, "%v", err)
 			}
+			userName, err := userName(cmd, user)
+			if err != nil {
+				return err
+			}
 			cl, err := a.client()
 			if err != nil {
 				return err
 			}
-			res, err := cl.CreateOrg(cmd.Context(), api.OrgCreate{Name: name, Description: desc})
+			res, err := cl.CreateOrg(cmd.Context(), api.OrgCreate{Name: name, Description: desc, UserName: userName})
 			if err != nil {
 				return err
 			}
@@ -56,6 +60,7 @@ func (a *app) orgCreateCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&name, "name", "", "the org's name (required)")
 	c.Flags().StringVar(&desc, "description", "", "a description of the org")
+	addUserName(c, &user)
 	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return c
 }
