@@ -108,14 +108,10 @@ func checkRedeemable(st *ledger.State, c ledger.Capability, name string, now tim
 	if err != nil {
 		return fmt.Sprintf("the %s's issuer key is not an Ed25519 key; ask an admin for a new %s", what, what)
 	}
-	// The issuer is a machine; its person's role decides (a machine
-	// without a delegation is its own person).
-	person := st.PersonOf(id)
-	if person == "" {
-		person = id
-	}
-	if !st.IsAdmin(person) {
-		return fmt.Sprintf("the %s was issued by machine %s, whose person is not an admin in machine %s's ledger; ask a current admin for a new %s", what, id, name, what)
+	// The issuer is a machine; its person must be an admin, through an
+	// approved machine (as the fold has it).
+	if im := st.Machines[id]; im == nil || im.Status != ledger.MachineApproved || !st.IsAdmin(im.Owner) {
+		return fmt.Sprintf("the %s was issued by machine %s, which is not an approved machine of an admin in machine %s's ledger; ask a current admin for a new %s", what, id, name, what)
 	}
 	switch c.Kind {
 	case ledger.CapOrgKey:

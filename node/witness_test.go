@@ -375,7 +375,7 @@ func TestWitnessRefusals(t *testing.T) {
 		says string
 	}{
 		{"not approved (pending)", ja, jb, okc, "is not an approved machine of org"},
-		{"issuer not an admin", ja, n0, inv(n1.signer, 0), "whose person is not an admin"},
+		{"issuer not an admin", ja, n0, inv(n1.signer, 0), "which is not an approved machine of an admin"},
 		{"rotated org key", ja, n0, n0.signer.SignCapability(ledger.Capability{Org: org, Kind: ledger.CapOrgKey, ID: "old", Role: ledger.RoleMember, Uses: 3}), "this org key was rotated"},
 	} {
 		err := ask(c.j, c.w, c.c)
