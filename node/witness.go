@@ -171,17 +171,18 @@ func (b *witnessBook) hold(c ledger.Capability, joiner string, used int64, now t
 		}
 		total += len(js)
 	}
+	if c.Uses == 0 {
+		return nil // unlimited: nothing to hold
+	}
 	key := capUseKey(c)
 	js := b.held[key]
-	if c.Uses != 0 {
-		others := int64(len(js))
-		if _, ok := js[joiner]; ok {
-			others--
-		}
-		if used+others >= c.Uses {
-			return fmt.Errorf("this %s has been used %d of %d times and machine %s is witnessing %d more redemption(s) of it now; try again in %s or ask an admin for a new one",
-				capName(c), used, c.Uses, name, others, witnessHold)
-		}
+	others := int64(len(js))
+	if _, ok := js[joiner]; ok {
+		others--
+	}
+	if used+others >= c.Uses {
+		return fmt.Errorf("this %s has been used %d of %d times and machine %s is witnessing %d more redemption(s) of it now; try again in %s or ask an admin for a new one",
+			capName(c), used, c.Uses, name, others, witnessHold)
 	}
 	if _, ok := js[joiner]; !ok && total >= maxHeld {
 		return fmt.Errorf("machine %s is witnessing %d redemptions now; try again in %s", name, total, witnessHold)

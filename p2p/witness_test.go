@@ -18,22 +18,21 @@ import (
 
 // ptWitness is a WitnessSource: an approved machine (or not) that signs
 // with its key, or a crooked one that signs for another joiner or with
-// another key.
+// another key. The test sets its fields under mu.
 type ptWitness struct {
 	signer   *ledger.Signer
+	mu       sync.Mutex
 	approved bool
 	reason   string         // refuse with this, when set
 	joiner   string         // sign for this joiner instead of the caller
 	other    *ledger.Signer // sign with this key instead of its own
-
-	mu   sync.Mutex
-	seen []peer.ID
+	seen     []peer.ID
 }
 
 func (s *ptWitness) Witness(org string, c ledger.Capability, joiner peer.ID) (ledger.Witness, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.seen = append(s.seen, joiner)
-	s.mu.Unlock()
 	switch {
 	case !s.approved:
 		return ledger.Witness{}, errors.New("this machine is not an approved machine of org " + org)
@@ -116,10 +115,12 @@ func TestRequestWitness(t *testing.T) {
 		{"for another joiner", func() { src.joiner = server.ID().String() }, ptOrg, c, nil, "does not hold"},
 		{"another key", func() { src.other = ptSigner(t, ptKey(t)) }, ptOrg, c, nil, "signed by another machine"},
 	} {
+		src.mu.Lock()
 		src.approved, src.reason, src.joiner, src.other = true, "", "", nil
 		if c2.setup != nil {
 			c2.setup()
 		}
+		src.mu.Unlock()
 		_, err := RequestWitness(ctx, client.LibP2P(), server.ID(), c2.org, c2.cap)
 		if err == nil || (c2.is != nil && !errors.Is(err, c2.is)) || !strings.Contains(err.Error(), c2.says) {
 			t.Errorf("%s: %v; want %v saying %q", c2.name, err, c2.is, c2.says)
