@@ -164,7 +164,7 @@ func (n *Node) requestExit(org, why string, purge bool) (dest string, purged boo
 	}
 	n.exit.asked, n.exit.org, n.exit.why, n.exit.purge, n.exit.dest = true, org, why, purge, dest
 	close(n.exit.chLocked())
-	n.log.Info("leaving the org", "org", org, "why", why)
+	n.log.Debug("leaving the org", "org", org, "why", why)
 	return dest, purge
 }
 
@@ -446,7 +446,8 @@ func (n *Node) saveTombstone(org string, raw []byte) {
 		return
 	}
 	dir := filepath.Join(n.opts.DataDir, tombstonesDir)
-	if err := os.MkdirAll(dir, 0o700); err == nil {
+	err = os.MkdirAll(dir, 0o700)
+	if err == nil {
 		err = writeFileAtomic(filepath.Join(dir, org), raw, 0o600)
 	}
 	if err != nil {

@@ -290,7 +290,9 @@ func TestTombstoneForLateNode(t *testing.T) {
 func TestOrgExit(t *testing.T) {
 	st := &ledger.State{Org: "o", Members: map[string]*ledger.Member{"p": {ID: "p", Role: ledger.RoleMember}},
 		Machines: map[string]*ledger.Machine{}}
-	add := func(id, owner, status string) { st.Machines[id] = &ledger.Machine{ID: id, Owner: owner, Status: status} }
+	add := func(id, owner, status string) {
+		st.Machines[id] = &ledger.Machine{ID: id, Owner: owner, Status: status}
+	}
 	add("a", "p", ledger.MachineApproved)
 	add("b", "p", ledger.MachineRemoved)
 	add("c", "gone", ledger.MachineRemoved)
