@@ -177,6 +177,29 @@ func (m *mesh) restart(i int) *Node {
 	return n
 }
 
+// follow does for node i what node.Run does: when the node asked for a
+// reset (it left its org), it restarts it (Restart) and keeps the new node.
+// It returns the node's current Node (nil when stopped). Only the test's
+// goroutine may call it: it replaces m.nodes[i].Node.
+func (m *mesh) follow(i int) *Node {
+	m.t.Helper()
+	mn := m.nodes[i]
+	if mn.Node == nil {
+		return nil
+	}
+	select {
+	case <-mn.Reset():
+		n, err := mn.Restart(context.Background())
+		if err != nil {
+			mn.Node = nil
+			m.t.Fatalf("restart %s after it left its org: %v", mn.name, err)
+		}
+		mn.Node = n
+	default:
+	}
+	return mn.Node
+}
+
 // live are the running nodes.
 func (m *mesh) live() []*meshNode {
 	var out []*meshNode

@@ -36,6 +36,7 @@ func (n *Node) openReplica() error {
 		OnAdded: func([]*ledger.Entry) {
 			n.metrics.entries.Set(float64(n.rep.Len()))
 			n.kickScheduler()
+			n.checkExit()
 		},
 		HeadsHook: n.opts.HeadsHook,
 		Now:       n.opts.Now,

@@ -282,15 +282,3 @@ func (n *Node) isOwner(id string) bool {
 	n.snapshot(func(st *ledger.State) { ok = st.Role(id) == ledger.RoleOwner })
 	return ok
 }
-
-// Leave implements api.Service.
-func (n *Node) Leave(ctx context.Context) error {
-	if err := n.needOrg(); err != nil {
-		return err
-	}
-	if n.isOwner(n.idStr) {
-		return api.Errorf(http.StatusConflict, "this node is the org's owner, and the owner cannot leave: an org keeps its owner, and ownership cannot be transferred yet, so the owner must remain (others can share the work: cshare member set-role ID admin)")
-	}
-	_, err := n.write(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: n.id.String()})
-	return refused(err)
-}

@@ -23,9 +23,8 @@ func TestOwnerMessages(t *testing.T) {
 			t.Errorf("join of its own org: %v; want a 409 saying it is already a member", err)
 		}
 	}
-	err := owner.Leave(ctx)
-	if statusCode(err) != http.StatusConflict || !strings.Contains(err.Error(), "the owner cannot leave") || !strings.Contains(err.Error(), "must remain") ||
-		strings.Contains(err.Error(), "delete the org") {
+	_, err := owner.Leave(ctx, api.LeaveRequest{})
+	if statusCode(err) != http.StatusConflict || err.Error() != "the owner cannot leave: transfer ownership first with cshare org transfer --to PERSON" {
 		t.Errorf("owner leave: %v", err)
 	}
 	_, err = owner.RemoveMember(ctx, owner.ID().String())

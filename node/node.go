@@ -70,6 +70,11 @@ type Options struct {
 	HeadsHook func(pushed int, before bool)
 	// For tests: no mDNS discovery whatever node.yaml says.
 	DisableMDNS bool
+
+	// token is the API token to serve with instead of a new one: a node
+	// that Restart starts again keeps its token, so clients that wait on it
+	// (member leave, org delete) go on working.
+	token string
 }
 
 // Node is a running cshare node.
@@ -119,23 +124,33 @@ type Node struct {
 	gate    gate              // closed while catching up (catchup.go)
 	drivers *runtime.Registry // set once at start, read without a lock
 	logs    *logs.Store       // item output: written by supervision, read by the API and the logs protocol
+	exit    exitState         // the way out of the org (leave.go)
 
 	witnessed witnessBook // redemptions witnessed, their registers not yet seen (witness.go)
 }
 
 // Run starts a node and blocks until ctx is cancelled or the node is asked to
-// stop through its API; then it shuts down cleanly.
+// stop through its API; then it shuts down cleanly. A node that leaves its
+// org (Reset) is started again, in no org, on the same API address (see
+// Restart).
 func Run(ctx context.Context, opts Options) error {
 	n, err := Start(ctx, opts)
 	if err != nil {
 		return err
 	}
-	select {
-	case <-ctx.Done():
-	case <-n.stopped:
+	for {
+		select {
+		case <-ctx.Done():
+		case <-n.stopped:
+		case <-n.Reset():
+			if n, err = n.Restart(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		n.log.Info("stopping node")
+		return n.Close()
 	}
-	n.log.Info("stopping node")
-	return n.Close()
 }
 
 // Start starts a node and returns once its API is serving.
@@ -245,6 +260,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	p2p.ServeSync(n.host.LibP2P(), n.rep)
 	p2p.ServeLogs(n.host.LibP2P(), (*logSource)(n))
 	p2p.ServeWitness(n.host.LibP2P(), (*witnessSource)(n))
+	p2p.ServeTombstones(n.host.LibP2P(), tombstoneDir(filepath.Join(opts.DataDir, tombstonesDir)))
 	if err := n.initRuntime(); err != nil {
 		return nil, err
 	}
@@ -269,6 +285,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.startScheduler()
 	ok = true
 	log.Info("node started", "id", n.id.String(), "api", n.apiAddr, "org", n.orgID(), "data_dir", opts.DataDir)
+	n.checkExit() // removed, or the org deleted, while this node was down
 	return n, nil
 }
 
@@ -347,6 +364,9 @@ func (n *Node) serveAPI() error {
 		return err
 	}
 	n.token = hex.EncodeToString(tokBytes)
+	if n.opts.token != "" {
+		n.token = n.opts.token
+	}
 	ln, err := net.Listen("tcp", n.opts.API)
 	if err != nil {
 		return fmt.Errorf("node: --api %s: %w (is another node running? use --api 127.0.0.1:0 for a free port)", n.opts.API, err)

@@ -178,6 +178,7 @@ func (n *Node) redialLoop() {
 	// start, while its first dials are still on their way).
 	var aloneSince time.Time
 	said := false
+	asked := map[peer.ID]time.Time{} // tombstone requests (leave.go)
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -218,6 +219,7 @@ func (n *Node) redialLoop() {
 			}
 			aloneSince, said = time.Time{}, false
 		}
+		n.askTombstones(now, ids, asked)
 		due, next := r.due(now, lost)
 		for _, id := range due {
 			if dialing[id] {

@@ -329,6 +329,10 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 			return api.JoinResult{}, badReq(err)
 		}
 	}
+	// A machine that joins again an org it was removed from fetches a
+	// ledger that says so: not a reason to leave (see holdExit).
+	release := n.holdExit()
+	defer release()
 	org := tok.Cap.Org
 	if cur := n.orgID(); cur != "" && cur != org {
 		return api.JoinResult{}, api.Errorf(http.StatusConflict, "this node is already in org %s; a node belongs to one org", cur)

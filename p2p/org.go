@@ -253,6 +253,26 @@ func (o *Org) join() error {
 // Name is the org ID.
 func (o *Org) Name() string { return o.name }
 
+// Peers are the connected peers subscribed to either of the org's topics,
+// sorted: the machines this node gossips with for the org.
+func (o *Org) Peers() []peer.ID {
+	seen := map[peer.ID]bool{}
+	var out []peer.ID
+	for _, t := range []*pubsub.Topic{o.ledgerTopic, o.hbTopic} {
+		if t == nil {
+			continue
+		}
+		for _, p := range t.ListPeers() {
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Close leaves the org's topics. Callbacks are not called after it returns.
 func (o *Org) Close() {
 	o.mu.Lock()

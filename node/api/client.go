@@ -203,9 +203,16 @@ func (c *Client) RemoveMember(ctx context.Context, id string) (string, error) {
 	return r.ID, err
 }
 
-// Leave leaves the org.
-func (c *Client) Leave(ctx context.Context) error {
-	return c.do(ctx, http.MethodPost, "/v1/leave", nil, nil)
+// Leave leaves the org: this machine's person is removed from it, and the
+// node starts again in no org; purge deletes the org's data here.
+func (c *Client) Leave(ctx context.Context, purge bool) (LeftOrg, error) {
+	return post[LeftOrg](c, ctx, "/v1/leave", LeaveRequest{Purge: purge})
+}
+
+// DeleteOrg deletes the org (the owner only; confirm is its name): every
+// node of it leaves it.
+func (c *Client) DeleteOrg(ctx context.Context, confirm string, purge bool) (LeftOrg, error) {
+	return post[LeftOrg](c, ctx, "/v1/org/delete", OrgDeleteRequest{Confirm: confirm, Purge: purge})
 }
 
 // SubmitJob submits a job; the answer carries the job and any warnings.

@@ -172,7 +172,18 @@ func Handler(svc Service, token string) Mux {
 		return RemoveResult{Removed: err == nil, ID: id}, err
 	}))
 	mux.HandleFunc("POST /v1/leave", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return map[string]bool{"left": true}, svc.Leave(ctx(r))
+		var req LeaveRequest
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.Leave(ctx(r), req)
+	}))
+	mux.HandleFunc("POST /v1/org/delete", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req OrgDeleteRequest
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.DeleteOrg(ctx(r), req)
 	}))
 	mux.HandleFunc("POST /v1/jobs", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		var req JobSubmit

@@ -106,6 +106,33 @@ type JoinResult struct {
 	Role    string `json:"role,omitempty"`
 }
 
+// LeaveRequest is the body of POST /v1/leave.
+type LeaveRequest struct {
+	// Purge deletes the org's data on this machine instead of keeping it
+	// aside in <data-dir>/orgs/<org-id>.
+	Purge bool `json:"purge"`
+}
+
+// OrgDeleteRequest is the body of POST /v1/org/delete.
+type OrgDeleteRequest struct {
+	Confirm string `json:"confirm"` // the org's name, typed again
+	Purge   bool   `json:"purge"`
+}
+
+// LeftOrg says which org a node is leaving and where the org's data goes:
+// Archive is the directory it is moved to, empty when Purged. The node
+// leaves just after answering: it stops the org's instances, moves the
+// data, and starts again in no org (node status then shows no org).
+type LeftOrg struct {
+	Org     string `json:"org"`
+	OrgName string `json:"org_name"`
+	Archive string `json:"archive,omitempty"`
+	Purged  bool   `json:"purged"`
+	// Warning, if set, is something the user should know: the entry that
+	// says so reached no other machine before the node left.
+	Warning string `json:"warning,omitempty"`
+}
+
 // MachineInfo is one row of `cshare machine ls --json`.
 type MachineInfo struct {
 	ID            string          `json:"id"`
@@ -290,7 +317,8 @@ type Service interface {
 	Members(ctx context.Context) ([]MemberInfo, error)
 	SetRole(ctx context.Context, id, role string) (MemberInfo, error)
 	RemoveMember(ctx context.Context, id string) (string, error) // the removed member's full ID
-	Leave(ctx context.Context) error
+	Leave(ctx context.Context, req LeaveRequest) (LeftOrg, error)
+	DeleteOrg(ctx context.Context, req OrgDeleteRequest) (LeftOrg, error)
 
 	SubmitJob(ctx context.Context, req JobSubmit) (JobSubmitted, error)
 	Jobs(ctx context.Context) ([]JobInfo, error)

@@ -530,7 +530,7 @@ func TestJoin(t *testing.T) {
 
 func TestMemberLeaveAndCancel(t *testing.T) {
 	n := startNode(t)
-	if r := n.run("member", "leave"); r.code != 0 || r.stdout != "left the org\n" {
+	if r := n.run("member", "leave"); r.code != 0 || r.stdout != "left org acme (bafyorg); this node is in no org now; its data on this machine is kept in /data/orgs/bafyorg\n" {
 		t.Errorf("leave: %+v", r)
 	}
 	if r := n.run("job", "cancel", jobID); r.code != 0 || !strings.Contains(r.stdout, "cancelled") {

@@ -46,6 +46,9 @@ type fakeNode struct {
 	role     string
 	fail     error // returned by every call when set
 	onStop   func()
+	left     int // > 0 after leave or delete: status shows no org once this many statuses were asked
+	leave    *api.LeaveRequest
+	del      *api.OrgDeleteRequest
 
 	org      api.OrgInfo
 	machines []api.MachineInfo
@@ -107,9 +110,17 @@ func (f *fakeNode) called() []string {
 }
 
 func (f *fakeNode) Status(ctx context.Context) (api.NodeStatus, error) {
-	return api.NodeStatus{ID: ownerID, Name: "office-gpu-1", Org: "bafyorg", OrgName: "acme", Status: "available", Role: "owner",
+	st := api.NodeStatus{ID: ownerID, Name: "office-gpu-1", Org: "bafyorg", OrgName: "acme", Status: "available", Role: "owner",
 		Peers: 2, PeerIDs: []string{m1ID, m2ID}, Heads: []string{"bafyhead1"}, Entries: 12, StateHash: "abc123", Uptime: "1m0s",
-		UptimeSeconds: 60, Version: "0.1.0-test", PlanHash: "p1", PlanAgree: 2, PlanPeers: 2, API: "127.0.0.1:1", DataDir: "/x"}, f.call("status")
+		UptimeSeconds: 60, Version: "0.1.0-test", PlanHash: "p1", PlanAgree: 2, PlanPeers: 2, API: "127.0.0.1:1", DataDir: "/x"}
+	f.mu.Lock()
+	if f.left > 0 {
+		if f.left--; f.left == 0 {
+			st.Org, st.OrgName, st.Status, st.Role = "", "", "no org", ""
+		}
+	}
+	f.mu.Unlock()
+	return st, f.call("status")
 }
 
 func (f *fakeNode) Stop(ctx context.Context) error {
@@ -239,7 +250,31 @@ func (f *fakeNode) RemoveMember(ctx context.Context, id string) (string, error) 
 	return m.ID, f.call("remove-member:" + id)
 }
 
-func (f *fakeNode) Leave(ctx context.Context) error { return f.call("leave") }
+// Leave and DeleteOrg: the fake reports no org from the third status on,
+// as a node does once it has started again.
+func (f *fakeNode) Leave(ctx context.Context, req api.LeaveRequest) (api.LeftOrg, error) {
+	f.mu.Lock()
+	f.leave, f.left = &req, 3
+	f.mu.Unlock()
+	return fakeLeft(req.Purge), f.call("leave")
+}
+
+func (f *fakeNode) DeleteOrg(ctx context.Context, req api.OrgDeleteRequest) (api.LeftOrg, error) {
+	if req.Confirm != "acme" {
+		return api.LeftOrg{}, api.FieldErrorf(http.StatusBadRequest, "confirm", "--confirm: %s does not match the org's name acme", req.Confirm)
+	}
+	f.mu.Lock()
+	f.del, f.left = &req, 3
+	f.mu.Unlock()
+	return fakeLeft(req.Purge), f.call("delete")
+}
+
+func fakeLeft(purge bool) api.LeftOrg {
+	if purge {
+		return api.LeftOrg{Org: "bafyorg", OrgName: "acme", Purged: true}
+	}
+	return api.LeftOrg{Org: "bafyorg", OrgName: "acme", Archive: "/data/orgs/bafyorg"}
+}
 
 // fakeUnfit is the fake's warning for a job asking for more than 1 GPU.
 const fakeUnfit = "no approved machine of the org can run one instance of this job yet: 2 GPUs per instance, above the largest machine's 1"

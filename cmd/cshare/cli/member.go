@@ -96,22 +96,3 @@ func (a *app) memberRemoveCmd() *cobra.Command {
 		},
 	}
 }
-
-func (a *app) memberLeaveCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "leave",
-		Short: "Leave the org with this node's identity",
-		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			if err := cl.Leave(cmd.Context()); err != nil {
-				return err
-			}
-			_, err = fmt.Fprintln(a.stdout, "left the org")
-			return err
-		},
-	}
-}

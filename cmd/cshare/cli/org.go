@@ -15,8 +15,8 @@ import (
 )
 
 func (a *app) orgCmd() *cobra.Command {
-	return group("org", "Create an org, show it, print its key, invite, change settings",
-		a.orgCreateCmd(), a.orgShowCmd(), a.orgKeyCmd(), a.orgInviteCmd(), a.orgSetCmd())
+	return group("org", "Create an org, show it, print its key, invite, change settings, delete it",
+		a.orgCreateCmd(), a.orgShowCmd(), a.orgKeyCmd(), a.orgInviteCmd(), a.orgSetCmd(), a.orgDeleteCmd())
 }
 
 func (a *app) orgCreateCmd() *cobra.Command {

@@ -1,0 +1,393 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/crypto"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/runtime"
+)
+
+// noOrg says what is wrong with node i reporting no org (following its
+// reset as node.Run would), or "".
+func (m *mesh) noOrg(i int) string {
+	n := m.follow(i)
+	if n == nil {
+		return m.nodes[i].name + " is stopped"
+	}
+	st, err := n.Status(context.Background())
+	if err != nil {
+		return fmt.Sprintf("%s: status: %v", m.nodes[i].name, err)
+	}
+	if st.Org != "" || st.Status != "no org" {
+		return fmt.Sprintf("%s reports org %q (%s)", m.nodes[i].name, st.Org, st.Status)
+	}
+	return ""
+}
+
+// waitNoOrg waits until every node of idx reports no org.
+func (m *mesh) waitNoOrg(d time.Duration, idx ...int) {
+	m.t.Helper()
+	eventually(m.t, d, "no org on every node", func() string {
+		for _, i := range idx {
+			if msg := m.noOrg(i); msg != "" {
+				return msg
+			}
+		}
+		return ""
+	})
+}
+
+// checkArchived checks that the org's data of node i went to dir, and that
+// what belongs to the machine stayed.
+func checkArchived(t *testing.T, mn *meshNode, org, dir string) {
+	t.Helper()
+	if want := filepath.Join(mn.opts.DataDir, "orgs", org); dir != want && !strings.HasPrefix(dir, want+".") {
+		t.Fatalf("%s: archive %q, want %s", mn.name, dir, want)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ledger")); err != nil {
+		t.Fatalf("%s: the old ledger is not in %s: %v", mn.name, dir, err)
+	}
+	if _, err := os.Stat(filepath.Join(mn.opts.DataDir, "node.key")); err != nil {
+		t.Fatalf("%s: node.key moved: %v", mn.name, err)
+	}
+}
+
+// TestLeaveThenCreate: a member leaves; its removal reaches the owner; its
+// node restarts in no org, on the same API address, with the old org's data
+// aside; it can then create an org of its own.
+func TestLeaveThenCreate(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 2, interval: 250 * time.Millisecond})
+	m.formOrg()
+	ctx := ctxT(t)
+	n0, n1 := m.nodes[0].Node, m.nodes[1].Node
+	org, id1, addr, tok := n0.orgID(), n1.idStr, n1.APIAddr(), n1.Token()
+	res, err := n1.Leave(ctx, api.LeaveRequest{})
+	if err != nil {
+		t.Fatalf("leave: %v", err)
+	}
+	if res.Org != org || res.OrgName != "acme" || res.Purged || res.Warning != "" {
+		t.Fatalf("leave: %+v", res)
+	}
+	if st := machineStatus(n0, id1); st != ledger.MachineRemoved {
+		t.Fatalf("the owner sees the leaver's machine %q just after leave answered; want removed (leave waits until a peer has it)", st)
+	}
+	m.waitNoOrg(30*time.Second, 1)
+	n1 = m.nodes[1].Node
+	if n1.APIAddr() != addr || n1.Token() != tok || n1.idStr != id1 {
+		t.Fatalf("restarted on %s (token kept %v, id %s); want %s, the same token and id", n1.APIAddr(), n1.Token() == tok, n1.idStr, addr)
+	}
+	checkArchived(t, m.nodes[1], org, res.Archive)
+	if _, err := n1.CreateOrg(ctx, api.OrgCreate{Name: "solo"}); err != nil {
+		t.Fatalf("create an org after leaving: %v", err)
+	}
+	if err := m.nodes[1].Node.needOrg(); err != nil || n1.orgID() == org {
+		t.Fatalf("in org %s after create (%v)", n1.orgID(), err)
+	}
+}
+
+// TestLeavePurge: leave --purge deletes the org's data rather than keeping
+// it; the machine's own files stay.
+func TestLeavePurge(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 2, interval: 250 * time.Millisecond})
+	m.formOrg()
+	res, err := m.nodes[1].Leave(ctxT(t), api.LeaveRequest{Purge: true})
+	if err != nil || !res.Purged || res.Archive != "" {
+		t.Fatalf("leave --purge: %+v, %v", res, err)
+	}
+	m.waitNoOrg(30*time.Second, 1)
+	dir := m.nodes[1].opts.DataDir
+	if _, err := os.Stat(filepath.Join(dir, "orgs")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("orgs/ exists after --purge: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node.key")); err != nil {
+		t.Fatalf("node.key: %v", err)
+	}
+}
+
+// TestRemovedThenCreateAndRejoin: an admin removes a member; the member's
+// node leaves the org by itself and can create an org; a removed machine
+// that joins again with the org key is pending, and its history shows the
+// removal before the new registration.
+func TestRemovedThenCreateAndRejoin(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond})
+	key := m.formOrg()
+	ctx := ctxT(t)
+	n0 := m.nodes[0].Node
+	org := n0.orgID()
+	for _, i := range []int{1, 2} {
+		person := m.nodes[i].Node.myPerson()
+		if _, err := n0.RemoveMember(ctx, person); err != nil {
+			t.Fatalf("remove %s: %v", m.nodes[i].name, err)
+		}
+	}
+	m.waitNoOrg(30*time.Second, 1, 2)
+	if _, err := m.nodes[1].Node.CreateOrg(ctx, api.OrgCreate{Name: "elsewhere"}); err != nil {
+		t.Fatalf("create an org after removal: %v", err)
+	}
+
+	// Rejoin: pending until approved, with its history.
+	n2 := m.nodes[2].Node
+	id2 := n2.idStr
+	res, err := n2.Join(ctx, api.JoinRequest{OrgKey: key})
+	if err != nil || res.Status != ledger.MachinePending || res.Org != org {
+		t.Fatalf("rejoin: %+v, %v; want pending in %s", res, err, org)
+	}
+	if msg := m.noOrg(2); msg == "" {
+		t.Fatal("the rejoined node left again")
+	}
+	eventually(t, 20*time.Second, "the owner sees the rejoined machine pending", func() string {
+		if st := machineStatus(n0, id2); st != ledger.MachinePending {
+			return "status " + st
+		}
+		return ""
+	})
+	mi, err := n0.Machine(ctx, id2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hist []string
+	n0.snapshot(func(st *ledger.State) {
+		for _, ev := range st.Machines[id2].History {
+			hist = append(hist, ev.Status)
+		}
+	})
+	checkHistory(t, "ledger", hist)
+	// The API's machine JSON carries the same history once machine show
+	// renders it (another part of issue 17).
+	b, _ := json.Marshal(mi)
+	var raw struct {
+		History []struct {
+			Status string `json:"status"`
+		} `json:"history"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), `"history"`) {
+		hist = hist[:0]
+		for _, ev := range raw.History {
+			hist = append(hist, ev.Status)
+		}
+		checkHistory(t, "API", hist)
+	}
+	m.approve(n0, id2)
+	eventually(t, 20*time.Second, "the rejoined machine approved on its own node", func() string {
+		if st := machineStatus(m.nodes[2].Node, id2); st != ledger.MachineApproved {
+			return "status " + st
+		}
+		return ""
+	})
+}
+
+// checkHistory: a removed status comes before the last, pending one.
+func checkHistory(t *testing.T, where string, hist []string) {
+	t.Helper()
+	removed := -1
+	for i, s := range hist {
+		if s == ledger.MachineRemoved {
+			removed = i
+		}
+	}
+	if len(hist) < 2 || hist[len(hist)-1] != ledger.MachinePending || removed < 0 || removed >= len(hist)-1 {
+		t.Fatalf("%s history %v; want removed before the last, pending", where, hist)
+	}
+}
+
+// TestOrgDelete: only the owner deletes, and only with the org's name;
+// then every node of a 3-node mesh reports no org within 3 heartbeat
+// intervals (plus slack for restarting a node), no fake driver has a run of
+// the org, each node keeps the tombstone and can create a new org.
+func TestOrgDelete(t *testing.T) {
+	iv := 300 * time.Millisecond
+	m := newMesh(t, meshConfig{n: 3, interval: iv, slots: 2, runFor: time.Minute})
+	m.formOrg()
+	ctx := ctxT(t)
+	n0 := m.nodes[0].Node
+	org := n0.orgID()
+	j := submit(t, n0, api.JobSubmit{Name: "long", CPUs: 6, RangeStart: ptr[int64](1), RangeEnd: ptr[int64](50)})
+	eventually(t, 30*time.Second, "runs on every machine", func() string {
+		for _, mn := range m.nodes {
+			if runs, _ := mn.drv.List(ctx, map[string]string{runtime.LabelOrg: org}); len(runs) == 0 {
+				return mn.name + " runs nothing"
+			}
+		}
+		return ""
+	})
+	_, err := m.nodes[1].DeleteOrg(ctx, api.OrgDeleteRequest{Confirm: "acme"})
+	if statusCode(err) != http.StatusForbidden || !strings.Contains(err.Error(), "only the owner may delete the org") {
+		t.Fatalf("a member's delete: %v", err)
+	}
+	_, err = n0.DeleteOrg(ctx, api.OrgDeleteRequest{Confirm: "acne"})
+	if statusCode(err) != http.StatusBadRequest || err.Error() != "--confirm: acne does not match the org's name acme" {
+		t.Fatalf("delete with a wrong name: %v", err)
+	}
+	if msg := m.noOrg(0); msg == "" {
+		t.Fatal("a refused delete left the org")
+	}
+	res, err := n0.DeleteOrg(ctx, api.OrgDeleteRequest{Confirm: "acme"})
+	if err != nil || res.Org != org || res.Warning != "" {
+		t.Fatalf("delete: %+v, %v", res, err)
+	}
+	m.waitNoOrg(3*iv+5*time.Second, 0, 1, 2)
+	for i, mn := range m.nodes {
+		if runs, err := mn.drv.List(ctx, map[string]string{runtime.LabelOrg: org}); err != nil || len(runs) != 0 {
+			t.Errorf("%s: %d runs of the deleted org left (%v)", mn.name, len(runs), err)
+		}
+		if b := tombstoneDir(filepath.Join(mn.opts.DataDir, tombstonesDir)).Tombstone(org); b == nil {
+			t.Errorf("%s keeps no tombstone of %s", mn.name, org)
+		}
+		n := m.follow(i)
+		if _, err := n.Job(ctx, j.ID); err == nil {
+			t.Errorf("%s still shows job %s", mn.name, j.ID)
+		}
+		if _, err := n.CreateOrg(ctx, api.OrgCreate{Name: fmt.Sprintf("next%d", i)}); err != nil {
+			t.Errorf("%s: create after delete: %v", mn.name, err)
+		}
+	}
+}
+
+// TestTombstoneForLateNode: a node that is down while the owner deletes
+// the org, and starts when every other node has already left it, learns of
+// the deletion from a machine it dials (p2p.TombstoneProtocol) and leaves
+// too.
+func TestTombstoneForLateNode(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond, fixPorts: true})
+	m.formOrg()
+	ctx := ctxT(t)
+	org := m.nodes[0].orgID()
+	m.stop(2)
+	if _, err := m.nodes[0].DeleteOrg(ctx, api.OrgDeleteRequest{Confirm: "acme"}); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	m.waitNoOrg(30*time.Second, 0, 1)
+	n2 := m.restart(2)
+	if n2.orgID() != org {
+		t.Fatalf("the late node starts in org %q, want %s (it has not heard yet)", n2.orgID(), org)
+	}
+	m.waitNoOrg(30*time.Second, 2)
+	if b := tombstoneDir(filepath.Join(m.nodes[2].opts.DataDir, tombstonesDir)).Tombstone(org); b == nil {
+		t.Fatal("the late node keeps no tombstone")
+	}
+	if _, err := os.Stat(filepath.Join(m.nodes[2].opts.DataDir, "orgs", org, "ledger")); err != nil {
+		t.Fatalf("the late node's old ledger: %v", err)
+	}
+}
+
+// TestOrgExit: when the ledger says a machine is out of its org.
+func TestOrgExit(t *testing.T) {
+	st := &ledger.State{Org: "o", Members: map[string]*ledger.Member{"p": {ID: "p", Role: ledger.RoleMember}},
+		Machines: map[string]*ledger.Machine{}}
+	add := func(id, owner, status string) {
+		st.Machines[id] = &ledger.Machine{ID: id, Owner: owner, Status: status}
+	}
+	add("a", "p", ledger.MachineApproved)
+	add("b", "p", ledger.MachineRemoved)
+	add("c", "gone", ledger.MachineRemoved)
+	add("d", "p", ledger.MachineRejected)
+	add("e", "p", ledger.MachinePending)
+	for id, want := range map[string]string{"a": "", "e": "", "unknown": "", "b": "this machine was removed",
+		"c": "person left the org or was removed", "d": "rejected"} {
+		got := orgExit(st, id)
+		if (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("machine %s: %q, want %q", id, got, want)
+		}
+	}
+	st.Deleted = true
+	if got := orgExit(st, "a"); !strings.Contains(got, "deleted") {
+		t.Errorf("deleted org: %q", got)
+	}
+	if got := orgExit(&ledger.State{}, "a"); got != "" {
+		t.Errorf("no org: %q", got)
+	}
+}
+
+// TestCheckTombstone: a tombstone is accepted only when it verifies, is an
+// org.delete of this org naming the org's name, and its author is an
+// approved machine of the owner.
+func TestCheckTombstone(t *testing.T) {
+	owner, member, stranger := testSigner(t), testSigner(t), testSigner(t)
+	now := time.Now().UnixMilli()
+	lg := ledger.NewLog()
+	add := func(s *ledger.Signer, org, kind string, p any) *ledger.Entry {
+		t.Helper()
+		heads, clock := lg.Heads()
+		e, err := s.Sign(org, kind, p, heads, clock, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if applyErr, err := lg.Add(e); err != nil || applyErr != nil {
+			t.Fatalf("%s: %v %v", kind, applyErr, err)
+		}
+		return e
+	}
+	g := add(owner, "", ledger.KindGenesis, ledger.Genesis{Name: "acme", OrgKeyID: "k1", Settings: ledger.DefaultSettings(), Nonce: []byte("nonce-0123456789")})
+	org := g.CID().String()
+	c := owner.SignCapability(ledger.Capability{Org: org, Kind: ledger.CapOrgKey, ID: "k1", Role: ledger.RoleMember})
+	add(member, org, ledger.KindMachineReg, ledger.MachineRegister{Name: "m", Cap: c})
+	add(owner, org, ledger.KindMachineApprove, ledger.MachineRef{Machine: member.ID().String()})
+	st := lg.State()
+	if st.Machines[member.ID().String()].Status != ledger.MachineApproved {
+		t.Fatal("member not approved")
+	}
+	sign := func(s *ledger.Signer, org, kind string, p any) []byte {
+		parents, clock := []cid.Cid{g.CID()}, uint64(1)
+		if kind == ledger.KindGenesis {
+			parents, clock = nil, 0
+		}
+		e, err := s.Sign(org, kind, p, parents, clock, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.Bytes()
+	}
+	good := sign(owner, org, ledger.KindOrgDelete, ledger.OrgDelete{Name: "acme"})
+	if err := checkTombstone(st, good); err != nil {
+		t.Fatalf("the owner's tombstone: %v", err)
+	}
+	forged := append([]byte(nil), good...)
+	forged[len(forged)-5] ^= 1 // in the signature
+	otherGenesis := sign(owner, "", ledger.KindGenesis, ledger.Genesis{Name: "acme", OrgKeyID: "k2", Settings: ledger.DefaultSettings(), Nonce: []byte("other-0123456789")})
+	otherOrg := ledger.CIDOf(otherGenesis).String()
+	for name, c := range map[string]struct {
+		raw  []byte
+		says string
+	}{
+		"forged":           {forged, "signature"},
+		"garbage":          {[]byte("not an entry"), "tombstone:"},
+		"other org":        {sign(owner, otherOrg, ledger.KindOrgDelete, ledger.OrgDelete{Name: "acme"}), "of org"},
+		"other name":       {sign(owner, org, ledger.KindOrgDelete, ledger.OrgDelete{Name: "acne"}), "names"},
+		"other kind":       {sign(owner, org, ledger.KindOrgUpdate, ledger.OrgUpdate{}), "kind"},
+		"member's machine": {sign(member, org, ledger.KindOrgDelete, ledger.OrgDelete{Name: "acme"}), "not an approved machine of the owner"},
+		"stranger":         {sign(stranger, org, ledger.KindOrgDelete, ledger.OrgDelete{Name: "acme"}), "not an approved machine of the owner"},
+	} {
+		if err := checkTombstone(st, c.raw); err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v; want an error saying %q", name, err, c.says)
+		}
+	}
+}
+
+func testSigner(t *testing.T) *ledger.Signer {
+	t.Helper()
+	k, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ledger.NewSigner(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
