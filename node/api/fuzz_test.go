@@ -31,6 +31,7 @@ func (stub) Members(context.Context) ([]MemberInfo, error)                 { ret
 func (stub) SetRole(context.Context, string, string) (MemberInfo, error)   { return MemberInfo{}, nil }
 func (stub) RemoveMember(context.Context, string) (string, error)          { return "", nil }
 func (stub) Leave(context.Context) error                                   { return nil }
+func (stub) TransferOrg(context.Context, string) (OrgInfo, error)          { return OrgInfo{}, nil }
 func (stub) SubmitJob(context.Context, JobSubmit) (JobSubmitted, error)    { return JobSubmitted{}, nil }
 func (stub) Jobs(context.Context) ([]JobInfo, error)                       { return nil, nil }
 func (stub) Job(context.Context, string) (JobInfo, error)                  { return JobInfo{}, nil }
@@ -40,7 +41,8 @@ func (stub) JobLogs(context.Context, string, int64) ([]byte, error)        { ret
 func (stub) JobItems(context.Context, string) ([]ItemInfo, error)          { return nil, nil }
 
 var postRoutes = []string{"/v1/org", "/v1/org/invite", "/v1/org/settings", "/v1/join", "/v1/jobs",
-	"/v1/jobs/x/modify", "/v1/members/x/role", "/v1/machines/x/approve"}
+	"/v1/jobs/x/modify", "/v1/members/x/role", "/v1/machines/x/approve",
+	"/v1/org/transfer"}
 
 // FuzzAPIBodies sends arbitrary bodies to every POST route: the handlers
 // answer 200 or 400, never panic and never 500.
@@ -55,6 +57,8 @@ func FuzzAPIBodies(f *testing.F) {
 	f.Add(1, []byte(`{"role":"admin","uses":-1}`))
 	f.Add(4, []byte(`{"cmd":[1,2]}`))
 	f.Add(4, []byte(`[]`))
+	f.Add(8, []byte(`{"to":"alice"}`))
+	f.Add(8, []byte(`{"to":7}`))
 	h := Handler(stub{}, "tok")
 	f.Fuzz(func(t *testing.T, route int, body []byte) {
 		if route < 0 {
