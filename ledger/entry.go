@@ -36,6 +36,7 @@ var (
 	ErrCIDMismatch  = errors.New("ledger: block does not match its CID")
 	ErrNotAuthority = errors.New("ledger: not authorised")
 	ErrWrongOrg     = errors.New("ledger: entry belongs to another org")
+	ErrDeleted      = errors.New("ledger: the org was deleted")
 )
 
 var (

@@ -138,6 +138,9 @@ func Apply(st *State, e *Entry) error {
 	if e.Org != st.Org {
 		return ErrWrongOrg
 	}
+	if st.Deleted {
+		return fmt.Errorf("%w: %s after org.delete", ErrDeleted, e.Kind)
+	}
 	author := e.author
 	switch e.Kind {
 	case KindMachineReg:
@@ -174,13 +177,11 @@ func Apply(st *State, e *Entry) error {
 		return nil
 	}
 
-	// Everything else needs a role.
-	role := st.Role(author)
-	if role == "" {
-		if r := st.Revoked[author]; r != nil {
-			return &RevokedAuthorError{Rev: *r}
-		}
-		return denied("%s is not a member", author)
+	// Everything else is done by a person, through one of their approved
+	// machines, with the person's role.
+	person, err := actingPerson(st, author)
+	if err != nil {
+		return err
 	}
 	switch e.Kind {
 	case KindOrgUpdate:
@@ -188,7 +189,7 @@ func Apply(st *State, e *Entry) error {
 		if err := DecodePayload(e.Payload, &p); err != nil {
 			return err
 		}
-		if err := needAdmin(st, author, "change org settings"); err != nil {
+		if err := needAdmin(st, person, "change org settings"); err != nil {
 			return err
 		}
 		set := st.Settings
@@ -233,7 +234,7 @@ func Apply(st *State, e *Entry) error {
 		if err := DecodePayload(e.Payload, &p); err != nil {
 			return err
 		}
-		if err := needAdmin(st, author, "rotate the org key"); err != nil {
+		if err := needAdmin(st, person, "rotate the org key"); err != nil {
 			return err
 		}
 		if p.KeyID == "" {
@@ -246,7 +247,7 @@ func Apply(st *State, e *Entry) error {
 		if err := DecodePayload(e.Payload, &p); err != nil {
 			return err
 		}
-		if err := needAdmin(st, author, "approve or reject machines"); err != nil {
+		if err := needAdmin(st, person, "approve or reject machines"); err != nil {
 			return err
 		}
 		m := st.Machines[p.Machine]
@@ -257,10 +258,10 @@ func Apply(st *State, e *Entry) error {
 			return fmt.Errorf("%w: machine %s is %s, not pending", ErrMalformed, p.Machine, m.Status)
 		}
 		if e.Kind == KindMachineReject {
-			m.Status = MachineRejected
+			setStatus(m, MachineRejected, e, person)
 			return nil
 		}
-		approve(st, m, e)
+		approve(st, m, e, person)
 		return nil
 	case KindMachineRemove:
 		var p MachineRef
@@ -271,26 +272,45 @@ func Apply(st *State, e *Entry) error {
 		if m == nil {
 			return fmt.Errorf("%w: unknown machine %s", ErrMalformed, p.Machine)
 		}
-		if !st.IsAdmin(author) && author != m.ID && author != m.Owner {
-			return denied("only an admin or the machine's operator may remove machine %s", m.ID)
+		if !st.IsAdmin(person) && author != m.ID && person != m.Owner {
+			return denied("only an admin, the machine itself or its person may remove machine %s", m.ID)
 		}
 		if m.Status == MachineRemoved {
 			return fmt.Errorf("%w: machine %s already removed", ErrMalformed, m.ID)
 		}
-		m.Status = MachineRemoved
+		setStatus(m, MachineRemoved, e, person)
 		return nil
 	case KindMemberRole:
 		var p MemberRole
 		if err := DecodePayload(e.Payload, &p); err != nil {
 			return err
 		}
-		return applyRole(st, e, author, p)
+		return applyRole(st, e, person, p)
 	case KindMemberRemove:
 		var p MemberRef
 		if err := DecodePayload(e.Payload, &p); err != nil {
 			return err
 		}
-		return applyMemberRemove(st, e, author, p)
+		return applyMemberRemove(st, e, person, p)
+	case KindOrgTransfer:
+		var p OrgTransfer
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		return applyTransfer(st, e, person, p)
+	case KindOrgDelete:
+		var p OrgDelete
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		if st.Role(person) != RoleOwner {
+			return denied("only the owner may delete the org")
+		}
+		if p.Name != st.Name {
+			return fmt.Errorf("%w: org.delete names %q, not the org's name %q", ErrMalformed, p.Name, st.Name)
+		}
+		st.Deleted, st.DeletedAt = true, e.Time
+		return nil
 	case KindJobSubmit:
 		var p JobSpec
 		if err := DecodePayload(e.Payload, &p); err != nil {
@@ -310,7 +330,7 @@ func Apply(st *State, e *Entry) error {
 			v := *p.MaxCPUs
 			mc = &v
 		}
-		st.Jobs[id] = &Job{ID: id, Submitter: author, Spec: p, Seq: st.JobSeq, Submitted: e.Time, State: JobActive,
+		st.Jobs[id] = &Job{ID: id, Submitter: person, Machine: author, Spec: p, Seq: st.JobSeq, Submitted: e.Time, State: JobActive,
 			Priority: p.Priority, MaxCPUs: mc, Items: make([]Item, n), Machines: map[string]bool{}}
 		return nil
 	case KindJobModify:
@@ -318,7 +338,7 @@ func Apply(st *State, e *Entry) error {
 		if err := DecodePayload(e.Payload, &p); err != nil {
 			return err
 		}
-		j, err := ownJob(st, author, p.Job, "modify")
+		j, err := ownJob(st, person, p.Job, "modify")
 		if err != nil {
 			return err
 		}
@@ -338,7 +358,7 @@ func Apply(st *State, e *Entry) error {
 		if err := DecodePayload(e.Payload, &p); err != nil {
 			return err
 		}
-		j, err := ownJob(st, author, p.Job, "cancel")
+		j, err := ownJob(st, person, p.Job, "cancel")
 		if err != nil {
 			return err
 		}
@@ -357,9 +377,29 @@ func Apply(st *State, e *Entry) error {
 	return fmt.Errorf("%w: unknown kind %q", ErrMalformed, e.Kind)
 }
 
-func needAdmin(st *State, author, what string) error {
-	if !st.IsAdmin(author) {
-		if r := st.Revoked[author]; r != nil && r.TargetRank >= 2 {
+// actingPerson is the person an entry's author machine acts for, when that machine
+// is approved and its person a member.
+func actingPerson(st *State, author string) (string, error) {
+	m := st.Machines[author]
+	if m == nil {
+		return "", denied("%s is not a machine of the org", author)
+	}
+	person := m.Owner
+	if m.Status != MachineApproved || st.Members[person] == nil {
+		if r := st.Revoked[person]; r != nil {
+			return "", &RevokedAuthorError{Rev: *r}
+		}
+		if m.Status != MachineApproved {
+			return "", denied("machine %s is %s, not approved", author, m.Status)
+		}
+		return "", denied("%s is not a member", person)
+	}
+	return person, nil
+}
+
+func needAdmin(st *State, person, what string) error {
+	if !st.IsAdmin(person) {
+		if r := st.Revoked[person]; r != nil && r.TargetRank >= 2 {
 			return &RevokedAuthorError{Rev: *r}
 		}
 		return denied("only the owner and admins may %s", what)
@@ -375,12 +415,12 @@ func peerIDOf(pub []byte) (string, error) {
 	return ak.S, nil
 }
 
-func ownJob(st *State, author, id, what string) (*Job, error) {
+func ownJob(st *State, person, id, what string) (*Job, error) {
 	j := st.Jobs[id]
 	if j == nil {
 		return nil, fmt.Errorf("%w: unknown job %s", ErrMalformed, id)
 	}
-	if j.Submitter != author && !st.IsAdmin(author) {
+	if j.Submitter != person && !st.IsAdmin(person) {
 		return nil, denied("only the submitter or an admin may %s job %s", what, id)
 	}
 	return j, nil
@@ -406,16 +446,25 @@ func applyGenesis(st *State, e *Entry) error {
 	if err := ValidateSettings(p.Settings.SmartShare); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	owner := e.author
+	machine := e.author
+	name := p.MachineName
+	if name == "" {
+		name = shortID(machine)
+	}
+	owner, ownerName := machine, name
+	if p.Owner != nil {
+		id, err := p.Owner.Check(machine, GenesisOrg(p.Nonce))
+		if err != nil {
+			return err
+		}
+		owner, ownerName = id, p.Owner.Name
+	}
 	st.Org = e.cid.String()
 	st.Name, st.Description, st.Owner, st.Created = p.Name, p.Description, owner, e.Time
 	st.Settings, st.OrgKeyID = p.Settings, p.OrgKeyID
-	st.Members[owner] = &Member{ID: owner, Role: RoleOwner, Grant: e.Key(), Joined: e.Time}
-	name := p.MachineName
-	if name == "" {
-		name = shortID(owner)
-	}
-	st.Machines[owner] = &Machine{ID: owner, Name: name, Owner: owner, Status: MachineApproved, Role: RoleOwner, Registered: e.Time}
+	st.Members[owner] = &Member{ID: owner, Name: ownerName, Role: RoleOwner, Grant: e.Key(), Joined: e.Time}
+	st.Machines[machine] = &Machine{ID: machine, Name: name, Owner: owner, OwnerName: ownerName, Status: MachineApproved,
+		Role: RoleOwner, Registered: e.Time, History: []MachineEvent{{Status: MachineApproved, Time: e.Time, By: owner}}}
 	return nil
 }
 
@@ -438,6 +487,12 @@ func checkMachineName(s string) error {
 	return nil
 }
 
+// setStatus changes a machine's status and records it in its history.
+func setStatus(m *Machine, status string, e *Entry, by string) {
+	m.Status = status
+	m.History = append(m.History, MachineEvent{Status: status, Time: e.Time, By: by})
+}
+
 func applyRegister(st *State, e *Entry, author string, p MachineRegister) error {
 	c := p.Cap
 	if err := checkMachineName(p.Name); err != nil {
@@ -453,8 +508,10 @@ func applyRegister(st *State, e *Entry, author string, p MachineRegister) error 
 	if err != nil {
 		return fmt.Errorf("%w: capability issuer: %v", ErrMalformed, err)
 	}
-	if !st.IsAdmin(issuer) {
-		return denied("capability issuer %s is not an admin", issuer)
+	// The issuer is a machine; its person must be an admin, through an
+	// approved machine.
+	if im := st.Machines[issuer]; im == nil || im.Status != MachineApproved || !st.IsAdmin(im.Owner) {
+		return denied("capability issuer %s is not an approved machine of an admin", issuer)
 	}
 	if c.ID == "" || len(c.ID) > 64 {
 		return fmt.Errorf("%w: capability id %q", ErrMalformed, c.ID)
@@ -478,13 +535,37 @@ func applyRegister(st *State, e *Entry, author string, p MachineRegister) error 
 	default:
 		return fmt.Errorf("%w: capability kind %q", ErrMalformed, c.Kind)
 	}
-	// Expiry is checked against the register entry's own (advisory) time: the
-	// fold has no clock. Both org keys and invites may carry limits.
-	if c.Expires != 0 && e.Time > c.Expires {
-		return denied("%s %s expired", c.Kind, c.ID)
+	// Expiry is measured on the witness's clock, never the joiner's (DESIGN
+	// §11): the register entry's own time is the joiner's to choose.
+	if NeedsWitness(c) {
+		if p.Witness == nil {
+			return denied("%s %s redeemed without a witness", c.Kind, c.ID)
+		}
+		wid, err := p.Witness.Check(c, author)
+		if err != nil {
+			return err
+		}
+		if wm := st.Machines[wid]; wm == nil || wm.Status != MachineApproved {
+			return denied("witness %s is not an approved machine", wid)
+		}
+		if c.Expires != 0 && p.Witness.Time > c.Expires {
+			return denied("%s %s expired before its witness saw it", c.Kind, c.ID)
+		}
 	}
 	if c.Uses != 0 && st.CapUses[capUseKey(c)] >= c.Uses {
 		return denied("%s %s is used up", c.Kind, c.ID)
+	}
+	person := author
+	name := p.Name
+	if name == "" {
+		name = shortID(author)
+	}
+	personName := name
+	if p.Delegation != nil {
+		if person, err = p.Delegation.Check(author, st.Org); err != nil {
+			return err
+		}
+		personName = p.Delegation.Name
 	}
 	m := st.Machines[author]
 	if m != nil && (m.Status == MachineApproved || m.Status == MachinePending) {
@@ -495,17 +576,18 @@ func applyRegister(st *State, e *Entry, author string, p MachineRegister) error 
 		return nil
 	}
 	st.CapUses[capUseKey(c)]++
-	name := p.Name
-	if name == "" {
-		name = shortID(author)
-	}
 	if m == nil {
 		m = &Machine{ID: author}
 		st.Machines[author] = m
 	}
-	m.Name, m.Owner, m.Role, m.Registered, m.Status = name, author, c.Role, e.Time, MachinePending
+	m.Name, m.Owner, m.OwnerName, m.Role, m.Registered = name, person, personName, c.Role, e.Time
+	setStatus(m, MachinePending, e, person)
+	// A person who was removed (or left) comes back only through an admin.
+	if r := st.Revoked[person]; r != nil && r.NewRank == 0 && st.Members[person] == nil {
+		pending = true
+	}
 	if !pending {
-		approve(st, m, e)
+		approve(st, m, e, person)
 	}
 	return nil
 }
@@ -513,17 +595,21 @@ func applyRegister(st *State, e *Entry, author string, p MachineRegister) error 
 // capUseKey counts uses per capability kind and ID.
 func capUseKey(c Capability) string { return c.Kind + "/" + c.ID }
 
-// approve approves a machine and gives its operator identity the role its
-// capability carried, unless it already has a higher one.
-func approve(st *State, m *Machine, e *Entry) {
-	m.Status = MachineApproved
+// approve approves a machine and gives its person the role its capability
+// carried, unless they already have a higher one.
+func approve(st *State, m *Machine, e *Entry, by string) {
+	setStatus(m, MachineApproved, e, by)
 	role := m.Role
 	if role == "" {
 		role = RoleMember
 	}
 	cur := st.Members[m.Owner]
 	if cur == nil {
-		st.Members[m.Owner] = &Member{ID: m.Owner, Role: role, Grant: e.Key(), Joined: e.Time}
+		name := m.OwnerName
+		if name == "" {
+			name = m.Name
+		}
+		st.Members[m.Owner] = &Member{ID: m.Owner, Name: name, Role: role, Grant: e.Key(), Joined: e.Time}
 		delete(st.Revoked, m.Owner)
 		return
 	}
@@ -532,53 +618,66 @@ func approve(st *State, m *Machine, e *Entry) {
 	}
 }
 
-func applyRole(st *State, e *Entry, author string, p MemberRole) error {
+// applyRole: only the owner promotes members to admin and demotes admins.
+func applyRole(st *State, e *Entry, person string, p MemberRole) error {
 	if p.Role != RoleMember && p.Role != RoleAdmin {
 		return fmt.Errorf("%w: role %q; allowed: member, admin", ErrMalformed, p.Role)
 	}
-	if err := needAdmin(st, author, "change roles"); err != nil {
-		return err
+	if st.Role(person) != RoleOwner {
+		if r := st.Revoked[person]; r != nil && r.TargetRank >= 2 {
+			return &RevokedAuthorError{Rev: *r}
+		}
+		return denied("only the owner may promote or demote admins")
 	}
 	m := st.Members[p.Member]
 	if m == nil {
 		return fmt.Errorf("%w: unknown member %s", ErrMalformed, p.Member)
 	}
 	if m.Role == RoleOwner {
-		return denied("the owner's role cannot be changed")
+		return denied("the owner's role cannot be changed; the owner hands the org over with org transfer")
 	}
 	if m.Role == p.Role {
 		return nil
 	}
 	old := RoleRank(m.Role)
 	if RoleRank(p.Role) < old {
-		a := st.Members[author]
-		st.Revoked[m.ID] = &Revocation{Entry: e.Key(), By: author, ByRank: RoleRank(a.Role), ByGrant: a.Grant,
+		a := st.Members[person]
+		st.Revoked[m.ID] = &Revocation{Entry: e.Key(), By: person, ByRank: RoleRank(a.Role), ByGrant: a.Grant,
 			Target: m.ID, TargetRank: old, TargetGrant: m.Grant, NewRank: RoleRank(p.Role)}
 	}
 	m.Role, m.Grant = p.Role, e.Key()
 	return nil
 }
 
-func applyMemberRemove(st *State, e *Entry, author string, p MemberRef) error {
+// applyMemberRemove removes a person: nobody removes the owner; only the
+// owner removes admins; admins and the owner remove members; anyone but the
+// owner may remove themselves (leave).
+func applyMemberRemove(st *State, e *Entry, person string, p MemberRef) error {
 	m := st.Members[p.Member]
 	if m == nil {
 		return fmt.Errorf("%w: unknown member %s", ErrMalformed, p.Member)
 	}
 	if m.Role == RoleOwner {
-		return denied("the owner cannot be removed or leave the org: an org keeps its owner, and ownership cannot be transferred yet")
+		return denied("the owner cannot be removed or leave: the owner first hands the org over with org transfer")
 	}
-	if author != p.Member {
-		if err := needAdmin(st, author, "remove members"); err != nil {
+	if person != p.Member {
+		if m.Role == RoleAdmin && st.Role(person) != RoleOwner {
+			if r := st.Revoked[person]; r != nil && r.TargetRank >= 2 {
+				return &RevokedAuthorError{Rev: *r}
+			}
+			return denied("only the owner may remove an admin")
+		}
+		if err := needAdmin(st, person, "remove members"); err != nil {
 			return err
 		}
 	}
-	a := st.Members[author]
-	st.Revoked[m.ID] = &Revocation{Entry: e.Key(), By: author, ByRank: RoleRank(a.Role), ByGrant: a.Grant,
+	a := st.Members[person]
+	st.Revoked[m.ID] = &Revocation{Entry: e.Key(), By: person, ByRank: RoleRank(a.Role), ByGrant: a.Grant,
 		Target: m.ID, TargetRank: RoleRank(m.Role), TargetGrant: m.Grant, NewRank: 0}
 	delete(st.Members, m.ID)
 	for _, mc := range st.Machines {
 		if mc.Owner == m.ID && mc.Status != MachineRemoved {
-			mc.Status = MachineRemoved
+			setStatus(mc, MachineRemoved, e, person)
 		}
 	}
 	for _, j := range st.Jobs {
@@ -586,6 +685,28 @@ func applyMemberRemove(st *State, e *Entry, author string, p MemberRef) error {
 			j.State, j.Ended, j.Error = JobCancelled, e.Time, "its submitter is no longer a member"
 		}
 	}
+	return nil
+}
+
+// applyTransfer makes an admin the owner; the owner becomes an admin.
+func applyTransfer(st *State, e *Entry, person string, p OrgTransfer) error {
+	if st.Role(person) != RoleOwner {
+		return denied("only the owner may transfer the org")
+	}
+	to := st.Members[p.To]
+	if to == nil {
+		return fmt.Errorf("%w: unknown member %s", ErrMalformed, p.To)
+	}
+	if to.ID == person {
+		return fmt.Errorf("%w: %s already owns the org", ErrMalformed, person)
+	}
+	if to.Role != RoleAdmin {
+		return denied("the org can be transferred to an admin only; %s is a %s", to.ID, to.Role)
+	}
+	old := st.Members[person]
+	old.Role, old.Grant = RoleAdmin, e.Key()
+	to.Role, to.Grant = RoleOwner, e.Key()
+	st.Owner = to.ID
 	return nil
 }
 

@@ -149,10 +149,22 @@ func (w *world) orgKey(issuer *actor, id string) Capability {
 	return issuer.s.SignCapability(Capability{Org: w.org, Kind: CapOrgKey, ID: id, Role: RoleMember})
 }
 
-// join registers a's machine with c.
+// join registers a's machine with c, witnessed by the owner's machine now
+// when c needs a witness.
 func (w *world) join(a *actor, c Capability) (*Entry, error) {
 	w.t.Helper()
-	return w.write(a, KindMachineReg, MachineRegister{Name: "m-" + a.id[len(a.id)-4:], Cap: c})
+	return w.write(a, KindMachineReg, w.register(a, c))
+}
+
+// register is a's machine.register payload for c, witnessed by the owner's
+// machine at the world's time when c needs a witness.
+func (w *world) register(a *actor, c Capability) MachineRegister {
+	p := MachineRegister{Name: "m-" + a.id[len(a.id)-4:], Cap: c}
+	if NeedsWitness(c) {
+		wt := w.owner.s.SignWitness(c, a.id, w.now)
+		p.Witness = &wt
+	}
+	return p
 }
 
 // member adds a new approved member with role, invited by the owner.

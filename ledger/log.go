@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/ipfs/go-cid"
@@ -47,7 +48,7 @@ type node struct {
 
 	// For revoked nodes, a cache of the entries "revocation wins" voids: by
 	// target, sorting before this node, not its ancestors. It depends on the
-	// DAG only; candSeen is how much of byAuthor[target] was examined.
+	// DAG only; candSeen is how much of byPerson[target] was examined.
 	cand     []*node
 	candSeen int
 }
@@ -79,9 +80,11 @@ type Log struct {
 	nodes    map[string]*node // by CID key
 	order    []*node
 	heads    map[string]*node
-	byAuthor map[string][]*node
-	revs     []*node // every revKind node
-	lastRev  *node   // the revKind node that sorts last
+	byAuthor map[string][]*node  // entries by each machine
+	persons  map[string][]string // machine -> every person a valid delegation of it names
+	byPerson map[string][]*node  // entries by each person: its own key's and its machines' (see notePerson)
+	revs     []*node             // every revKind node
+	lastRev  *node               // the revKind node that sorts last
 	void     map[*node]bool
 	st       *State
 	stFolded int // st covers order[:stFolded]
@@ -96,6 +99,7 @@ func NewLog() *Log { return newLog(defaultCheckpointEvery, defaultMaxCheckpoints
 
 func newLog(cpEvery, cpMax int) *Log {
 	return &Log{nodes: map[string]*node{}, heads: map[string]*node{}, byAuthor: map[string][]*node{},
+		persons: map[string][]string{}, byPerson: map[string][]*node{},
 		void: map[*node]bool{}, st: NewState(), cpEvery: cpEvery, cpMax: cpMax, cpInterval: cpEvery}
 }
 
@@ -332,7 +336,13 @@ func (l *Log) link(e *Entry) (*node, error) {
 		delete(l.heads, p.key.CID)
 	}
 	l.heads[n.key.CID] = n
-	l.byAuthor[e.author] = append(l.byAuthor[e.author], n)
+	a := e.author
+	l.byAuthor[a] = append(l.byAuthor[a], n)
+	l.notePerson(e)
+	l.byPerson[a] = append(l.byPerson[a], n) // a machine without a delegation is its own person
+	for _, p := range l.persons[a] {
+		l.byPerson[p] = append(l.byPerson[p], n)
+	}
 	return n, nil
 }
 
@@ -580,7 +590,7 @@ func (l *Log) computeVoid(contributed, overridden map[*node]bool) map[*node]bool
 // candidates are the entries "revocation wins" voids when r takes effect: by
 // r's target, sorting before r, not ancestors of r.
 func (l *Log) candidates(r *node) []*node {
-	list := l.byAuthor[r.target]
+	list := l.byPerson[r.target]
 	if r.candSeen == len(list) {
 		return r.cand
 	}
@@ -627,6 +637,43 @@ func ancestors(b *node, minClock uint64) map[*node]bool {
 		stack = append(stack, n.parents...)
 	}
 	return seen
+}
+
+// notePerson records the person a genesis or machine.register entry's valid
+// delegation names for its author machine, and files the machine's earlier
+// entries under that person. Which machines act for which persons is then a
+// fact of the set of entries alone (their own signed bytes), whatever the
+// order they came in, so "revocation wins" finds a person's entries before
+// any fold. A machine delegated by two persons (re-registered after a
+// removal) files its entries under both: a revocation of either voids its
+// concurrent entries, which errs on the side of the revocation.
+func (l *Log) notePerson(e *Entry) {
+	var d *Delegation
+	var org string
+	switch e.Kind {
+	case KindGenesis:
+		var p Genesis
+		if DecodePayload(e.Payload, &p) != nil || p.Owner == nil {
+			return
+		}
+		d, org = p.Owner, GenesisOrg(p.Nonce)
+	case KindMachineReg:
+		var p MachineRegister
+		if DecodePayload(e.Payload, &p) != nil || p.Delegation == nil {
+			return
+		}
+		d, org = p.Delegation, e.Org
+	default:
+		return
+	}
+	a := e.author
+	id, err := d.Check(a, org)
+	if err != nil || id == a || slices.Contains(l.persons[a], id) {
+		return
+	}
+	l.persons[a] = append(l.persons[a], id)
+	prior := l.byAuthor[a]
+	l.byPerson[id] = append(l.byPerson[id], prior[:len(prior)-1]...) // e itself is filed by link
 }
 
 func revTarget(e *Entry) string {

@@ -136,7 +136,7 @@ func TestCheckpointsSpacedByStateSize(t *testing.T) {
 func TestAddBatchVerdicts(t *testing.T) {
 	w := newWorld(t)
 	m := newActor(t, 2)
-	reg := w.on(m, KindMachineReg, MachineRegister{Cap: w.invite(w.owner, RoleMember, 0, 0)}, w.gen)
+	reg := w.on(m, KindMachineReg, w.register(m, w.invite(w.owner, RoleMember, 0, 0)), w.gen)
 	bad := w.on(m, KindMachineApprove, MachineRef{Machine: m.id}, reg)
 	l := NewLog()
 	errs, err := l.AddBatch([]*Entry{bad, w.gen, reg, reg})

@@ -26,10 +26,11 @@ type dagGen struct {
 	reps []*replica
 	all  []*Entry // every entry, in creation order (a topological order)
 	keys int
+	pat  *actor // a person (not a machine) who may delegate replicas 3 and 5
 }
 
 func newDagGen(t *testing.T, rt *rapid.T, actors []*actor) *dagGen {
-	g := &dagGen{t: t, rt: rt, now: 1_700_000_000_000}
+	g := &dagGen{t: t, rt: rt, now: 1_700_000_000_000, pat: newActor(t, 99)}
 	for _, a := range actors {
 		g.reps = append(g.reps, &replica{a: a, view: newLog(rapid.IntRange(1, 6).Draw(rt, "cpEvery"), 3)})
 	}
@@ -39,10 +40,12 @@ func newDagGen(t *testing.T, rt *rapid.T, actors []*actor) *dagGen {
 	g.add(owner, gen)
 	// A starting org: two admins and a member by invite, one machine pending
 	// on the org key. Everyone hears of it.
+	// Replica 3 acts for a person of its own (pat), who may later join
+	// replica 5 too: two machines, one member.
 	for i, role := range []string{RoleAdmin, RoleAdmin, RoleMember} {
 		r := g.reps[1+i]
 		g.sync(r, owner)
-		g.write(r, KindMachineReg, MachineRegister{Cap: g.invite(owner.a, role, 1, 0)}, nil)
+		g.write(r, KindMachineReg, g.reg(r.a, g.invite(owner.a, role, 1, 0), owner.a, 1+i == 3), nil)
 		g.sync(owner, r)
 	}
 	g.sync(g.reps[4], owner)
@@ -97,6 +100,21 @@ func (g *dagGen) invite(issuer *actor, role string, uses, expires int64) Capabil
 	return issuer.s.SignCapability(Capability{Org: g.org, Kind: CapInvite, ID: fmt.Sprintf("i%d", g.keys), Role: role, Uses: uses, Expires: expires})
 }
 
+// reg is joiner's register payload for c, witnessed by witness at the
+// current time (none if witness is nil), delegated by pat if asPat.
+func (g *dagGen) reg(joiner *actor, c Capability, witness *actor, asPat bool) MachineRegister {
+	p := MachineRegister{Cap: c}
+	if witness != nil {
+		wt := witness.s.SignWitness(c, joiner.id, g.now)
+		p.Witness = &wt
+	}
+	if asPat {
+		d := g.pat.s.SignDelegation("pat", joiner.id, g.org)
+		p.Delegation = &d
+	}
+	return p
+}
+
 func (g *dagGen) orgKey(issuer *actor, id string) Capability {
 	return issuer.s.SignCapability(Capability{Org: g.org, Kind: CapOrgKey, ID: id, Role: RoleMember})
 }
@@ -112,6 +130,9 @@ func (g *dagGen) step() {
 	op := rapid.IntRange(0, 16).Draw(rt, "op")
 	r := g.pick("who")
 	target := g.pick("target").a.id
+	if rapid.IntRange(0, 5).Draw(rt, "topat") == 0 {
+		target = g.pat.id
+	}
 	st := r.view.State()
 	var parents []*Entry
 	if rapid.IntRange(0, 9).Draw(rt, "stale") == 0 {
@@ -142,7 +163,12 @@ func (g *dagGen) step() {
 		} else {
 			c = g.orgKey(issuer, rapid.SampledFrom([]string{"k0", "k1", st.OrgKeyID}).Draw(rt, "keyid"))
 		}
-		g.write(r, KindMachineReg, MachineRegister{Cap: c}, parents)
+		var witness *actor
+		if rapid.IntRange(0, 4).Draw(rt, "nowitness") > 0 {
+			witness = g.pick("witness").a
+		}
+		asPat := (r == g.reps[3] || r == g.reps[5]) && rapid.Bool().Draw(rt, "aspat")
+		g.write(r, KindMachineReg, g.reg(r.a, c, witness, asPat), parents)
 	case 3:
 		g.write(r, rapid.SampledFrom([]string{KindMachineApprove, KindMachineReject, KindMachineRemove}).Draw(rt, "mkind"),
 			MachineRef{Machine: target}, parents)
@@ -173,6 +199,10 @@ func (g *dagGen) step() {
 		}
 		g.write(r, KindJobResults, JobResults{Job: jobID(), Results: res}, parents)
 	case 14:
+		if rapid.IntRange(0, 3).Draw(rt, "transfer") == 0 {
+			g.write(r, KindOrgTransfer, OrgTransfer{To: target}, parents)
+			return
+		}
 		g.write(r, KindMachineUpdate, MachineUpdate{Hardware: Hardware{CPUs: int64(rapid.IntRange(1, 64).Draw(rt, "cpus"))}}, parents)
 	default: // a power struggle: two replicas revoke each other unaware
 		o := g.pick("rival")
@@ -338,7 +368,7 @@ func checkRevocationWins(rt *rapid.T, l *Log) {
 		if !r.revoked {
 			continue
 		}
-		for _, n := range l.byAuthor[r.target] {
+		for _, n := range l.byPerson[r.target] {
 			if n.key.Less(r.key) && !l.isAncestor(n, r) && n.applied {
 				rt.Fatalf("%s by %s is effective though %s revoked its author without seeing it", n.e.Kind, r.target, r.e.Kind)
 			}

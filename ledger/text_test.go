@@ -40,8 +40,11 @@ func TestFoldIgnoresHostileNames(t *testing.T) {
 			// up the invite.
 			joiner := newActor(t, 3)
 			inv := w.invite(w.owner, RoleMember, 1, 0)
-			w.denied(ErrMalformed, joiner, KindMachineReg, MachineRegister{Name: bad, Cap: inv})
-			w.ok(joiner, KindMachineReg, MachineRegister{Name: "joiner", Cap: inv})
+			reg := w.register(joiner, inv)
+			reg.Name = bad
+			w.denied(ErrMalformed, joiner, KindMachineReg, reg)
+			reg.Name = "joiner"
+			w.ok(joiner, KindMachineReg, reg)
 			if got := w.log.State().Machines[joiner.id].Name; got != "joiner" {
 				t.Errorf("joiner's machine is named %q, want joiner", got)
 			}
