@@ -349,6 +349,11 @@ func (n *Node) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) 
 	if err != nil {
 		return nil, err
 	}
+	return n.jobItems(j), nil
+}
+
+// jobItems renders job j's agenda, with every run of each item.
+func (n *Node) jobItems(j *ledger.Job) []api.ItemInfo {
 	var out []api.ItemInfo
 	n.snapshot(func(st *ledger.State) {
 		j := st.Jobs[j.ID]
@@ -381,7 +386,7 @@ func (n *Node) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) 
 				DurationMS: it.DurationMS, OutputSize: it.OutputSize, Machine: it.Machine, Runs: runs[i]})
 		}
 	})
-	return out, nil
+	return out
 }
 
 // canManage: the submitter of a job, admins and the owner may modify or

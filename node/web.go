@@ -17,7 +17,7 @@ var dashboard = template.Must(template.New("d").Funcs(template.FuncMap{"esc": te
 <style>body{font-family:system-ui,sans-serif;margin:2em}table{border-collapse:collapse}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}</style>
 </head><body>
 <h1>cshare: {{esc .Org}}</h1>
-<p>Node {{.ID}} · acts for person {{esc .PersonName}} ({{.Person}}){{if .Role}}, {{.Role}}{{end}} · {{.Now}}</p>
+<p>Node {{.ID}}{{if .Person}} · acts for person {{esc .PersonName}} ({{.Person}}){{if .Role}}, {{.Role}}{{end}}{{end}} · {{.Now}}</p>
 <h2>Machines</h2>
 <table><tr><th>Name</th><th>Owner</th><th>Status</th><th>Last heartbeat</th><th>Running jobs</th><th>Total jobs</th><th>CPUs</th><th>Memory MB</th><th>GPUs</th></tr>
 {{range .Machines}}<tr><td>{{esc .Name}}</td><td>{{esc .OwnerName}}</td><td>{{.Status}}</td><td>{{.LastHeartbeat}}</td><td>{{.RunningJobs}}</td><td>{{.TotalJobs}}</td><td>{{.Hardware.CPUs}}</td><td>{{.Hardware.MemoryMB}}</td><td>{{len .Hardware.GPUs}}</td></tr>
