@@ -308,3 +308,38 @@ func TestPersonsRoles(t *testing.T) {
 	m.nodes = m.nodes[1:3]
 	roles(map[string]string{o: ""})
 }
+
+// TestPersonKeyAtCreate: org create makes the person key when the data dir
+// has none, named as asked (a bad name is refused, naming user_name), and
+// the owner is that person; node status names them before and after.
+func TestPersonKeyAtCreate(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 1, interval: 250 * time.Millisecond})
+	n := m.nodes[0].Node
+	ctx := ctxT(t)
+	if st, _ := n.Status(ctx); st.Person != "" {
+		t.Fatalf("a person before any key: %+v", st)
+	}
+	_, err := n.CreateOrg(ctx, api.OrgCreate{Name: "acme", UserName: "olive\x1b[2J"})
+	oneLine(t, "bad user name", err, http.StatusBadRequest, "user_name")
+	var se *api.StatusError
+	if !errors.As(err, &se) || se.Field != "user_name" {
+		t.Fatalf("bad user name: field %+v", se)
+	}
+	if _, err := userkey.Load(n.opts.DataDir); err == nil {
+		t.Fatal("a refused create made a person key")
+	}
+	if _, err := n.CreateOrg(ctx, api.OrgCreate{Name: "acme", UserName: "olive"}); err != nil {
+		t.Fatal(err)
+	}
+	k, err := userkey.Load(n.opts.DataDir)
+	if err != nil || k.Name != "olive" {
+		t.Fatalf("person key: %+v, %v", k, err)
+	}
+	st, _ := n.Status(ctx)
+	o, _ := n.Org(ctx)
+	ms, _ := n.Members(ctx)
+	if st.Person != k.ID || st.PersonName != "olive" || st.Role != ledger.RoleOwner || o.Owner != k.ID || len(ms) != 1 || ms[0].ID != k.ID ||
+		!slices.Equal(ms[0].Machines, []string{n.idStr}) {
+		t.Fatalf("status %+v, org owner %s, members %+v; want person %s", st, o.Owner, ms, k.ID)
+	}
+}

@@ -351,6 +351,11 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 	if err := checkUserName(req.UserName); err != nil {
 		return api.JoinResult{}, err
 	}
+	// The person this machine will act for: this data dir's.
+	key, psigner, err := n.personKey(req.UserName)
+	if err != nil {
+		return api.JoinResult{}, err
+	}
 	org := tok.Cap.Org
 	if cur := n.orgID(); cur != "" && cur != org {
 		return api.JoinResult{}, api.Errorf(http.StatusConflict, "this node is already in org %s; a node belongs to one org", cur)
@@ -407,12 +412,7 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 		name = n.machineName()
 	}
 	reg := ledger.MachineRegister{Name: name, Cap: tok.Cap}
-	// The delegation: this machine acts for this data dir's person.
-	key, psigner, err := n.personKey(req.UserName)
-	if err != nil {
-		return api.JoinResult{}, err
-	}
-	deleg := psigner.SignDelegation(key.Name, n.idStr, org)
+	deleg := psigner.SignDelegation(key.Name, n.idStr, org) // this machine acts for key's person in org
 	reg.Delegation = &deleg
 	if err := n.dryRun(ledger.KindMachineReg, reg); err != nil {
 		return api.JoinResult{}, refused(err)
