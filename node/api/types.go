@@ -65,7 +65,9 @@ type OrgInfo struct {
 type OrgCreate struct {
 	Name        string `json:"name"`
 	Description string `json:"description,omitempty"`
-	UserName    string `json:"user_name,omitempty"`
+	// UserName names the person's key the node creates when its data dir
+	// has none (the CLI's --user-name, else $USER); "" lets the node pick.
+	UserName string `json:"user_name,omitempty"`
 }
 
 // KeyResult carries an org key or an invite code.
@@ -92,8 +94,9 @@ type SettingsRequest struct {
 
 // JoinRequest is the body of POST /v1/join.
 type JoinRequest struct {
-	OrgKey   string `json:"org_key"`
-	Name     string `json:"name,omitempty"`
+	OrgKey string `json:"org_key"`
+	Name   string `json:"name,omitempty"`
+	// UserName: as OrgCreate.UserName.
 	UserName string `json:"user_name,omitempty"`
 }
 

@@ -158,7 +158,7 @@ func (a *app) rootCmd() *cobra.Command {
 		Short: "cshare: a peer-to-peer compute mesh",
 		Long: `cshare runs one node per machine of an organization; nodes gossip, share
 one signed ledger and schedule jobs together. Every command except
-"node run", "smartshare plan" and "version" talks to the local node.`,
+"node run", "smartshare plan", "user" and "version" talks to the local node.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Args:          cobra.ArbitraryArgs,
@@ -189,6 +189,7 @@ one signed ledger and schedule jobs together. Every command except
 		a.memberCmd(),
 		a.jobCmd(),
 		a.smartshareCmd(),
+		a.userCmd(),
 		a.versionCmd(),
 	)
 	return root

@@ -16,6 +16,9 @@
 //   - `org create`, `org key`, `org invite` and `job submit` print the org
 //     key, invite code or job ID alone as the last line of stdout, so
 //     `cshare job submit ... | tail -n1` is the job ID.
+//   - `user init` and `user import` print the person's ID alone as the last
+//     line of stdout. The `user` commands read and write the data dir's
+//     user.key themselves: no node needs to run.
 //   - Errors are one line on stderr, "cshare: <what is wrong and what to do>".
 //     Runtime errors exit 1. Usage errors (unknown command or flag, a bad flag
 //     value, a wrong number of arguments) exit 2 and end with
@@ -44,4 +47,11 @@
 //   - `org invite --expires` takes a Go duration, a number of days ("7d"), or
 //     "0"/"never" for no expiry.
 //   - `job logs ID` without --item works when the job has a single item.
+//   - A --passphrase-file that cannot be read, is empty or is over 4 KiB is
+//     a bad flag value: exit 2. `user import` of the person the data dir
+//     already has needs no --force and takes the file's name.
+//   - `org create`, `node join` and `member join` send user_name even when
+//     the data dir has a person key (the node then ignores it): the CLI does
+//     not read user.key for them, so a running node stays the one that
+//     decides.
 package cli

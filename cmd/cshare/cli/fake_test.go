@@ -42,6 +42,7 @@ type fakeNode struct {
 	invite   *api.InviteRequest
 	settings *api.SettingsRequest
 	join     *api.JoinRequest
+	create   *api.OrgCreate
 	modify   *api.JobModify
 	role     string
 	fail     error // returned by every call when set
@@ -125,6 +126,9 @@ func (f *fakeNode) Stop(ctx context.Context) error {
 }
 
 func (f *fakeNode) CreateOrg(ctx context.Context, req api.OrgCreate) (api.KeyResult, error) {
+	f.mu.Lock()
+	f.create = &req
+	f.mu.Unlock()
 	return api.KeyResult{Org: "bafyorg", Key: orgKey}, f.call("create:" + req.Name + ":" + req.Description)
 }
 

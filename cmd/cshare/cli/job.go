@@ -322,7 +322,7 @@ func printJob(a *app, j api.JobInfo) error {
 		{"items", fmt.Sprintf("%d/%d done, %d failed, %d running, %d pending", it.Done, it.Total, it.Failed, it.Running, it.Pending)},
 		{"duplicate runs", itoa(j.DuplicateRuns)},
 		{"instances", instances(j) + " (running/primaries+secondaries)"},
-		{"submitter", personText(j.Submitter, j.SubmitterName)},
+		{"submitter", personRef(j.Submitter, j.SubmitterName)},
 		{"submitted", orDash(j.Submitted)},
 	}
 	if j.Ended != "" {

@@ -62,7 +62,7 @@ func printMachine(a *app, m api.MachineInfo) error {
 		{"id", m.ID},
 		{"name", orDash(m.Name)},
 		{"status", machineStatus(m.Status)},
-		{"owner", personText(m.Owner, m.OwnerName)},
+		{"owner", personRef(m.Owner, m.OwnerName)},
 		{"last heartbeat", a.ago(m.LastHeartbeat)},
 		{"registered", orDash(m.Registered)},
 		{"version", orDash(m.Version)},

@@ -53,8 +53,8 @@ func machineList(ids []string) string {
 	return strings.Join(parts, ",")
 }
 
-// personText is "NAME (ID)", or the ID alone when the name is unknown.
-func personText(id, name string) string {
+// personRef is "NAME (ID)", or the ID alone when the name is unknown.
+func personRef(id, name string) string {
 	switch {
 	case id == "":
 		return "-"
@@ -65,7 +65,7 @@ func personText(id, name string) string {
 }
 
 func (a *app) memberJoinCmd() *cobra.Command {
-	var code, name string
+	var code, name, user string
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "join --invite CODE",
@@ -76,11 +76,12 @@ func (a *app) memberJoinCmd() *cobra.Command {
 			if code == "" {
 				return usagef(cmd, "--invite is required: the code that cshare org invite printed")
 			}
-			return a.join(cmd, code, name, asJSON)
+			return a.join(cmd, code, name, user, asJSON)
 		},
 	}
 	c.Flags().StringVar(&code, "invite", "", "the invite code (required)")
 	c.Flags().StringVar(&name, "name", "", "this machine's name in the org")
+	addUserName(c, &user)
 	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return c
 }
@@ -110,7 +111,7 @@ persons, not machines. Ownership moves with cshare org transfer --to PERSON.`,
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(a.stdout, "member %s is now %s\n", text.Escape(personText(m.ID, m.Name)), orDash(m.Role))
+			_, err = fmt.Fprintf(a.stdout, "member %s is now %s\n", text.Escape(personRef(m.ID, m.Name)), orDash(m.Role))
 			return err
 		},
 	}

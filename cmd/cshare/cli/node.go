@@ -98,18 +98,22 @@ picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
 }
 
 // joinFlags are shared by `node join` and `member join`.
-func (a *app) join(cmd *cobra.Command, key, name string, asJSON bool) error {
-	cl, err := a.client()
-	if err != nil {
-		return err
-	}
+func (a *app) join(cmd *cobra.Command, key, name, user string, asJSON bool) error {
 	name = strings.TrimSpace(name)
 	if name != "" {
 		if err := text.CheckName("--name", name); err != nil {
 			return usagef(cmd, "%v", err)
 		}
 	}
-	res, err := cl.Join(cmd.Context(), api.JoinRequest{OrgKey: key, Name: name})
+	userName, err := userName(cmd, user)
+	if err != nil {
+		return err
+	}
+	cl, err := a.client()
+	if err != nil {
+		return err
+	}
+	res, err := cl.Join(cmd.Context(), api.JoinRequest{OrgKey: key, Name: name, UserName: userName})
 	if err != nil {
 		return err
 	}
@@ -136,7 +140,7 @@ func (a *app) join(cmd *cobra.Command, key, name string, asJSON bool) error {
 }
 
 func (a *app) nodeJoinCmd() *cobra.Command {
-	var key, name string
+	var key, name, user string
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "join --org-key KEY",
@@ -147,11 +151,12 @@ func (a *app) nodeJoinCmd() *cobra.Command {
 			if key == "" {
 				return usagef(cmd, "--org-key is required: the key that cshare org create or cshare org key printed, or an invite code")
 			}
-			return a.join(cmd, key, name, asJSON)
+			return a.join(cmd, key, name, user, asJSON)
 		},
 	}
 	c.Flags().StringVar(&key, "org-key", "", "the org key or an invite code (required)")
 	c.Flags().StringVar(&name, "name", "", "this machine's name in the org")
+	addUserName(c, &user)
 	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return c
 }
@@ -194,7 +199,7 @@ func (a *app) nodeStatusCmd() *cobra.Command {
 				[2]string{"name", orDash(st.Name)},
 				[2]string{"org", org},
 				[2]string{"status", orDash(st.Status)},
-				[2]string{"person", personText(st.Person, st.PersonName)},
+				[2]string{"person", personRef(st.Person, st.PersonName)},
 				[2]string{"role", orDash(st.Role)},
 				[2]string{"peers", peers},
 				[2]string{"heads", orDash(strings.Join(st.Heads, ", "))},

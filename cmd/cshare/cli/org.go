@@ -20,7 +20,7 @@ func (a *app) orgCmd() *cobra.Command {
 }
 
 func (a *app) orgCreateCmd() *cobra.Command {
-	var name, desc string
+	var name, desc, user string
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "create --name NAME",
@@ -37,11 +37,15 @@ func (a *app) orgCreateCmd() *cobra.Command {
 			if err := text.CheckDescription("--description", desc); err != nil {
 				return usagef(cmd, "%v", err)
 			}
+			userName, err := userName(cmd, user)
+			if err != nil {
+				return err
+			}
 			cl, err := a.client()
 			if err != nil {
 				return err
 			}
-			res, err := cl.CreateOrg(cmd.Context(), api.OrgCreate{Name: name, Description: desc})
+			res, err := cl.CreateOrg(cmd.Context(), api.OrgCreate{Name: name, Description: desc, UserName: userName})
 			if err != nil {
 				return err
 			}
@@ -56,6 +60,7 @@ func (a *app) orgCreateCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&name, "name", "", "the org's name (required)")
 	c.Flags().StringVar(&desc, "description", "", "a description of the org")
+	addUserName(c, &user)
 	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return c
 }
@@ -91,7 +96,7 @@ func printOrg(a *app, o api.OrgInfo) error {
 		[2]string{"id", o.ID},
 		[2]string{"name", o.Name},
 		[2]string{"description", orDash(o.Description)},
-		[2]string{"owner", personText(o.Owner, o.OwnerName)},
+		[2]string{"owner", personRef(o.Owner, o.OwnerName)},
 		[2]string{"created", orDash(o.Created)},
 		[2]string{"members", fmt.Sprint(o.Members)},
 		[2]string{"machines", fmt.Sprint(o.Machines)},
@@ -332,7 +337,7 @@ characters) or name, as cshare member ls shows them.`,
 				return printJSON(a.stdout, o)
 			}
 			_, err = fmt.Fprintf(a.stdout, "transferred org %s to person %s, its owner now; the old owner is an admin\n",
-				text.Escape(o.Name), text.Escape(personText(o.Owner, o.OwnerName)))
+				text.Escape(o.Name), text.Escape(personRef(o.Owner, o.OwnerName)))
 			return err
 		},
 	}
