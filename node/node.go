@@ -119,6 +119,8 @@ type Node struct {
 	gate    gate              // closed while catching up (catchup.go)
 	drivers *runtime.Registry // set once at start, read without a lock
 	logs    *logs.Store       // item output: written by supervision, read by the API and the logs protocol
+
+	witnessed witnessBook // redemptions witnessed, their registers not yet seen (witness.go)
 }
 
 // Run starts a node and blocks until ctx is cancelled or the node is asked to
@@ -242,6 +244,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 	p2p.ServeSync(n.host.LibP2P(), n.rep)
 	p2p.ServeLogs(n.host.LibP2P(), (*logSource)(n))
+	p2p.ServeWitness(n.host.LibP2P(), (*witnessSource)(n))
 	if err := n.initRuntime(); err != nil {
 		return nil, err
 	}

@@ -363,6 +363,8 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 	if err := n.alreadyJoined(org); err != nil {
 		return api.JoinResult{}, err
 	}
+	// An early, friendly check on this machine's clock; the witness checks
+	// on its own (witness.go), and only that binds.
 	if tok.Cap.Expires != 0 && n.now().UnixMilli() > tok.Cap.Expires {
 		return api.JoinResult{}, api.Errorf(http.StatusBadRequest, "org key: this invite expired at %s; ask an admin for a new one", api.FormatTime(time.UnixMilli(tok.Cap.Expires)))
 	}
@@ -414,6 +416,11 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 	reg := ledger.MachineRegister{Name: name, Cap: tok.Cap}
 	deleg := psigner.SignDelegation(key.Name, n.idStr, org) // this machine acts for key's person in org
 	reg.Delegation = &deleg
+	if ledger.NeedsWitness(tok.Cap) {
+		if reg.Witness, err = n.witnessFor(ctx, tok.Cap, peers); err != nil {
+			return api.JoinResult{}, err
+		}
+	}
 	if err := n.dryRun(ledger.KindMachineReg, reg); err != nil {
 		return api.JoinResult{}, refused(err)
 	}

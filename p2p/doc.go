@@ -5,7 +5,10 @@
 // limits scaled to the machine, no relay or NAT service), the GossipSub router
 // and the org topics with their validators, heartbeats, and the heartbeat
 // catch-up stream protocol. Other stream protocols (block exchange, job RPC)
-// register on Host.LibP2P(); the ledger sync engine lives in p2p/sync*.go.
+// register on Host.LibP2P(); the ledger sync engine lives in p2p/sync*.go,
+// the item-output protocol in logs.go, and the witness protocol, with which
+// a joiner gets an approved machine's countersignature of its invite
+// redemption (WitnessProtocol), in witness.go.
 //
 // # Gossip
 //
