@@ -24,6 +24,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 
+	"github.com/cshare/cshare/internal/userkey"
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/runtime"
@@ -66,9 +67,10 @@ type meshNode struct {
 }
 
 type mesh struct {
-	t     testing.TB
-	nodes []*meshNode
-	runs  *runLog // shared by every node's recDriver
+	t         testing.TB
+	nodes     []*meshNode
+	runs      *runLog // shared by every node's recDriver
+	onePerson bool    // formOrg: every machine acts for the owner's person
 }
 
 type meshConfig struct {
@@ -79,12 +81,16 @@ type meshConfig struct {
 	runFor   time.Duration // fake run duration (with slots > 0)
 	merge    int           // Options.MergeAbove (0: the default)
 	mdns     bool          // mDNS discovery on (off by default in tests)
+	// onePerson: formOrg makes every machine act for the owner's person
+	// (the owner's user.key on each), who sees every job; without it each
+	// machine is a person of its own, a member.
+	onePerson bool
 }
 
 // newMesh starts cfg.n nodes (not yet in an org).
 func newMesh(t testing.TB, cfg meshConfig) *mesh {
 	t.Helper()
-	m := &mesh{t: t, runs: newRunLog()}
+	m := &mesh{t: t, runs: newRunLog(), onePerson: cfg.onePerson}
 	var ports []int
 	if cfg.fixPorts {
 		ports = freePorts(t, cfg.n)
@@ -245,6 +251,11 @@ func (m *mesh) formOrg() string {
 	if err != nil {
 		t.Fatalf("create org: %v", err)
 	}
+	if m.onePerson {
+		for i := range m.nodes[1:] {
+			m.sharePerson(0, i+1)
+		}
+	}
 	// Join in parallel, approve as the registrations arrive.
 	var wg sync.WaitGroup
 	errs := make([]error, len(m.nodes))
@@ -277,6 +288,20 @@ func (m *mesh) formOrg() string {
 		}
 	}
 	return key.Key
+}
+
+// sharePerson copies node from's person key (user.key) into node to's data
+// dir: to, joining after, acts for the same person (as `cshare user export`
+// and `import` carry it).
+func (m *mesh) sharePerson(from, to int) {
+	m.t.Helper()
+	b, err := os.ReadFile(userkey.Path(m.nodes[from].opts.DataDir))
+	if err != nil {
+		m.t.Fatalf("person key of %s: %v", m.nodes[from].name, err)
+	}
+	if err := os.WriteFile(userkey.Path(m.nodes[to].opts.DataDir), b, 0o600); err != nil {
+		m.t.Fatal(err)
+	}
 }
 
 // approve waits until admin sees id pending, then approves it.
@@ -413,6 +438,40 @@ func (n *Node) importEntries(es []*ledger.Entry) error {
 	}
 	n.announce(n.ctx)
 	return nil
+}
+
+// jobAny is job id as n renders it, whoever submitted it: the tests watch
+// jobs on every node, whatever person each node acts for (the API shows a
+// member only their own; see persons_test.go).
+func jobAny(n *Node, id string) (api.JobInfo, error) {
+	j, err := jobOf(n, id)
+	if err != nil {
+		return api.JobInfo{}, err
+	}
+	return n.jobInfo(j), nil
+}
+
+// jobItemsAny is jobAny for the job's items.
+func jobItemsAny(n *Node, id string) ([]api.ItemInfo, error) {
+	j, err := jobOf(n, id)
+	if err != nil {
+		return nil, err
+	}
+	return n.jobItems(j), nil
+}
+
+func jobOf(n *Node, id string) (*ledger.Job, error) {
+	var j *ledger.Job
+	n.snapshot(func(st *ledger.State) {
+		if x := st.Jobs[id]; x != nil {
+			c := *x
+			j = &c
+		}
+	})
+	if j == nil {
+		return nil, fmt.Errorf("job %s is not in %s's ledger", id, n.idStr)
+	}
+	return j, nil
 }
 
 // heads is n's current heads and their largest clock.

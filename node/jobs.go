@@ -34,11 +34,13 @@ func (n *Node) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobSubmitt
 	if err := n.needOrg(); err != nil {
 		return api.JobSubmitted{}, err
 	}
-	me := n.id.String()
-	var role string
-	n.snapshot(func(st *ledger.State) { role = st.Role(me) })
+	var role, who string
+	n.snapshot(func(st *ledger.State) {
+		role = st.Role(n.personIn(st))
+		who = n.whoAmI(st)
+	})
 	if role == "" {
-		return api.JobSubmitted{}, api.Errorf(http.StatusForbidden, "this node's identity %s is not a member yet: an admin must approve this machine first (cshare machine approve %s)", me, me)
+		return api.JobSubmitted{}, api.Errorf(http.StatusForbidden, "%s yet: an admin must approve this machine first (cshare machine approve %s)", who, n.idStr)
 	}
 	spec := ledger.JobSpec{Name: strings.TrimSpace(req.Name), Image: req.Image, Driver: req.Driver, Cmd: req.Cmd, Env: req.Env,
 		Cores: req.CoresMilli, MemoryMB: req.MemoryMB, GPUs: req.GPUs, RangeStart: 1,
@@ -122,7 +124,8 @@ func (n *Node) checkImage(ctx context.Context, spec ledger.JobSpec) error {
 	return nil
 }
 
-// resolveJob finds a job by reference (resolveRef's rules). It returns a
+// resolveJob finds a job this machine's person may see by reference
+// (resolveRef's rules): a job they may not see is not found. It returns a
 // shallow copy, safe to read without n.mu except for Items and Machines,
 // which the fold updates in place: read those from the State, in
 // n.snapshot.
@@ -131,12 +134,29 @@ func (n *Node) resolveJob(ref string) (*ledger.Job, error) {
 	var err error
 	n.snapshot(func(st *ledger.State) {
 		var id string
-		if id, err = resolveRef("job", "cshare job ls", ref, jobCandidates(st)); err == nil {
+		if id, err = resolveRef("job", "cshare job ls", ref, jobCandidates(st, n.personIn(st))); err == nil {
 			c := *st.Jobs[id]
 			j = &c
 		}
 	})
 	return j, err
+}
+
+// resolveJobToManage is resolveJob for changing a job (what: "modify",
+// "cancel"): a job of another person's that the reference names is a 403
+// naming the rule, not a 404.
+func (n *Node) resolveJobToManage(ref, what string) (*ledger.Job, error) {
+	j, err := n.resolveJob(ref)
+	var se *api.StatusError
+	if err == nil || !errors.As(err, &se) || se.Code != http.StatusNotFound {
+		return j, err
+	}
+	n.snapshot(func(st *ledger.State) {
+		if id, aerr := resolveRef("job", "cshare job ls", ref, jobCandidates(st, "")); aerr == nil {
+			err = api.Errorf(http.StatusForbidden, "%s; only the submitter of a job, admins and the owner may %s it, and job %s is another person's", n.whoAmI(st), what, id)
+		}
+	})
+	return nil, err
 }
 
 // jobInfo renders a job with its live instances from the current plan.
@@ -183,6 +203,7 @@ func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
 		for id, m := range st.Machines {
 			names[id] = m.Name
 		}
+		ji.SubmitterName = personName(st, j.Submitter)
 	})
 	if j.State == ledger.JobActive {
 		preempt := map[key]string{}
@@ -291,7 +312,11 @@ func (n *Node) Jobs(ctx context.Context) ([]api.JobInfo, error) {
 	}
 	var jobs []*ledger.Job
 	n.snapshot(func(st *ledger.State) {
+		me := n.personIn(st)
 		for _, j := range st.SortedJobs() {
+			if !st.CanSee(me, j) {
+				continue
+			}
 			c := *j // shallow: see resolveJob
 			jobs = append(jobs, &c)
 		}
@@ -317,10 +342,18 @@ func (n *Node) Job(ctx context.Context, id string) (api.JobInfo, error) {
 
 // JobItems implements api.Service.
 func (n *Node) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) {
+	if err := n.needOrg(); err != nil {
+		return nil, err
+	}
 	j, err := n.resolveJob(id)
 	if err != nil {
 		return nil, err
 	}
+	return n.jobItems(j), nil
+}
+
+// jobItems renders job j's agenda, with every run of each item.
+func (n *Node) jobItems(j *ledger.Job) []api.ItemInfo {
 	var out []api.ItemInfo
 	n.snapshot(func(st *ledger.State) {
 		j := st.Jobs[j.ID]
@@ -353,26 +386,33 @@ func (n *Node) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) 
 				DurationMS: it.DurationMS, OutputSize: it.OutputSize, Machine: it.Machine, Runs: runs[i]})
 		}
 	})
-	return out, nil
+	return out
 }
 
-func (n *Node) canManage(j *ledger.Job) error {
-	me := n.id.String()
-	var ok bool
-	n.snapshot(func(st *ledger.State) { ok = j.Submitter == me || st.IsAdmin(me) })
-	if !ok {
-		return api.Errorf(http.StatusForbidden, "only the submitter (%s) or an admin may change job %s", j.Submitter, j.ID)
-	}
-	return nil
+// canManage: the submitter of a job, admins and the owner may modify or
+// cancel it (what).
+func (n *Node) canManage(j *ledger.Job, what string) error {
+	var err error
+	n.snapshot(func(st *ledger.State) {
+		me := n.personIn(st)
+		if j.Submitter != me && !st.IsAdmin(me) {
+			err = api.Errorf(http.StatusForbidden, "%s; only the submitter of a job (%s), admins and the owner may %s it",
+				n.whoAmI(st), personLabel(st, j.Submitter), what)
+		}
+	})
+	return err
 }
 
 // ModifyJob implements api.Service (Qube's qbmodify).
 func (n *Node) ModifyJob(ctx context.Context, id string, req api.JobModify) (api.JobInfo, error) {
-	j, err := n.resolveJob(id)
+	if err := n.needOrg(); err != nil {
+		return api.JobInfo{}, err
+	}
+	j, err := n.resolveJobToManage(id, "modify")
 	if err != nil {
 		return api.JobInfo{}, err
 	}
-	if err := n.canManage(j); err != nil {
+	if err := n.canManage(j, "modify"); err != nil {
 		return api.JobInfo{}, err
 	}
 	m := ledger.JobModify{Job: j.ID, MaxCPUs: req.MaxCPUs, Priority: req.Priority}
@@ -393,11 +433,14 @@ func (n *Node) ModifyJob(ctx context.Context, id string, req api.JobModify) (api
 
 // CancelJob implements api.Service.
 func (n *Node) CancelJob(ctx context.Context, id string) (api.JobInfo, error) {
-	j, err := n.resolveJob(id)
+	if err := n.needOrg(); err != nil {
+		return api.JobInfo{}, err
+	}
+	j, err := n.resolveJobToManage(id, "cancel")
 	if err != nil {
 		return api.JobInfo{}, err
 	}
-	if err := n.canManage(j); err != nil {
+	if err := n.canManage(j, "cancel"); err != nil {
 		return api.JobInfo{}, err
 	}
 	if j.State != ledger.JobActive {
@@ -412,6 +455,9 @@ func (n *Node) CancelJob(ctx context.Context, id string) (api.JobInfo, error) {
 
 // JobLogs implements api.Service.
 func (n *Node) JobLogs(ctx context.Context, id string, item int64) ([]byte, error) {
+	if err := n.needOrg(); err != nil {
+		return nil, err
+	}
 	j, err := n.resolveJob(id)
 	if err != nil {
 		return nil, err
@@ -471,12 +517,34 @@ func (n *Node) remoteLog(ctx context.Context, job string, item int64, machine st
 }
 
 // logSource serves this machine's item outputs to the org's machines
-// (p2p.LogsProtocol).
+// (p2p.LogsProtocol): to the machines of the job's submitter and of admins.
 type logSource Node
 
 func (s *logSource) LogsOrg() string { return (*Node)(s).orgID() }
 
-func (s *logSource) IsApproved(p peer.ID) bool { return (*Node)(s).rep.IsApproved(p) }
+// MaySee lets machine p have the output of job's items when p is an
+// approved machine of the org whose person may see the job (its submitter,
+// an admin or the owner).
+func (s *logSource) MaySee(p peer.ID, job string) error {
+	var err error
+	(*Node)(s).snapshot(func(st *ledger.State) { err = maySee(st, p.String(), job) })
+	return err
+}
+
+func maySee(st *ledger.State, machine, job string) error {
+	m := st.Machines[machine]
+	if m == nil || m.Status != ledger.MachineApproved {
+		return fmt.Errorf("%s is not an approved machine of org %s", machine, st.Org)
+	}
+	j := st.Jobs[job]
+	if j == nil {
+		return fmt.Errorf("job %s is not in this machine's ledger", job)
+	}
+	if !st.CanSee(m.Owner, j) {
+		return fmt.Errorf("machine %s acts for person %s, who may not see job %s: only machines of its submitter, of admins and of the owner may", machine, m.Owner, job)
+	}
+	return nil
+}
 
 // OpenLog opens the output of an item of a job of the ledger: the job must
 // be known here (which also keeps the name from reaching outside the logs

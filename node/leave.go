@@ -265,14 +265,6 @@ func moveOrgData(dataDir, dest string, purge bool) error {
 	return nil
 }
 
-// myPerson is the person this machine acts for ("" before it is in an
-// org's ledger).
-func (n *Node) myPerson() string {
-	var p string
-	n.snapshot(func(st *ledger.State) { p = st.PersonOf(n.idStr) })
-	return p
-}
-
 // Leave implements api.Service: this machine's person leaves the org (a
 // member.remove of itself, which removes all its machines), the entry is
 // pushed to a peer, and the node resets. The owner must transfer the org

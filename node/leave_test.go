@@ -128,7 +128,7 @@ func TestRemovedThenCreateAndRejoin(t *testing.T) {
 	n0 := m.nodes[0].Node
 	org := n0.orgID()
 	for _, i := range []int{1, 2} {
-		person := m.nodes[i].Node.myPerson()
+		person := m.nodes[i].Node.person()
 		if _, err := n0.RemoveMember(ctx, person); err != nil {
 			t.Fatalf("remove %s: %v", m.nodes[i].name, err)
 		}

@@ -2,7 +2,9 @@ package node
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -75,7 +77,7 @@ func (n *Node) liveness(id string, now time.Time) (p2p.Heartbeat, time.Time, boo
 }
 
 func (n *Node) machineInfo(st *ledger.State, m *ledger.Machine, now time.Time) api.MachineInfo {
-	mi := api.MachineInfo{ID: m.ID, Name: m.Name, Owner: m.Owner, TotalJobs: m.TotalJobs, Hardware: m.Hardware,
+	mi := api.MachineInfo{ID: m.ID, Name: m.Name, Owner: m.Owner, OwnerName: personName(st, m.Owner), TotalJobs: m.TotalJobs, Hardware: m.Hardware,
 		Limits: m.Limits, Version: m.Version, Registered: api.FormatTime(time.UnixMilli(m.Registered))}
 	if mi.Hardware.GPUs == nil {
 		mi.Hardware.GPUs = []ledger.GPU{}
@@ -152,9 +154,23 @@ func (n *Node) Machine(ctx context.Context, id string) (api.MachineInfo, error) 
 	}
 	now := n.now()
 	var mi api.MachineInfo
-	n.snapshot(func(st *ledger.State) { mi = n.machineInfo(st, m, now) })
+	n.snapshot(func(st *ledger.State) {
+		mi = n.machineInfo(st, m, now)
+		if cur := st.Machines[m.ID]; cur != nil {
+			mi.History = machineHistory(cur.History)
+		}
+	})
 	mi.Status = n.machineStatus(m.ID, now)
 	return mi, nil
+}
+
+// machineHistory renders a machine's ledger history for machine show.
+func machineHistory(h []ledger.MachineEvent) []api.MachineEvent {
+	out := make([]api.MachineEvent, 0, len(h))
+	for _, ev := range h {
+		out = append(out, api.MachineEvent{Status: ev.Status, Time: api.FormatTime(time.UnixMilli(ev.Time)), By: ev.By})
+	}
+	return out
 }
 
 // MachineAction implements api.Service.
@@ -166,14 +182,17 @@ func (n *Node) MachineAction(ctx context.Context, id, action string) (api.Machin
 	if err != nil {
 		return api.MachineInfo{}, err
 	}
-	me := n.id.String()
 	var admin bool
-	n.snapshot(func(st *ledger.State) { admin = st.IsAdmin(me) })
+	var me string
+	n.snapshot(func(st *ledger.State) {
+		me = n.personIn(st)
+		admin = st.IsAdmin(me)
+	})
 	var kind string
 	switch action {
 	case "approve", "reject":
 		if !admin {
-			return api.MachineInfo{}, api.Errorf(http.StatusForbidden, "only the owner and admins may %s machines; this node's identity %s is not an admin", action, me)
+			return api.MachineInfo{}, n.refuse("only the owner and admins may " + action + " machines")
 		}
 		if m.Status != ledger.MachinePending {
 			return api.MachineInfo{}, api.Errorf(http.StatusConflict, "machine %s (%s) is %s, not pending", m.Name, m.ID, m.Status)
@@ -183,8 +202,8 @@ func (n *Node) MachineAction(ctx context.Context, id, action string) (api.Machin
 			kind = ledger.KindMachineReject
 		}
 	case "remove":
-		if !admin && m.ID != me && m.Owner != me {
-			return api.MachineInfo{}, api.Errorf(http.StatusForbidden, "only an admin or the machine's own operator may remove machine %s", m.ID)
+		if !admin && m.ID != n.idStr && m.Owner != me {
+			return api.MachineInfo{}, n.refuse("only the owner, admins and the person a machine acts for may remove it; machine " + m.ID + " acts for another person")
 		}
 		if m.Status == ledger.MachineRemoved {
 			return api.MachineInfo{}, api.Errorf(http.StatusConflict, "machine %s is already removed", m.ID)
@@ -199,84 +218,116 @@ func (n *Node) MachineAction(ctx context.Context, id, action string) (api.Machin
 	return n.Machine(ctx, m.ID)
 }
 
-// Members implements api.Service.
+// Members implements api.Service: the org's persons, each with their
+// machines.
 func (n *Node) Members(ctx context.Context) ([]api.MemberInfo, error) {
 	if err := n.needOrg(); err != nil {
 		return nil, err
 	}
 	var out []api.MemberInfo
-	n.snapshot(func(st *ledger.State) {
-		count := map[string]int{}
-		names := map[string]string{}
-		for _, m := range st.Machines {
-			if m.Status != ledger.MachineRemoved && m.Status != ledger.MachineRejected {
-				count[m.Owner]++
-			}
-			if m.ID == m.Owner {
-				names[m.Owner] = m.Name
-			}
-		}
-		for _, m := range st.SortedMembers() {
-			out = append(out, api.MemberInfo{ID: m.ID, Role: m.Role, Name: names[m.ID], Joined: api.FormatTime(time.UnixMilli(m.Joined)), Machines: count[m.ID]})
-		}
-	})
-	if out == nil {
-		out = []api.MemberInfo{}
-	}
+	n.snapshot(func(st *ledger.State) { out = memberInfos(st) })
 	return out, nil
 }
 
-// resolveMember finds a member's ID by reference (resolveRef's rules; a
-// member's name is that of the machine with its ID).
+// resolveMember finds a member (a person) by reference (resolveRef's rules;
+// a member's name is the person's). A reference that names a machine
+// instead is told so, with the machine's person.
 func (n *Node) resolveMember(ref string) (string, error) {
 	var id string
 	var err error
-	n.snapshot(func(st *ledger.State) { id, err = resolveRef("member", "cshare member ls", ref, memberCandidates(st)) })
+	n.snapshot(func(st *ledger.State) {
+		id, err = resolveRef("member", "cshare member ls", ref, memberCandidates(st))
+		var se *api.StatusError
+		if !errors.As(err, &se) || se.Code != http.StatusNotFound {
+			return
+		}
+		mid, merr := resolveRef("machine", "cshare machine ls", ref, machineCandidates(st))
+		if merr != nil {
+			return
+		}
+		m := st.Machines[mid]
+		p := "it acts for person " + personLabel(st, m.Owner)
+		if st.Role(m.Owner) == "" {
+			p += ", who is not a member"
+		}
+		err = api.Errorf(http.StatusNotFound, "%q is machine %s (%s), not a member: members are persons; %s (see cshare member ls)",
+			api.Ellipsize(strings.TrimSpace(ref)), m.Name, m.ID, p)
+	})
 	return id, err
 }
 
-// SetRole implements api.Service.
+// SetRole implements api.Service: only the owner promotes members to admin
+// and demotes admins.
 func (n *Node) SetRole(ctx context.Context, id, role string) (api.MemberInfo, error) {
-	if err := n.needAdmin("change roles"); err != nil {
+	if err := n.needOrg(); err != nil {
 		return api.MemberInfo{}, err
 	}
 	if role != ledger.RoleMember && role != ledger.RoleAdmin {
-		return api.MemberInfo{}, api.FieldErrorf(http.StatusBadRequest, "role", "role: %q is not a role a member can be given; allowed: member, admin", api.Ellipsize(role))
+		return api.MemberInfo{}, api.FieldErrorf(http.StatusBadRequest, "role", "role: %q is not a role a member can be given; allowed: member, admin (ownership moves with cshare org transfer --to PERSON)", api.Ellipsize(role))
 	}
-	mid, err := n.resolveMember(id)
+	target, err := n.resolveMember(id)
 	if err != nil {
 		return api.MemberInfo{}, err
 	}
-	if _, err := n.write(ctx, ledger.KindMemberRole, ledger.MemberRole{Member: mid, Role: role}); err != nil {
-		return api.MemberInfo{}, refused(err)
+	var same bool
+	n.snapshot(func(st *ledger.State) {
+		switch {
+		case st.Role(n.personIn(st)) != ledger.RoleOwner:
+			err = api.Errorf(http.StatusForbidden, "%s; only the owner promotes members to admin and demotes admins", n.whoAmI(st))
+		case st.Role(target) == ledger.RoleOwner:
+			err = api.Errorf(http.StatusConflict, "person %s is the owner; the owner's role changes only by handing ownership to an admin: cshare org transfer --to PERSON", personLabel(st, target))
+		}
+		same = st.Role(target) == role
+	})
+	if err != nil {
+		return api.MemberInfo{}, err
+	}
+	if !same {
+		if _, err := n.write(ctx, ledger.KindMemberRole, ledger.MemberRole{Member: target, Role: role}); err != nil {
+			return api.MemberInfo{}, refused(err)
+		}
 	}
 	var out api.MemberInfo
-	n.snapshot(func(st *ledger.State) { out = api.MemberInfo{ID: mid, Role: st.Role(mid)} })
+	n.snapshot(func(st *ledger.State) { out = memberInfoOf(st, target) })
 	return out, nil
 }
 
-// RemoveMember implements api.Service.
+// RemoveMember implements api.Service: nobody removes the owner; only the
+// owner removes admins; admins and the owner remove members; a person
+// removing themselves is leaving. Removing a person removes every machine
+// of theirs and ends their jobs.
 func (n *Node) RemoveMember(ctx context.Context, id string) (string, error) {
 	if err := n.needOrg(); err != nil {
 		return "", err
 	}
-	mid, err := n.resolveMember(id)
+	target, err := n.resolveMember(id)
 	if err != nil {
 		return "", err
 	}
-	if mid != n.id.String() {
-		if err := n.needAdmin("remove members"); err != nil {
-			return "", err
+	n.snapshot(func(st *ledger.State) {
+		me := n.personIn(st)
+		mine, theirs := st.Role(me), st.Role(target)
+		switch {
+		case theirs == ledger.RoleOwner && target == me:
+			err = api.Errorf(http.StatusForbidden, "%s, and the owner cannot remove themselves: hand ownership to an admin first (cshare org transfer --to PERSON)", n.whoAmI(st))
+		case theirs == ledger.RoleOwner:
+			err = api.Errorf(http.StatusForbidden, "person %s is the org's owner, whom nobody may remove; the owner hands ownership to an admin first (cshare org transfer --to PERSON)", personLabel(st, target))
+		case target == me:
+			// Leaving: any member may.
+		case theirs == ledger.RoleAdmin && mine != ledger.RoleOwner:
+			err = api.Errorf(http.StatusForbidden, "%s; only the owner removes admins (person %s is an admin)", n.whoAmI(st), personLabel(st, target))
+		case !st.IsAdmin(me):
+			err = api.Errorf(http.StatusForbidden, "%s; only the owner and admins may remove members", n.whoAmI(st))
 		}
+	})
+	if err != nil {
+		return "", err
 	}
-	if n.isOwner(mid) {
-		return "", api.Errorf(http.StatusConflict, "member %s is the org's owner, who cannot be removed: an org keeps its owner, and ownership cannot be transferred yet", mid)
-	}
-	_, err = n.write(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: mid})
-	return mid, refused(err)
+	_, err = n.write(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: target})
+	return target, refused(err)
 }
 
-// isOwner reports whether member id owns the org.
+// isOwner reports whether person id owns the org.
 func (n *Node) isOwner(id string) bool {
 	var ok bool
 	n.snapshot(func(st *ledger.State) { ok = st.Role(id) == ledger.RoleOwner })

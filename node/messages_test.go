@@ -10,8 +10,8 @@ import (
 )
 
 // TestOwnerMessages: the owner joining its own org is told it is already
-// a member; the owner leaving (or being removed) is told the owner must
-// remain, and pointed at no command that does not exist.
+// a member; the owner leaving (or being removed) is told to hand ownership
+// to an admin first, and pointed at no command that does not exist.
 func TestOwnerMessages(t *testing.T) {
 	m := newMesh(t, meshConfig{n: 2, interval: 250 * time.Millisecond})
 	key := m.formOrg()
@@ -24,11 +24,23 @@ func TestOwnerMessages(t *testing.T) {
 		}
 	}
 	_, err := owner.Leave(ctx, api.LeaveRequest{})
-	if statusCode(err) != http.StatusConflict || err.Error() != "the owner cannot leave: transfer ownership first with cshare org transfer --to PERSON" {
+	if statusCode(err) != http.StatusConflict || !strings.Contains(err.Error(), "the owner cannot leave") || !strings.Contains(err.Error(), "cshare org transfer --to") ||
+		strings.Contains(err.Error(), "cannot be transferred") {
 		t.Errorf("owner leave: %v", err)
 	}
-	_, err = owner.RemoveMember(ctx, owner.ID().String())
-	if statusCode(err) != http.StatusConflict || !strings.Contains(err.Error(), "cannot be removed") || strings.Contains(err.Error(), "delete the org") {
+	st, _ := owner.Status(ctx)
+	_, err = owner.RemoveMember(ctx, st.Person)
+	if statusCode(err) != http.StatusForbidden || !strings.Contains(err.Error(), "the owner cannot remove themselves") || !strings.Contains(err.Error(), "cshare org transfer --to") {
 		t.Errorf("owner remove: %v", err)
+	}
+	_, err = other.RemoveMember(ctx, st.Person)
+	if statusCode(err) != http.StatusForbidden || !strings.Contains(err.Error(), "whom nobody may remove") {
+		t.Errorf("a member removing the owner: %v", err)
+	}
+	// A machine is no member: the reference is told whose machine it is.
+	_, err = owner.RemoveMember(ctx, owner.ID().String())
+	if statusCode(err) != http.StatusNotFound || !strings.Contains(err.Error(), "is machine n0") || !strings.Contains(err.Error(), "acts for person") ||
+		!strings.Contains(err.Error(), st.Person) {
+		t.Errorf("remove a machine as a member: %v", err)
 	}
 }

@@ -14,8 +14,8 @@ import (
 // rule for every kind:
 //
 //  1. the full ID;
-//  2. else an exact name (a job's name, a machine's name, or for a member
-//     the name of the machine whose ID is the member's);
+//  2. else an exact name (a job's name, a machine's name, or a member's:
+//     the person's name);
 //  3. else a unique prefix or suffix of the ID, of at least minRefLen
 //     characters (the CLI's tables show IDs' last 12 characters).
 //
@@ -76,11 +76,14 @@ func resolveRef(kind, list, ref string, cands []candidate) (string, error) {
 		kind, api.Ellipsize(ref), len(hits), kind, strings.Join(names, ", "))
 }
 
-func jobCandidates(st *ledger.State) []candidate {
+// jobCandidates are the jobs person may see (every job for person "").
+func jobCandidates(st *ledger.State, person string) []candidate {
 	js := st.SortedJobs()
-	out := make([]candidate, len(js))
-	for i, j := range js {
-		out[i] = candidate{ID: j.ID, Name: j.Spec.Name}
+	out := make([]candidate, 0, len(js))
+	for _, j := range js {
+		if person == "" || st.CanSee(person, j) {
+			out = append(out, candidate{ID: j.ID, Name: j.Spec.Name})
+		}
 	}
 	return out
 }
@@ -98,10 +101,7 @@ func memberCandidates(st *ledger.State) []candidate {
 	ms := st.SortedMembers()
 	out := make([]candidate, len(ms))
 	for i, m := range ms {
-		out[i] = candidate{ID: m.ID}
-		if mc := st.Machines[m.ID]; mc != nil {
-			out[i].Name = mc.Name
-		}
+		out[i] = candidate{ID: m.ID, Name: personName(st, m.ID)}
 	}
 	return out
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/cshare/cshare/internal/text"
+	"github.com/cshare/cshare/internal/userkey"
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
@@ -59,9 +60,9 @@ func (n *Node) needAdmin(what string) error {
 		return err
 	}
 	var ok bool
-	n.snapshot(func(st *ledger.State) { ok = st.IsAdmin(n.id.String()) })
+	n.snapshot(func(st *ledger.State) { ok = st.IsAdmin(n.personIn(st)) })
 	if !ok {
-		return api.Errorf(http.StatusForbidden, "only the owner and admins may %s; this node's identity %s is not an admin", what, n.id)
+		return n.refuse("only the owner and admins may " + what)
 	}
 	return nil
 }
@@ -87,12 +88,22 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 	if st.Org != "" {
 		s.StateHash = st.Hash() // as org show gives it: converged nodes agree
 	}
-	s.Role = st.Role(s.ID)
+	if st.Org != "" {
+		s.Person = n.personIn(st)
+		s.PersonName = personName(st, s.Person)
+	}
+	s.Role = st.Role(s.Person)
 	s.Name = n.machineName()
 	if m := st.Machines[s.ID]; m != nil {
 		s.Name = m.Name
 	}
 	unlock()
+	if s.Person == "" {
+		// In no org yet: the person key's, if this data dir has one.
+		if k, err := userkey.Load(n.opts.DataDir); err == nil {
+			s.Person, s.PersonName = k.ID, k.Name
+		}
+	}
 	s.Status = n.machineStatus(s.ID, n.now())
 	if s.Org == "" {
 		s.Status = "no org"
@@ -143,10 +154,18 @@ func (n *Node) CreateOrg(ctx context.Context, req api.OrgCreate) (api.KeyResult,
 	if err := text.CheckDescription("description", req.Description); err != nil {
 		return api.KeyResult{}, badReq(err)
 	}
+	if err := checkUserName(req.UserName); err != nil {
+		return api.KeyResult{}, err
+	}
+	key, psigner, err := n.personKey(req.UserName)
+	if err != nil {
+		return api.KeyResult{}, err
+	}
 	nonce := make([]byte, 16)
 	_, _ = rand.Read(nonce)
+	owner := psigner.SignDelegation(key.Name, n.idStr, ledger.GenesisOrg(nonce))
 	g := ledger.Genesis{Name: req.Name, Description: req.Description, MachineName: n.machineName(),
-		OrgKeyID: randomID(), Settings: ledger.DefaultSettings(), Nonce: nonce}
+		OrgKeyID: randomID(), Settings: ledger.DefaultSettings(), Nonce: nonce, Owner: &owner}
 	e, err := n.write(ctx, ledger.KindGenesis, g)
 	if err != nil {
 		return api.KeyResult{}, refused(err)
@@ -174,7 +193,7 @@ func (n *Node) Org(ctx context.Context) (api.OrgInfo, error) {
 	lg, unlock := n.rep.ReadLog()
 	defer unlock()
 	st := lg.State()
-	o = api.OrgInfo{ID: st.Org, Name: st.Name, Description: st.Description, Owner: st.Owner, StateHash: st.Hash(),
+	o = api.OrgInfo{ID: st.Org, Name: st.Name, Description: st.Description, Owner: st.Owner, OwnerName: personName(st, st.Owner), StateHash: st.Hash(),
 		Entries: lg.Len(), Settings: st.Settings, Members: len(st.Members), Machines: len(st.Machines),
 		Created: api.FormatTime(time.UnixMilli(st.Created))}
 	heads, _ := lg.Heads()
@@ -329,6 +348,14 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 			return api.JoinResult{}, badReq(err)
 		}
 	}
+	if err := checkUserName(req.UserName); err != nil {
+		return api.JoinResult{}, err
+	}
+	// The person this machine will act for: this data dir's.
+	key, psigner, err := n.personKey(req.UserName)
+	if err != nil {
+		return api.JoinResult{}, err
+	}
 	// A machine that joins again an org it was removed from fetches a
 	// ledger that says so: not a reason to leave (see holdExit).
 	release := n.holdExit()
@@ -391,6 +418,8 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 		name = n.machineName()
 	}
 	reg := ledger.MachineRegister{Name: name, Cap: tok.Cap}
+	deleg := psigner.SignDelegation(key.Name, n.idStr, org) // this machine acts for key's person in org
+	reg.Delegation = &deleg
 	if ledger.NeedsWitness(tok.Cap) {
 		if reg.Witness, err = n.witnessFor(ctx, tok.Cap, peers); err != nil {
 			return api.JoinResult{}, err
@@ -416,7 +445,7 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 		if m := st.Machines[n.id.String()]; m != nil {
 			res.Status = m.Status
 		}
-		res.Role = st.Role(n.id.String())
+		res.Role = st.Role(n.personIn(st))
 	})
 	return res, nil
 }
@@ -440,7 +469,7 @@ func (n *Node) alreadyJoined(org string) error {
 			name = org
 		}
 		msg = fmt.Sprintf("this machine is already in org %s (machine %s)", name, m.Status)
-		if role := st.Role(me); role != "" {
+		if role := st.Role(n.personIn(st)); role != "" {
 			msg = fmt.Sprintf("this machine is already a member of org %s, as %s (machine %s)", name, role, m.Status)
 		}
 		msg += "; there is nothing to join (see cshare node status)"

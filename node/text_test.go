@@ -107,8 +107,8 @@ func TestHostileTextForgedEntries(t *testing.T) {
 	}
 	// And with hostile names, as an older node's ledger might hold them.
 	var b strings.Builder
-	err := dashboard.Execute(&b, map[string]any{"Org": hostile, "ID": "x", "Now": "now",
-		"Machines": []api.MachineInfo{{Name: hostile}}, "Jobs": []api.JobInfo{{ID: "j"}}})
+	err := dashboard.Execute(&b, map[string]any{"Org": hostile, "ID": "x", "Now": "now", "Person": "p", "PersonName": hostile, "Role": "member",
+		"Machines": []api.MachineInfo{{Name: hostile, OwnerName: hostile}}, "Jobs": []api.JobInfo{{ID: "j", Name: hostile, SubmitterName: hostile}}})
 	if err != nil {
 		t.Fatal(err)
 	}

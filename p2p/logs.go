@@ -20,7 +20,9 @@ import (
 // Wire: the client sends one frame (as in SyncProtocol), a CBOR map
 // {"org", "job", "item"}, and the server answers with one frame
 // {"size": n} or {"err": text, "missing": bool}, then n raw bytes, and
-// closes. Only approved machines of the org are answered.
+// closes. Only approved machines of the org that may see the job (machines
+// of its submitter, of admins and of the owner: LogSource.MaySee) are
+// answered.
 const LogsProtocol = protocol.ID("/cshare/logs/1.0.0")
 
 // Logs limits.
@@ -46,8 +48,10 @@ type logsHeader struct {
 type LogSource interface {
 	// LogsOrg is the org the node belongs to ("" before it has one).
 	LogsOrg() string
-	// IsApproved reports whether p is an approved machine of the org.
-	IsApproved(p peer.ID) bool
+	// MaySee says whether machine p may have the output of job's items:
+	// nil if p is an approved machine of the org whose person may see the
+	// job, else why not (sent back to p as the refusal).
+	MaySee(p peer.ID, job string) error
 	// OpenLog opens the output of item of job, with its size. An error
 	// wrapping ErrNoLog says the node has none; others are refusals.
 	OpenLog(job string, item int64) (io.ReadCloser, int64, error)
@@ -90,8 +94,12 @@ func ServeLogs(h host.Host, src LogSource) {
 			_ = writeSyncFrame(w, logsHeader{Err: err.Error()})
 			return
 		}
-		if org := src.LogsOrg(); org == "" || req.Org != org || !src.IsApproved(s.Conn().RemotePeer()) {
+		if org := src.LogsOrg(); org == "" || req.Org != org {
 			_ = writeSyncFrame(w, logsHeader{Err: "not an approved machine of org " + req.Org})
+			return
+		}
+		if err := src.MaySee(s.Conn().RemotePeer(), req.Job); err != nil {
+			_ = writeSyncFrame(w, logsHeader{Err: err.Error()})
 			return
 		}
 		f, size, err := src.OpenLog(req.Job, req.Item)

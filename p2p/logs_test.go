@@ -18,10 +18,19 @@ type ptLogs struct {
 	org      string
 	approved map[peer.ID]bool
 	logs     map[string][]byte // "job/item" -> output
+	secret   string            // a job no machine may see
 }
 
-func (s *ptLogs) LogsOrg() string           { return s.org }
-func (s *ptLogs) IsApproved(p peer.ID) bool { return s.approved[p] }
+func (s *ptLogs) LogsOrg() string { return s.org }
+func (s *ptLogs) MaySee(p peer.ID, job string) error {
+	switch {
+	case !s.approved[p]:
+		return errors.New("not an approved machine")
+	case job == s.secret:
+		return errors.New("may not see job " + job)
+	}
+	return nil
+}
 func (s *ptLogs) OpenLog(job string, item int64) (io.ReadCloser, int64, error) {
 	if job == "refuse" {
 		return nil, 0, errors.New("job refuse is unknown")
@@ -39,7 +48,7 @@ func (s *ptLogs) OpenLog(job string, item int64) (io.ReadCloser, int64, error) {
 func TestFetchLog(t *testing.T) {
 	server, client, stranger := ptHost(t, nil), ptHost(t, nil), ptHost(t, nil)
 	big := bytes.Repeat([]byte("frame output\n"), 300000) // 3.9 MB: many frames
-	src := &ptLogs{org: ptOrg, approved: map[peer.ID]bool{client.ID(): true},
+	src := &ptLogs{org: ptOrg, approved: map[peer.ID]bool{client.ID(): true}, secret: "j2",
 		logs: map[string][]byte{"j1/7": []byte("hello from item 7\n"), "j1/8": big, "j1/9": {}}}
 	ServeLogs(server.LibP2P(), src)
 	ptConnect(t, client, server)
@@ -65,6 +74,7 @@ func TestFetchLog(t *testing.T) {
 	}{
 		{"missing", client, LogsRequest{Org: ptOrg, Job: "j1", Item: 1}, 1 << 20, ErrNoLog, "item 1 of job j1"},
 		{"refused by the source", client, LogsRequest{Org: ptOrg, Job: "refuse", Item: 1}, 1 << 20, ErrLogsRefused, "unknown"},
+		{"another person's job", client, LogsRequest{Org: ptOrg, Job: "j2", Item: 1}, 1 << 20, ErrLogsRefused, "may not see job j2"},
 		{"stranger", stranger, LogsRequest{Org: ptOrg, Job: "j1", Item: 7}, 1 << 20, ErrLogsRefused, "not an approved machine"},
 		{"other org", client, LogsRequest{Org: "other", Job: "j1", Item: 7}, 1 << 20, ErrLogsRefused, "not an approved machine"},
 		{"no job", client, LogsRequest{Org: ptOrg, Item: 7}, 1 << 20, ErrLogsRefused, "org and job are required"},

@@ -166,6 +166,11 @@ func (c *Client) SetSettings(ctx context.Context, req SettingsRequest) (OrgInfo,
 	return post[OrgInfo](c, ctx, "/v1/org/settings", req)
 }
 
+// TransferOrg makes person to (a reference) the org's owner.
+func (c *Client) TransferOrg(ctx context.Context, to string) (OrgInfo, error) {
+	return post[OrgInfo](c, ctx, "/v1/org/transfer", TransferRequest{To: to})
+}
+
 // Join joins this node to an org.
 func (c *Client) Join(ctx context.Context, req JoinRequest) (JoinResult, error) {
 	return post[JoinResult](c, ctx, "/v1/join", req)

@@ -32,6 +32,7 @@ func (stub) SetRole(context.Context, string, string) (MemberInfo, error)   { ret
 func (stub) RemoveMember(context.Context, string) (string, error)          { return "", nil }
 func (stub) Leave(context.Context, LeaveRequest) (LeftOrg, error)          { return LeftOrg{}, nil }
 func (stub) DeleteOrg(context.Context, OrgDeleteRequest) (LeftOrg, error)  { return LeftOrg{}, nil }
+func (stub) TransferOrg(context.Context, string) (OrgInfo, error)          { return OrgInfo{}, nil }
 func (stub) SubmitJob(context.Context, JobSubmit) (JobSubmitted, error)    { return JobSubmitted{}, nil }
 func (stub) Jobs(context.Context) ([]JobInfo, error)                       { return nil, nil }
 func (stub) Job(context.Context, string) (JobInfo, error)                  { return JobInfo{}, nil }
@@ -41,7 +42,8 @@ func (stub) JobLogs(context.Context, string, int64) ([]byte, error)        { ret
 func (stub) JobItems(context.Context, string) ([]ItemInfo, error)          { return nil, nil }
 
 var postRoutes = []string{"/v1/org", "/v1/org/invite", "/v1/org/settings", "/v1/join", "/v1/jobs",
-	"/v1/jobs/x/modify", "/v1/members/x/role", "/v1/machines/x/approve", "/v1/leave", "/v1/org/delete"}
+	"/v1/jobs/x/modify", "/v1/members/x/role", "/v1/machines/x/approve", "/v1/leave", "/v1/org/delete",
+	"/v1/org/transfer"}
 
 // FuzzAPIBodies sends arbitrary bodies to every POST route: the handlers
 // answer 200 or 400, never panic and never 500.
@@ -58,6 +60,8 @@ func FuzzAPIBodies(f *testing.F) {
 	f.Add(4, []byte(`[]`))
 	f.Add(8, []byte(`{"purge":true}`))
 	f.Add(9, []byte(`{"confirm":"acme","purge":"yes"}`))
+	f.Add(10, []byte(`{"to":"alice"}`))
+	f.Add(10, []byte(`{"to":7}`))
 	h := Handler(stub{}, "tok")
 	f.Fuzz(func(t *testing.T, route int, body []byte) {
 		if route < 0 {

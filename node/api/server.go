@@ -141,6 +141,13 @@ func Handler(svc Service, token string) Mux {
 		}
 		return svc.SetSettings(ctx(r), req)
 	}))
+	mux.HandleFunc("POST /v1/org/transfer", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req TransferRequest
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.TransferOrg(ctx(r), req.To)
+	}))
 	mux.HandleFunc("POST /v1/join", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		var req JoinRequest
 		if err := decode(r, &req); err != nil {

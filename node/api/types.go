@@ -22,6 +22,8 @@ type NodeStatus struct {
 	OrgName       string   `json:"org_name,omitempty"`
 	Status        string   `json:"status"`
 	Role          string   `json:"role,omitempty"`
+	Person        string   `json:"person,omitempty"` // the person this machine acts for (before an org: its user key's)
+	PersonName    string   `json:"person_name,omitempty"`
 	Peers         int      `json:"peers"`
 	PeerIDs       []string `json:"peer_ids"`
 	Reconnecting  bool     `json:"reconnecting"` // no peer while the org has other approved machines: dialling them
@@ -49,6 +51,7 @@ type OrgInfo struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description"`
 	Owner       string          `json:"owner"`
+	OwnerName   string          `json:"owner_name,omitempty"`
 	StateHash   string          `json:"state_hash"`
 	Entries     int             `json:"entries"`
 	Heads       []string        `json:"heads"`
@@ -139,6 +142,7 @@ type MachineInfo struct {
 	Name          string          `json:"name"`
 	Status        string          `json:"status"`
 	Owner         string          `json:"owner"`
+	OwnerName     string          `json:"owner_name,omitempty"`
 	LastHeartbeat string          `json:"last_heartbeat"`
 	RunningJobs   int             `json:"running_jobs"`
 	TotalJobs     int64           `json:"total_jobs"`
@@ -148,6 +152,17 @@ type MachineInfo struct {
 	Version       string          `json:"version,omitempty"`
 	Registered    string          `json:"registered,omitempty"`
 	Free          *Resources      `json:"free,omitempty"`
+	// History is every change of its ledger status, oldest first (machine
+	// show only).
+	History []MachineEvent `json:"history,omitempty"`
+}
+
+// MachineEvent is one change of a machine's ledger status: the status, when
+// (RFC 3339) and by which person.
+type MachineEvent struct {
+	Status string `json:"status"`
+	Time   string `json:"time"`
+	By     string `json:"by,omitempty"`
 }
 
 // Resources is a machine's free or total capacity as heartbeats report it.
@@ -159,13 +174,20 @@ type Resources struct {
 	Slots    int64 `json:"slots"`
 }
 
-// MemberInfo is one row of `cshare member ls --json`.
+// MemberInfo is one row of `cshare member ls --json`: a person, with the
+// IDs of their machines (approved and pending, sorted).
 type MemberInfo struct {
-	ID       string `json:"id"`
-	Role     string `json:"role"`
-	Name     string `json:"name,omitempty"`
-	Joined   string `json:"joined,omitempty"`
-	Machines int    `json:"machines"`
+	ID       string   `json:"id"`
+	Role     string   `json:"role"`
+	Name     string   `json:"name,omitempty"`
+	Joined   string   `json:"joined,omitempty"`
+	Machines []string `json:"machines"`
+}
+
+// TransferRequest is the body of POST /v1/org/transfer: the person (a
+// reference, as for member set-role) who becomes the owner.
+type TransferRequest struct {
+	To string `json:"to"`
 }
 
 // RoleRequest is the body of POST /v1/members/{id}/role.
@@ -259,6 +281,7 @@ type JobInfo struct {
 	Reason        string         `json:"reason,omitempty"`
 	Error         string         `json:"error,omitempty"`
 	Submitted     string         `json:"submitted"`
+	SubmitterName string         `json:"submitter_name,omitempty"`
 	Ended         string         `json:"ended,omitempty"`
 }
 
@@ -319,6 +342,7 @@ type Service interface {
 	RemoveMember(ctx context.Context, id string) (string, error) // the removed member's full ID
 	Leave(ctx context.Context, req LeaveRequest) (LeftOrg, error)
 	DeleteOrg(ctx context.Context, req OrgDeleteRequest) (LeftOrg, error)
+	TransferOrg(ctx context.Context, to string) (OrgInfo, error) // to: a person reference
 
 	SubmitJob(ctx context.Context, req JobSubmit) (JobSubmitted, error)
 	Jobs(ctx context.Context) ([]JobInfo, error)

@@ -85,8 +85,9 @@ func TestTables(t *testing.T) {
 		{[]string{"job", "show", jobID}, []string{"state:", "running", "reason:", "preempted by a higher priority job",
 			`sh -c "echo $CSHARE_ITEM"`, "40/100 done, 1 failed", "per instance:", "0.5 cores, 512 MiB memory, 1 gpus", "MACHINE", "SLOT", "KIND", "secondary", "render-2"}},
 		{[]string{"job", "items", jobID}, []string{"ITEM", "STATUS", "ATTEMPTS", "CODE", "DURATION", "1.5s", "2 KiB", "failed"}},
-		{[]string{"member", "ls"}, []string{"ID", "ROLE", "owner", "member", short(ownerID)}},
-		{[]string{"node", "status"}, []string{"id:", ownerID, "acme (bafyorg)", "peers:", "2 of 2 peers agree"}},
+		{[]string{"member", "ls"}, []string{"ID", "NAME", "ROLE", "MACHINES", "JOINED", "owner", "admin", "alice", short(ownerID),
+			short(m1ID) + "," + short(m2ID) + ",", short(m3ID), "2d ago"}},
+		{[]string{"node", "status"}, []string{"id:", m1ID, "person:", "alice (" + ownerID + ")", "acme (bafyorg)", "peers:", "2 of 2 peers agree"}},
 		{[]string{"org", "show"}, []string{"state hash:", "abc123", "smartshare.preempt_policy:", "aggressive", "require_machine_approval:", "true"}},
 		{[]string{"machine", "show", m1ID}, []string{"max_concurrent_jobs:", "16", "A100", "GPU-1", "40 GiB", "memory_limit:", "64 GiB", "disk_limit:", "1 TiB",
 			"free:", "1.5 cores, 1.5 GiB memory, 4 GiB disk, 1 gpus, 3 slots"}},
@@ -441,8 +442,9 @@ func TestIDResolution(t *testing.T) {
 		{[]string{"machine", "reject", "12D3KooWMachineThr"}, "reject:12D3KooWMachineThr", m3ID},
 		{[]string{"machine", "remove", "bbbb"}, "remove:bbbb", m2ID},
 		{[]string{"machine", "show", "render-2"}, "machine:render-2", m2ID},
-		{[]string{"member", "set-role", "laptop", "admin"}, "role:laptop", m3ID},
-		{[]string{"member", "remove", "cccc"}, "remove-member:cccc", "removed member " + m3ID},
+		{[]string{"member", "set-role", "bob", "admin"}, "role:bob", "member bob (" + personB + ") is now admin"},
+		{[]string{"member", "remove", "dddd"}, "remove-member:dddd", "removed member " + personB},
+		{[]string{"org", "transfer", "--to", "bob"}, "transfer:bob", "transferred org acme to person bob (" + personB + ")"},
 		{[]string{"job", "show", "0001"}, "job:0001", jobID},
 		{[]string{"job", "show", "render"}, "job:render", jobID},
 		{[]string{"job", "modify", "0002", "--priority", "2"}, "modify:0002", job2ID},
@@ -604,7 +606,7 @@ func TestNodeStop(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
-	if !strings.HasPrefix(r.stdout, "stopping node "+ownerID+"\n") {
+	if !strings.HasPrefix(r.stdout, "stopping node "+m1ID+"\n") {
 		t.Errorf("stdout %q", r.stdout)
 	}
 	// Stopping a stopped node says no node runs.

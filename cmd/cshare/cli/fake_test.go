@@ -26,6 +26,7 @@ const (
 	ownerID = "12D3KooWOwnerOwnerOwnerOwnerOwnerOwnerOwnerAAAAAAAAAAAA"
 	m1ID    = "12D3KooWMachineOneMachineOneMachineOne111111111111aaaa"
 	m2ID    = "12D3KooWMachineTwoMachineTwoMachineTwo222222222222bbbb"
+	personB = "12D3KooWPersonBobPersonBobPersonBobPersonBob55555dddd"
 	m3ID    = "12D3KooWMachineThrMachineThrMachineThr333333333333cccc"
 	jobID   = "bafyreijobjobjobjobjobjobjobjobjobjobjobjobjobjob0001"
 	job2ID  = "bafyreijobjobjobjobjobjobjobjobjobjobjobjobjobjob0002"
@@ -59,7 +60,7 @@ type fakeNode struct {
 
 func newFake() *fakeNode {
 	return &fakeNode{
-		org: api.OrgInfo{ID: "bafyorg", Name: "acme", Owner: ownerID, StateHash: "abc123", Entries: 12, Heads: []string{"bafyhead1"},
+		org: api.OrgInfo{ID: "bafyorg", Name: "acme", Owner: ownerID, OwnerName: "alice", StateHash: "abc123", Entries: 12, Heads: []string{"bafyhead1"},
 			Settings: ledger.DefaultSettings(), Members: 2, Machines: 4},
 		machines: []api.MachineInfo{
 			{ID: m1ID, Name: "office-gpu-1", Status: "available", Owner: ownerID, LastHeartbeat: api.FormatTime(testNow.Add(-12 * time.Second)),
@@ -68,13 +69,17 @@ func newFake() *fakeNode {
 				Free:     &api.Resources{Cores: 1500, MemoryMB: 1536, DiskMB: 4096, GPUs: 1, Slots: 3}},
 			{ID: m2ID, Name: "render-2", Status: "busy", Owner: ownerID, LastHeartbeat: api.FormatTime(testNow.Add(-3 * time.Minute)), RunningJobs: 2, TotalJobs: 7,
 				Hardware: ledger.Hardware{CPUs: 8, MemoryMB: 16384}},
-			{ID: m3ID, Name: "laptop", Status: "pending", Owner: m3ID},
+			{ID: m3ID, Name: "laptop", Status: "pending", Owner: personB, OwnerName: "bob",
+				History: []api.MachineEvent{{Status: "pending", Time: api.FormatTime(testNow.Add(-2 * time.Hour)), By: personB},
+					{Status: "removed", Time: api.FormatTime(testNow.Add(-90 * time.Minute)), By: ownerID},
+					{Status: "pending", Time: api.FormatTime(testNow.Add(-time.Hour)), By: "bob\x1b[2J"}}},
 			{ID: "12D3KooWOfflineOfflineOfflineOfflineOfflineOffline9999", Name: "old", Status: "offline", Owner: ownerID,
 				LastHeartbeat: api.FormatTime(testNow.Add(-50 * time.Hour))},
 		},
 		members: []api.MemberInfo{
-			{ID: ownerID, Role: "owner", Name: "office-gpu-1", Machines: 3},
-			{ID: m3ID, Role: "member", Name: "laptop", Machines: 1},
+			{ID: ownerID, Role: "owner", Name: "alice", Machines: []string{m1ID, m2ID, "12D3KooWOfflineOfflineOfflineOfflineOfflineOffline9999"},
+				Joined: api.FormatTime(testNow.Add(-48 * time.Hour))},
+			{ID: personB, Role: "admin", Name: "bob", Machines: []string{m3ID}, Joined: api.FormatTime(testNow.Add(-time.Hour))},
 		},
 		jobs: []api.JobInfo{
 			{ID: jobID, Name: "render", Submitter: ownerID, State: "running", Priority: 5, CPUs: 2, MaxCPUs: "10", Driver: "docker",
@@ -110,7 +115,7 @@ func (f *fakeNode) called() []string {
 }
 
 func (f *fakeNode) Status(ctx context.Context) (api.NodeStatus, error) {
-	st := api.NodeStatus{ID: ownerID, Name: "office-gpu-1", Org: "bafyorg", OrgName: "acme", Status: "available", Role: "owner",
+	st := api.NodeStatus{ID: m1ID, Name: "office-gpu-1", Org: "bafyorg", OrgName: "acme", Status: "available", Role: "owner", Person: ownerID, PersonName: "alice",
 		Peers: 2, PeerIDs: []string{m1ID, m2ID}, Heads: []string{"bafyhead1"}, Entries: 12, StateHash: "abc123", Uptime: "1m0s",
 		UptimeSeconds: 60, Version: "0.1.0-test", PlanHash: "p1", PlanAgree: 2, PlanPeers: 2, API: "127.0.0.1:1", DataDir: "/x"}
 	f.mu.Lock()
@@ -239,7 +244,8 @@ func (f *fakeNode) SetRole(ctx context.Context, id, role string) (api.MemberInfo
 	f.mu.Lock()
 	f.role = role
 	f.mu.Unlock()
-	return api.MemberInfo{ID: m.ID, Role: role}, f.call("role:" + id)
+	m.Role = role
+	return m, f.call("role:" + id)
 }
 
 func (f *fakeNode) RemoveMember(ctx context.Context, id string) (string, error) {
@@ -274,6 +280,19 @@ func fakeLeft(purge bool) api.LeftOrg {
 		return api.LeftOrg{Org: "bafyorg", OrgName: "acme", Purged: true}
 	}
 	return api.LeftOrg{Org: "bafyorg", OrgName: "acme", Archive: "/data/orgs/bafyorg"}
+}
+
+func (f *fakeNode) TransferOrg(ctx context.Context, to string) (api.OrgInfo, error) {
+	m, err := f.member(to)
+	if err != nil {
+		return api.OrgInfo{}, err
+	}
+	if m.Role != "admin" {
+		return api.OrgInfo{}, api.Errorf(http.StatusConflict, "person %s (%s) is a member: ownership goes to an admin only; make them an admin first: cshare member set-role %s admin", m.Name, m.ID, m.ID)
+	}
+	o := f.org
+	o.Owner, o.OwnerName = m.ID, m.Name
+	return o, f.call("transfer:" + to)
 }
 
 // fakeUnfit is the fake's warning for a job asking for more than 1 GPU.

@@ -270,10 +270,19 @@ func (a *app) jobLsCmd() *cobra.Command {
 			for _, j := range js {
 				t.row(short(j.ID), orDash(j.Name), j.State, itoa(j.Priority), instances(j),
 					fmt.Sprintf("%d/%d", j.Items.Done, j.Items.Total), itoa(j.Items.Failed),
-					orDash(short(j.Submitter)), a.age(j.Submitted))
+					submitterCell(j), a.age(j.Submitted))
 			}
 			return t.write(a.stdout)
 		})
+}
+
+// submitterCell is a job's submitter for a table: their name, else the
+// short ID.
+func submitterCell(j api.JobInfo) string {
+	if j.SubmitterName != "" && j.SubmitterName != j.Submitter {
+		return j.SubmitterName
+	}
+	return orDash(short(j.Submitter))
 }
 
 func (a *app) jobShowCmd() *cobra.Command {
@@ -313,7 +322,7 @@ func printJob(a *app, j api.JobInfo) error {
 		{"items", fmt.Sprintf("%d/%d done, %d failed, %d running, %d pending", it.Done, it.Total, it.Failed, it.Running, it.Pending)},
 		{"duplicate runs", itoa(j.DuplicateRuns)},
 		{"instances", instances(j) + " (running/primaries+secondaries)"},
-		{"submitter", orDash(j.Submitter)},
+		{"submitter", personRef(j.Submitter, j.SubmitterName)},
 		{"submitted", orDash(j.Submitted)},
 	}
 	if j.Ended != "" {

@@ -16,7 +16,7 @@ func (a *app) machineCmd() *cobra.Command {
 		a.machineLsCmd(), a.machineShowCmd(),
 		a.machineActionCmd("approve", "Approve a pending machine (admins)", "approved"),
 		a.machineActionCmd("reject", "Reject a pending machine (admins)", "rejected"),
-		a.machineActionCmd("remove", "Take a machine out of the org (admins, or its own operator)", "removed"),
+		a.machineActionCmd("remove", "Take a machine out of the org (admins, or its own person); its person stays a member", "removed"),
 	)
 }
 
@@ -32,14 +32,23 @@ func (a *app) machineLsCmd() *cobra.Command {
 			for _, m := range ms {
 				t.row(short(m.ID), orDash(m.Name), machineStatus(m.Status), a.ago(m.LastHeartbeat),
 					fmt.Sprint(m.RunningJobs), itoa(m.TotalJobs), itoa(m.Hardware.CPUs),
-					mib(m.Hardware.MemoryMB), fmt.Sprint(len(m.Hardware.GPUs)), orDash(short(m.Owner)))
+					mib(m.Hardware.MemoryMB), fmt.Sprint(len(m.Hardware.GPUs)), ownerCell(m))
 			}
 			return t.write(a.stdout)
 		})
 }
 
+// ownerCell is a machine's person for a table: their name, else the short
+// ID.
+func ownerCell(m api.MachineInfo) string {
+	if m.OwnerName != "" && m.OwnerName != m.Owner {
+		return m.OwnerName
+	}
+	return orDash(short(m.Owner))
+}
+
 func (a *app) machineShowCmd() *cobra.Command {
-	c := &cobra.Command{Use: "show ID", Short: "Show one machine: hardware, limits, addresses", Args: exactArgs("ID")}
+	c := &cobra.Command{Use: "show ID", Short: "Show one machine: its person, hardware, limits, addresses, history", Args: exactArgs("ID")}
 	return viewCmd(a, c, "print the machine as JSON",
 		func(ctx context.Context, cl *api.Client, args []string) (api.MachineInfo, error) {
 			return cl.Machine(ctx, args[0])
@@ -53,7 +62,7 @@ func printMachine(a *app, m api.MachineInfo) error {
 		{"id", m.ID},
 		{"name", orDash(m.Name)},
 		{"status", machineStatus(m.Status)},
-		{"owner", orDash(m.Owner)},
+		{"owner", personRef(m.Owner, m.OwnerName)},
 		{"last heartbeat", a.ago(m.LastHeartbeat)},
 		{"registered", orDash(m.Registered)},
 		{"version", orDash(m.Version)},
@@ -75,6 +84,17 @@ func printMachine(a *app, m api.MachineInfo) error {
 	}
 	if err := kv(a.stdout, pairs...); err != nil {
 		return err
+	}
+	if len(m.History) > 0 {
+		fmt.Fprintln(a.stdout)
+		var t table
+		t.row("HISTORY", "TIME", "BY")
+		for _, ev := range m.History {
+			t.row(ev.Status, orDash(ev.Time), orDash(ev.By))
+		}
+		if err := t.write(a.stdout); err != nil {
+			return err
+		}
 	}
 	if len(m.Hardware.GPUs) > 0 {
 		offered := map[int64]int64{}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/node/api"
 )
 
@@ -16,7 +17,7 @@ func (a *app) memberCmd() *cobra.Command {
 }
 
 func (a *app) memberLsCmd() *cobra.Command {
-	c := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "List the org's members and their roles", Args: exactArgs()}
+	c := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "List the org's members (persons), their roles and machines", Args: exactArgs()}
 	return viewCmd(a, c, "print the members as a JSON array",
 		func(ctx context.Context, cl *api.Client, _ []string) ([]api.MemberInfo, error) {
 			return cl.Members(ctx)
@@ -25,10 +26,42 @@ func (a *app) memberLsCmd() *cobra.Command {
 			var t table
 			t.row("ID", "NAME", "ROLE", "MACHINES", "JOINED")
 			for _, m := range ms {
-				t.row(short(m.ID), orDash(m.Name), m.Role, fmt.Sprint(m.Machines), a.ago(m.Joined))
+				t.row(short(m.ID), orDash(m.Name), m.Role, machineList(m.Machines), a.ago(m.Joined))
 			}
 			return t.write(a.stdout)
 		})
+}
+
+// maxListedMachines is how many machines a member ls row names; more are
+// counted.
+const maxListedMachines = 3
+
+// machineList is a member's machines for a table: their short IDs, the
+// first few and a count of the rest.
+func machineList(ids []string) string {
+	if len(ids) == 0 {
+		return "-"
+	}
+	var parts []string
+	for i, id := range ids {
+		if i == maxListedMachines {
+			parts = append(parts, fmt.Sprintf("+%d more", len(ids)-i))
+			break
+		}
+		parts = append(parts, short(id))
+	}
+	return strings.Join(parts, ",")
+}
+
+// personRef is "NAME (ID)", or the ID alone when the name is unknown.
+func personRef(id, name string) string {
+	switch {
+	case id == "":
+		return "-"
+	case name == "" || name == id:
+		return id
+	}
+	return name + " (" + id + ")"
 }
 
 func (a *app) memberJoinCmd() *cobra.Command {
@@ -55,12 +88,19 @@ func (a *app) memberJoinCmd() *cobra.Command {
 
 func (a *app) memberSetRoleCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "set-role ID ROLE",
-		Short: "Change a member's role: member or admin (admins)",
-		Args:  exactArgs("ID", "ROLE"),
+		Use:   "set-role PERSON ROLE",
+		Short: "Make a member an admin, or an admin a member (the owner only)",
+		Long: `Make a member an admin, or an admin a member. Only the owner promotes and
+demotes admins. PERSON is a member's ID (or a unique prefix or suffix of at
+least 4 characters) or name, as cshare member ls shows them; members are
+persons, not machines. Ownership moves with cshare org transfer --to PERSON.`,
+		Args: exactArgs("PERSON", "ROLE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			role := strings.ToLower(args[1])
-			if role != "member" && role != "admin" && role != "owner" {
+			if role == "owner" {
+				return usagef(cmd, "ROLE: owner is not given with set-role; the owner hands ownership to an admin with: cshare org transfer --to PERSON")
+			}
+			if role != "member" && role != "admin" {
 				return usagef(cmd, "ROLE: %q is not a role; use member or admin", args[1])
 			}
 			cl, err := a.client()
@@ -71,7 +111,7 @@ func (a *app) memberSetRoleCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(a.stdout, "member %s is now %s\n", m.ID, orDash(m.Role))
+			_, err = fmt.Fprintf(a.stdout, "member %s is now %s\n", text.Escape(personRef(m.ID, m.Name)), orDash(m.Role))
 			return err
 		},
 	}
@@ -79,9 +119,9 @@ func (a *app) memberSetRoleCmd() *cobra.Command {
 
 func (a *app) memberRemoveCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "remove ID",
-		Short: "Remove a member from the org (admins)",
-		Args:  exactArgs("ID"),
+		Use:   "remove PERSON",
+		Short: "Remove a member (a person) and every machine of theirs (admins; admins only by the owner)",
+		Args:  exactArgs("PERSON"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := a.client()
 			if err != nil {

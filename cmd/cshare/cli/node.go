@@ -199,6 +199,7 @@ func (a *app) nodeStatusCmd() *cobra.Command {
 				[2]string{"name", orDash(st.Name)},
 				[2]string{"org", org},
 				[2]string{"status", orDash(st.Status)},
+				[2]string{"person", personRef(st.Person, st.PersonName)},
 				[2]string{"role", orDash(st.Role)},
 				[2]string{"peers", peers},
 				[2]string{"heads", orDash(strings.Join(st.Heads, ", "))},

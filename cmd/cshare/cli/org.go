@@ -15,8 +15,8 @@ import (
 )
 
 func (a *app) orgCmd() *cobra.Command {
-	return group("org", "Create an org, show it, print its key, invite, change settings, delete it",
-		a.orgCreateCmd(), a.orgShowCmd(), a.orgKeyCmd(), a.orgInviteCmd(), a.orgSetCmd(), a.orgDeleteCmd())
+	return group("org", "Create an org, show it, print its key, invite, change settings, transfer ownership, delete it",
+		a.orgCreateCmd(), a.orgShowCmd(), a.orgKeyCmd(), a.orgInviteCmd(), a.orgSetCmd(), a.orgTransferCmd(), a.orgDeleteCmd())
 }
 
 func (a *app) orgCreateCmd() *cobra.Command {
@@ -96,7 +96,7 @@ func printOrg(a *app, o api.OrgInfo) error {
 		[2]string{"id", o.ID},
 		[2]string{"name", o.Name},
 		[2]string{"description", orDash(o.Description)},
-		[2]string{"owner", orDash(o.Owner)},
+		[2]string{"owner", personRef(o.Owner, o.OwnerName)},
 		[2]string{"created", orDash(o.Created)},
 		[2]string{"members", fmt.Sprint(o.Members)},
 		[2]string{"machines", fmt.Sprint(o.Machines)},
@@ -306,5 +306,42 @@ The change is one ledger entry and takes effect on every node.`,
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the org after the change as JSON")
+	return c
+}
+
+func (a *app) orgTransferCmd() *cobra.Command {
+	var to string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "transfer --to PERSON",
+		Short: "Make an admin the org's owner (the owner only); the owner becomes an admin",
+		Long: `Make an admin the org's owner. Only the owner may; the new owner must be an
+admin already (cshare member set-role PERSON admin), and the old owner stays
+an admin. PERSON is a member's ID (or a unique prefix or suffix of at least 4
+characters) or name, as cshare member ls shows them.`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			to = strings.TrimSpace(to)
+			if to == "" {
+				return usagef(cmd, "--to is required: the admin who becomes the owner (an ID or name from cshare member ls)")
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			o, err := cl.TransferOrg(cmd.Context(), to)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.stdout, o)
+			}
+			_, err = fmt.Fprintf(a.stdout, "transferred org %s to person %s, its owner now; the old owner is an admin\n",
+				text.Escape(o.Name), text.Escape(personRef(o.Owner, o.OwnerName)))
+			return err
+		},
+	}
+	c.Flags().StringVar(&to, "to", "", "the admin who becomes the owner: a person's ID or name (required)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print the org after the transfer as JSON")
 	return c
 }

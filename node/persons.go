@@ -1,0 +1,212 @@
+package node
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/cshare/cshare/internal/text"
+	"github.com/cshare/cshare/internal/userkey"
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/api"
+)
+
+// Persons (DESIGN §3, §11). This machine acts for one person: the one whose
+// key (user.key in the data dir) signed the delegation its genesis or
+// machine.register entry carried. Every question of authority and
+// visibility the node asks is asked of that person: n.person() here, the
+// fold's verdict (ledger.State.Role, CanSee) on every node.
+//
+// The node's checks repeat the fold's rules in front of it, so that a
+// refused request gets one line naming the rule and leaves no entry; the
+// fold decides. They govern what this node's API, CLI and dashboard do and
+// show: every machine of the org holds the whole ledger.
+
+// personKey loads this data dir's person key, creating one when none exists,
+// named name, else the daemon's $USER when that is a valid name, else
+// "user-" and the end of the machine ID. It returns the key's signer too.
+func (n *Node) personKey(name string) (*userkey.Key, *ledger.Signer, error) {
+	if name == "" {
+		name = n.fallbackUserName()
+	}
+	k, _, err := userkey.LoadOrCreate(n.opts.DataDir, name)
+	if err != nil {
+		return nil, nil, api.Errorf(http.StatusInternalServerError, "person key: %v", err)
+	}
+	s, err := k.Signer()
+	if err != nil {
+		return nil, nil, api.Errorf(http.StatusInternalServerError, "person key %s: %v", userkey.Path(n.opts.DataDir), err)
+	}
+	return k, s, nil
+}
+
+// fallbackUserName names a person key created without a name.
+func (n *Node) fallbackUserName() string {
+	if u := os.Getenv("USER"); u != "" && text.CheckName("name", u) == nil {
+		return u
+	}
+	id := n.idStr
+	if len(id) > 6 {
+		id = id[len(id)-6:]
+	}
+	return "user-" + id
+}
+
+// checkUserName checks a request's user_name ("" is allowed: the fallback).
+func checkUserName(s string) error {
+	if s == "" {
+		return nil
+	}
+	if err := text.CheckName("user_name", s); err != nil {
+		return api.FieldErrorf(http.StatusBadRequest, "user_name", "%v", err)
+	}
+	return nil
+}
+
+// person is the person this machine acts for: its person in the org's
+// ledger, else (in no org yet, or before its registration is folded) its
+// person key's ID, else its machine ID.
+func (n *Node) person() string {
+	var p string
+	n.snapshot(func(st *ledger.State) { p = st.PersonOf(n.idStr) })
+	if p != "" {
+		return p
+	}
+	if k, err := userkey.Load(n.opts.DataDir); err == nil {
+		return k.ID
+	}
+	return n.idStr
+}
+
+// personIn is n.person() read from st (without its fallback to the key
+// file: a machine st does not know has no role there anyway).
+func (n *Node) personIn(st *ledger.State) string {
+	if p := st.PersonOf(n.idStr); p != "" {
+		return p
+	}
+	return n.idStr
+}
+
+// personName is the name of person id: the member's, else the name a
+// delegation of one of their machines gave, else (a machine that is its own
+// person) the machine's name; "" if none is known.
+func personName(st *ledger.State, id string) string {
+	if m := st.Members[id]; m != nil && m.Name != "" {
+		return m.Name
+	}
+	if m := st.Machines[id]; m != nil && m.Owner == id {
+		if m.OwnerName != "" && m.OwnerName != id {
+			return m.OwnerName
+		}
+		return m.Name
+	}
+	for _, m := range st.Machines {
+		if m.Owner == id && m.OwnerName != "" && m.OwnerName != id {
+			return m.OwnerName
+		}
+	}
+	return ""
+}
+
+// personLabel is "NAME (ID)", or the ID alone when no name is known.
+func personLabel(st *ledger.State, id string) string {
+	if name := personName(st, id); name != "" {
+		return name + " (" + id + ")"
+	}
+	return id
+}
+
+// roleWords says what role a person holds, after their label.
+func roleWords(role string) string {
+	switch role {
+	case ledger.RoleOwner:
+		return "the owner"
+	case ledger.RoleAdmin:
+		return "an admin"
+	case ledger.RoleMember:
+		return "a member"
+	}
+	return "not a member"
+}
+
+// whoAmI says which person this machine acts for and their role, to begin
+// a refusal: "this machine acts for person alice (12D3…), a member".
+func (n *Node) whoAmI(st *ledger.State) string {
+	p := n.personIn(st)
+	return "this machine acts for person " + personLabel(st, p) + ", " + roleWords(st.Role(p))
+}
+
+// refuse is a 403 naming who asked and the rule: "WHO; RULE".
+func (n *Node) refuse(rule string) error {
+	var who string
+	n.snapshot(func(st *ledger.State) { who = n.whoAmI(st) })
+	return api.Errorf(http.StatusForbidden, "%s; %s", who, rule)
+}
+
+// memberInfos lists the members (persons) of st with their machines
+// (approved and pending, by ID).
+func memberInfos(st *ledger.State) []api.MemberInfo {
+	machines := map[string][]string{}
+	for _, m := range st.SortedMachines() {
+		if m.Status == ledger.MachineApproved || m.Status == ledger.MachinePending {
+			machines[m.Owner] = append(machines[m.Owner], m.ID)
+		}
+	}
+	out := []api.MemberInfo{}
+	for _, m := range st.SortedMembers() {
+		out = append(out, memberInfo(st, m, machines[m.ID]))
+	}
+	return out
+}
+
+func memberInfo(st *ledger.State, m *ledger.Member, machines []string) api.MemberInfo {
+	mi := api.MemberInfo{ID: m.ID, Role: m.Role, Name: personName(st, m.ID), Joined: api.FormatTime(time.UnixMilli(m.Joined)), Machines: machines}
+	if mi.Machines == nil {
+		mi.Machines = []string{}
+	}
+	slices.Sort(mi.Machines)
+	return mi
+}
+
+// memberInfoOf is person id as a member (their role "" if they are none).
+func memberInfoOf(st *ledger.State, id string) api.MemberInfo {
+	for _, mi := range memberInfos(st) {
+		if mi.ID == id {
+			return mi
+		}
+	}
+	return api.MemberInfo{ID: id, Name: personName(st, id), Machines: []string{}}
+}
+
+// TransferOrg implements api.Service: the owner makes an admin the owner,
+// and becomes an admin.
+func (n *Node) TransferOrg(ctx context.Context, to string) (api.OrgInfo, error) {
+	if err := n.needOrg(); err != nil {
+		return api.OrgInfo{}, err
+	}
+	target, err := n.resolveMember(to)
+	if err != nil {
+		return api.OrgInfo{}, err
+	}
+	n.snapshot(func(st *ledger.State) {
+		me := n.personIn(st)
+		switch {
+		case st.Role(me) != ledger.RoleOwner:
+			err = api.Errorf(http.StatusForbidden, "%s; only the owner may transfer ownership of the org", n.whoAmI(st))
+		case target == me:
+			err = api.Errorf(http.StatusConflict, "person %s is already the owner; there is nothing to transfer", personLabel(st, target))
+		case st.Role(target) != ledger.RoleAdmin:
+			err = api.Errorf(http.StatusConflict, "person %s is %s: ownership goes to an admin only; make them an admin first: cshare member set-role %s admin",
+				personLabel(st, target), roleWords(st.Role(target)), target)
+		}
+	})
+	if err != nil {
+		return api.OrgInfo{}, err
+	}
+	if _, err := n.write(ctx, ledger.KindOrgTransfer, ledger.OrgTransfer{To: target}); err != nil {
+		return api.OrgInfo{}, refused(err)
+	}
+	return n.Org(ctx)
+}
