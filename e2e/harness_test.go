@@ -285,11 +285,6 @@ func dockerAvailable(t *testing.T) {
 	}
 }
 
-type person struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-}
-
 type member struct {
 	ID       string   `json:"id"`
 	Name     string   `json:"name"`
@@ -298,45 +293,9 @@ type member struct {
 	Joined   string   `json:"joined"`
 }
 
-type ownedMachine struct {
-	ID      string `json:"id"`
-	Owner   string `json:"owner"`
-	Status  string `json:"status"`
-	History []struct {
-		Status string `json:"status"`
-	} `json:"history"`
-}
-
-// oneLineErr runs a command that must fail with exactly one line on stderr
-// containing want.
-func (p *proc) oneLineErr(want string, args ...string) {
-	p.t.Helper()
-	_, errs, code := p.cli(args...)
-	errs = strings.TrimSpace(errs)
-	if code == 0 || strings.Contains(errs, "\n") || !strings.Contains(errs, want) {
-		p.t.Fatalf("cshare %s: exit %d, stderr %q; want one line containing %q", strings.Join(args, " "), code, errs, want)
-	}
-}
-
 func (p *proc) members() []member {
 	p.t.Helper()
 	var ms []member
 	p.json(&ms, "member", "ls")
 	return ms
-}
-
-func (p *proc) person() person {
-	p.t.Helper()
-	var u person
-	p.json(&u, "user", "show")
-	return u
-}
-
-func findMember(ms []member, id string) *member {
-	for i := range ms {
-		if ms[i].ID == id {
-			return &ms[i]
-		}
-	}
-	return nil
 }

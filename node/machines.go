@@ -326,10 +326,3 @@ func (n *Node) RemoveMember(ctx context.Context, id string) (string, error) {
 	_, err = n.write(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: target})
 	return target, refused(err)
 }
-
-// isOwner reports whether person id owns the org.
-func (n *Node) isOwner(id string) bool {
-	var ok bool
-	n.snapshot(func(st *ledger.State) { ok = st.Role(id) == ledger.RoleOwner })
-	return ok
-}
