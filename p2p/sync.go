@@ -169,6 +169,24 @@ func AnnounceHeads(ctx context.Context, h host.Host, p peer.ID, org string, head
 	return syncCall(ctx, h, p, syncReq{Op: "announce", Org: org, Want: fromCIDs(heads)}, nil)
 }
 
+// serveOneShot registers a protocol of one request frame of at most max
+// bytes and one answer frame: answer gets the request's bytes and the
+// remote peer (authenticated by the connection) and returns what to send.
+// A request that cannot be read resets the stream.
+func serveOneShot(h host.Host, proto protocol.ID, timeout time.Duration, max int, answer func(req []byte, from peer.ID) any) {
+	h.SetStreamHandler(proto, func(s network.Stream) {
+		defer s.Close()
+		_ = s.SetDeadline(time.Now().Add(timeout))
+		r, w := bufio.NewReader(s), bufio.NewWriter(s)
+		b, err := hbReadFrame(r, max)
+		if err != nil {
+			_ = s.Reset()
+			return
+		}
+		_ = writeSyncFrame(w, answer(b, s.Conn().RemotePeer()))
+	})
+}
+
 // request opens a stream of protocol proto to p, whose deadline is ctx's or
 // timeout from now, and sends req as one frame.
 func request(ctx context.Context, h host.Host, p peer.ID, proto protocol.ID, timeout time.Duration, req any) (network.Stream, *bufio.Reader, error) {

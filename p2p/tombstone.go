@@ -1,7 +1,6 @@
 package p2p
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
@@ -107,21 +105,12 @@ func checkOrgID(org string) error {
 
 // ServeTombstones registers the tombstone protocol handler on h.
 func ServeTombstones(h host.Host, src TombstoneSource) {
-	h.SetStreamHandler(TombstoneProtocol, func(s network.Stream) {
-		defer s.Close()
-		_ = s.SetDeadline(time.Now().Add(tombstoneTimeout))
-		r, w := bufio.NewReader(s), bufio.NewWriter(s)
-		b, err := hbReadFrame(r, maxTombstoneRequest)
-		if err != nil {
-			_ = s.Reset()
-			return
-		}
+	serveOneShot(h, TombstoneProtocol, tombstoneTimeout, maxTombstoneRequest, func(b []byte, _ peer.ID) any {
 		org, err := decodeTombstoneRequest(b)
 		if err != nil {
-			_ = writeSyncFrame(w, tombstoneResp{Err: err.Error()})
-			return
+			return tombstoneResp{Err: err.Error()}
 		}
-		_ = writeSyncFrame(w, tombstoneResp{Entry: src.Tombstone(org)})
+		return tombstoneResp{Entry: src.Tombstone(org)}
 	})
 }
 

@@ -1,7 +1,6 @@
 package p2p
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
@@ -127,26 +125,16 @@ func oneLine(s string) string {
 
 // ServeWitness registers the witness protocol handler on h.
 func ServeWitness(h host.Host, src WitnessSource) {
-	h.SetStreamHandler(WitnessProtocol, func(s network.Stream) {
-		defer s.Close()
-		_ = s.SetDeadline(time.Now().Add(witnessTimeout))
-		r, w := bufio.NewReader(s), bufio.NewWriter(s)
-		b, err := hbReadFrame(r, maxWitnessFrame)
-		if err != nil {
-			_ = s.Reset()
-			return
-		}
+	serveOneShot(h, WitnessProtocol, witnessTimeout, maxWitnessFrame, func(b []byte, from peer.ID) any {
 		req, err := decodeWitnessRequest(b)
 		if err != nil {
-			_ = writeSyncFrame(w, witnessResponse{Err: strings.TrimPrefix(err.Error(), "p2p: ")})
-			return
+			return witnessResponse{Err: strings.TrimPrefix(err.Error(), "p2p: ")}
 		}
-		wit, err := src.Witness(req.Org, req.Cap, s.Conn().RemotePeer())
+		wit, err := src.Witness(req.Org, req.Cap, from)
 		if err != nil {
-			_ = writeSyncFrame(w, witnessResponse{Err: oneLine(err.Error())})
-			return
+			return witnessResponse{Err: oneLine(err.Error())}
 		}
-		_ = writeSyncFrame(w, witnessResponse{Witness: &wit})
+		return witnessResponse{Witness: &wit}
 	})
 }
 
