@@ -30,7 +30,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // newApp is the state of one run of the CLI, with the real clock.
 func newApp(stdout, stderr io.Writer) *app {
-	return &app{stdout: stdout, stderr: stderr, now: time.Now, runNode: runNodeDaemon,
+	return &app{stdout: stdout, stderr: stderr, now: time.Now, runNode: runNodeDaemon, loginName: loginName,
 		stopTimeout: 30 * time.Second, stopInterval: 200 * time.Millisecond}
 }
 
@@ -60,6 +60,9 @@ type app struct {
 	// stopTimeout and stopInterval: how `node stop` waits for the API to
 	// go away (tests shorten them).
 	stopTimeout, stopInterval time.Duration
+	// loginName is the login name of the user running the CLI, the default
+	// person name after $USER (tests replace it).
+	loginName func() string
 }
 
 // usageError is a mistake in how the command was called: exit 2.

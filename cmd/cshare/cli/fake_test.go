@@ -412,6 +412,7 @@ func runCLIWith(set func(*app), args ...string) result {
 	a := newApp(&out, &errb)
 	a.now = func() time.Time { return testNow }
 	a.stopInterval = 10 * time.Millisecond
+	a.loginName = func() string { return "" }
 	if set != nil {
 		set(a)
 	}

@@ -105,7 +105,7 @@ func (a *app) join(cmd *cobra.Command, key, name, user string, asJSON bool) erro
 			return usagef(cmd, "%v", err)
 		}
 	}
-	userName, err := userName(cmd, user)
+	userName, err := a.userName(cmd, user)
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func (a *app) orgCreateCmd() *cobra.Command {
 			if err := text.CheckDescription("--description", desc); err != nil {
 				return usagef(cmd, "%v", err)
 			}
-			userName, err := userName(cmd, user)
+			userName, err := a.userName(cmd, user)
 			if err != nil {
 				return err
 			}

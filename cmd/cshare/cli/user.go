@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 
@@ -257,10 +258,11 @@ func addUserName(c *cobra.Command, p *string) {
 }
 
 // userName is the user_name to send: --user-name when given (checked as a
-// name), else $USER when it is a valid name, else "" (the node picks).
-func userName(cmd *cobra.Command, v string) (string, error) {
+// name), else $USER, else the login name, when valid, else "" (the node
+// picks).
+func (a *app) userName(cmd *cobra.Command, v string) (string, error) {
 	if !cmd.Flags().Changed("user-name") {
-		return defaultUserName(), nil
+		return defaultUserName(a.loginName), nil
 	}
 	v = strings.TrimSpace(v)
 	if err := text.CheckName("--user-name", v); err != nil {
@@ -269,11 +271,24 @@ func userName(cmd *cobra.Command, v string) (string, error) {
 	return v, nil
 }
 
-// defaultUserName is $USER when it is a valid name, else "".
-func defaultUserName() string {
+// defaultUserName is $USER when it is a valid name, else the login name of
+// the user running the CLI (containers and services often have no $USER),
+// else "" (the node then picks one).
+func defaultUserName(login func() string) string {
 	u := strings.TrimSpace(os.Getenv("USER"))
+	if u == "" && login != nil {
+		u = strings.TrimSpace(login())
+	}
 	if text.CheckName("user", u) != nil {
 		return ""
 	}
 	return u
+}
+
+// loginName is the name of the user running the process, or "".
+func loginName() string {
+	if cur, err := user.Current(); err == nil {
+		return cur.Username
+	}
+	return ""
 }
