@@ -342,3 +342,18 @@ func TestUserNameFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestUserNameFromLogin: without $USER, the login name names the person.
+func TestUserNameFromLogin(t *testing.T) {
+	t.Setenv("USER", "")
+	if got := defaultUserName(func() string { return "dave" }); got != "dave" {
+		t.Errorf("login dave: %q", got)
+	}
+	if got := defaultUserName(func() string { return "bad\x1bname" }); got != "" {
+		t.Errorf("an invalid login name: %q", got)
+	}
+	t.Setenv("USER", "carol")
+	if got := defaultUserName(func() string { return "dave" }); got != "carol" {
+		t.Errorf("$USER first: %q", got)
+	}
+}
