@@ -22,6 +22,13 @@ func TestThreeProcessesCLI(t *testing.T) {
 	})
 
 	// A member cannot approve: one line on stderr, non-zero exit.
+	var st1 status
+	ps[1].json(&st1, "node", "status")
+	ps[0].must("member", "set-role", st1.Person, "member")
+	eventually(t, 20*time.Second, "node 2's person a member on node 2", func() bool {
+		ps[1].json(&st1, "node", "status")
+		return st1.Role == "member"
+	})
 	_, errs, code := ps[1].cli("machine", "approve", "nobody")
 	if code == 0 || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 		t.Fatalf("member approve: exit %d, stderr %q", code, errs)

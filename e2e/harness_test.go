@@ -197,6 +197,8 @@ func eventually(t *testing.T, d time.Duration, what string, f func() bool) {
 
 type status struct {
 	ID        string   `json:"id"`
+	Person    string   `json:"person"`
+	Role      string   `json:"role"`
 	Org       string   `json:"org"`
 	Peers     int      `json:"peers"`
 	Heads     []string `json:"heads"`
@@ -239,7 +241,10 @@ type item struct {
 	Machine  string `json:"machine"`
 }
 
-// mesh starts n nodes, creates an org on the first, joins and approves the rest.
+// mesh starts n nodes, creates an org on the first, joins and approves the
+// rest, and makes their persons admins: each node's person is its own, and
+// admins see every job (a member sees only their own), so a test may watch
+// any job from any node.
 func mesh(t *testing.T, n int, extra ...string) []*proc {
 	t.Helper()
 	return meshOn(t, n, "", extra...)
@@ -258,6 +263,7 @@ func meshOn(t *testing.T, n int, listen string, extra ...string) []*proc {
 		var st status
 		p.json(&st, "node", "status")
 		ps[0].must("machine", "approve", st.ID)
+		ps[0].must("member", "set-role", st.Person, "admin")
 	}
 	for _, p := range ps {
 		eventually(t, 20*time.Second, "all machines available on every node", func() bool {
@@ -270,6 +276,15 @@ func meshOn(t *testing.T, n int, listen string, extra ...string) []*proc {
 				}
 			}
 			return avail == n
+		})
+		eventually(t, 20*time.Second, "every person an admin or the owner on every node", func() bool {
+			admins := 0
+			for _, m := range p.members() {
+				if m.Role == "admin" || m.Role == "owner" {
+					admins++
+				}
+			}
+			return admins == n
 		})
 	}
 	return ps
