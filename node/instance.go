@@ -228,13 +228,14 @@ func (s *scheduler) flush(ctx context.Context) {
 	sort.Strings(ids)
 	for _, id := range ids {
 		rs := pending[id]
-		// The runs a cancel stopped tell nobody anything: the job is over.
-		// Only results, and the runs stopped while the job goes on (a
-		// preemption), are written; every machine of the org writing an
-		// entry at each cancel would only fork the ledger.
-		active := false
-		s.n.snapshot(func(st *ledger.State) { active = st.Jobs[id] != nil && st.Jobs[id].State == ledger.JobActive })
-		if !active {
+		// The runs a cancel stopped tell nobody anything: the job is over,
+		// and every machine of the org writing an entry at each cancel
+		// would only fork the ledger. Runs stopped because the job ended
+		// (a second run of its last item, taken at once by two slots) are
+		// written: they were real work, and there are few of them.
+		cancelled := false
+		s.n.snapshot(func(st *ledger.State) { cancelled = st.Jobs[id] != nil && st.Jobs[id].State == ledger.JobCancelled })
+		if cancelled {
 			kept := make([]ledger.ItemResult, 0, len(rs))
 			var dropped []ledger.ItemResult
 			for _, r := range rs {
