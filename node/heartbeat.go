@@ -60,13 +60,17 @@ func (n *Node) beat(ctx context.Context) {
 	lg, unlock := n.rep.ReadLog()
 	m := lg.State().Machines[n.id.String()]
 	approved := m != nil && m.Status == ledger.MachineApproved
+	var name string
+	if approved {
+		name = m.Name // the fold renames in place: read it under the lock
+	}
 	heads, _ := lg.Heads()
 	unlock()
 	if o == nil || !approved {
 		return
 	}
 	hb := p2p.Heartbeat{Time: n.now().UnixMilli(), Interval: n.interval.Milliseconds(), Version: Version,
-		Name: m.Name, Addrs: n.host.Addrs()}
+		Name: name, Addrs: n.host.Addrs()}
 	for _, h := range heads {
 		hb.Heads = append(hb.Heads, h.String())
 	}

@@ -41,13 +41,13 @@ func peerOf(addr string) (peer.ID, error) {
 // or removed; for approved machines, liveness from heartbeats.
 func (n *Node) machineStatus(id string, now time.Time) string {
 	lg, unlock := n.rep.ReadLog()
-	m := lg.State().Machines[id]
-	unlock()
-	if m == nil {
-		return ""
+	status := ""
+	if m := lg.State().Machines[id]; m != nil {
+		status = m.Status // the fold changes it in place: read it under the lock
 	}
-	if m.Status != ledger.MachineApproved {
-		return m.Status
+	unlock()
+	if status != ledger.MachineApproved {
+		return status
 	}
 	hb, _, online := n.liveness(id, now)
 	if !online {
@@ -110,20 +110,17 @@ func (n *Node) Machines(ctx context.Context) ([]api.MachineInfo, error) {
 		return nil, err
 	}
 	now := n.now()
-	var ms []*ledger.Machine
-	var st *ledger.State
-	lg, unlock := n.rep.ReadLog()
-	st = lg.State()
-	for _, m := range st.SortedMachines() {
-		c := *m
-		ms = append(ms, &c)
-	}
-	unlock()
-	out := make([]api.MachineInfo, 0, len(ms))
-	for _, m := range ms {
-		mi := n.machineInfo(st, m, now)
-		mi.Status = n.machineStatus(m.ID, now)
-		out = append(out, mi)
+	var out []api.MachineInfo
+	n.snapshot(func(st *ledger.State) {
+		// Rendered under the ledger's lock: the fold changes machines and
+		// members in place.
+		out = make([]api.MachineInfo, 0, len(st.Machines))
+		for _, m := range st.SortedMachines() {
+			out = append(out, n.machineInfo(st, m, now))
+		}
+	})
+	for i := range out {
+		out[i].Status = n.machineStatus(out[i].ID, now)
 	}
 	return out, nil
 }
@@ -157,7 +154,7 @@ func (n *Node) Machine(ctx context.Context, id string) (api.MachineInfo, error) 
 	n.snapshot(func(st *ledger.State) {
 		mi = n.machineInfo(st, m, now)
 		if cur := st.Machines[m.ID]; cur != nil {
-			mi.History = machineHistory(cur.History)
+			mi.History = machineHistory(st, cur.History)
 		}
 	})
 	mi.Status = n.machineStatus(m.ID, now)
@@ -165,10 +162,11 @@ func (n *Node) Machine(ctx context.Context, id string) (api.MachineInfo, error) 
 }
 
 // machineHistory renders a machine's ledger history for machine show.
-func machineHistory(h []ledger.MachineEvent) []api.MachineEvent {
+func machineHistory(st *ledger.State, h []ledger.MachineEvent) []api.MachineEvent {
 	out := make([]api.MachineEvent, 0, len(h))
 	for _, ev := range h {
-		out = append(out, api.MachineEvent{Status: ev.Status, Time: api.FormatTime(time.UnixMilli(ev.Time)), By: ev.By})
+		out = append(out, api.MachineEvent{Status: ev.Status, Time: api.FormatTime(time.UnixMilli(ev.Time)), By: ev.By,
+			ByName: personName(st, ev.By)})
 	}
 	return out
 }

@@ -162,7 +162,8 @@ type MachineInfo struct {
 type MachineEvent struct {
 	Status string `json:"status"`
 	Time   string `json:"time"`
-	By     string `json:"by,omitempty"`
+	By     string `json:"by,omitempty"`      // the person who made the change
+	ByName string `json:"by_name,omitempty"` // their name
 }
 
 // Resources is a machine's free or total capacity as heartbeats report it.

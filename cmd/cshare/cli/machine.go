@@ -90,7 +90,11 @@ func printMachine(a *app, m api.MachineInfo) error {
 		var t table
 		t.row("HISTORY", "TIME", "BY")
 		for _, ev := range m.History {
-			t.row(ev.Status, orDash(ev.Time), orDash(ev.By))
+			by := ev.By
+			if ev.ByName != "" {
+				by = ev.ByName + " (" + ev.By + ")"
+			}
+			t.row(ev.Status, orDash(ev.Time), orDash(by))
 		}
 		if err := t.write(a.stdout); err != nil {
 			return err
