@@ -44,10 +44,17 @@ for i in 1 2 3; do
 done
 c() { local i=$1; shift; "$B" --data-dir "$DIR/node$i" "$@"; }
 
-step "node 1 creates the org"
-printf '$ cshare org create --name demo-org\n'
-KEY=$(c 1 org create --name demo-org --description "make demo" | tail -n 1)
+step "node 1 creates the org: its person, olive, is the owner"
+printf '$ cshare org create --name demo-org --user-name olive\n'
+KEY=$(c 1 org create --name demo-org --description "make demo" --user-name olive | tail -n 1)
 echo "org key: ${KEY:0:40}..."
+
+step "mo makes a person key on node 2 and carries it to node 3: two machines, one member"
+printf '$ cshare user init --name mo        (node 2)\n'
+c 2 user init --name mo
+printf '$ cshare user export --out mo.person (node 2);  cshare user import mo.person (node 3)\n'
+c 2 user export --out "$DIR/mo.person" >/dev/null
+c 3 user import "$DIR/mo.person"
 
 step "nodes 2 and 3 join with the org key (pending until approved)"
 printf '$ cshare node join --org-key KEY (on node 2 and node 3)\n'
@@ -80,6 +87,8 @@ for i in 1 2 3; do
   echo "--- node $i: org show"
   c "$i" org show
 done
+echo "--- node 1: member ls (persons, with their machines)"
+c 1 member ls
 
 step "a job from node 2 spreads over the three machines (driver: $DRIVER)"
 IMG=()
@@ -96,7 +105,11 @@ c 1 job show "$J1"
 step "a second job from node 3 takes its share (secondaries rebalance)"
 J2=$(c 3 job submit --driver "$DRIVER" "${IMG[@]}" --priority 10 --cpus 2 --max-cpus 10 --range 1-20 -- sh -c 'echo second $CSHARE_ITEM; sleep 1' | tail -n 1)
 sleep 3
+echo "--- node 1 (olive, the owner) sees every job:"
 c 1 job ls
+J0=$(c 1 job submit --driver "$DRIVER" "${IMG[@]}" --name olive-only --priority 10 --cpus 1 -- sh -c 'echo olive' | tail -n 1)
+echo "--- node 3 (mo, a member) sees only mo's jobs, not olive's $J0:"
+c 3 job ls
 
 step "waiting for both jobs to finish"
 for _ in $(seq 600); do
