@@ -59,7 +59,8 @@ func benchLedger(b testing.TB, n int) (setup []*Entry, raws [][]byte) {
 	gen := sign(b, owner, "", KindGenesis, Genesis{Name: "bench", OrgKeyID: "k1", Settings: DefaultSettings()}, t)
 	org := gen.CID().String()
 	inv := owner.s.SignCapability(Capability{Org: org, Kind: CapInvite, ID: "inv", Role: RoleMember})
-	reg := sign(b, mach, org, KindMachineReg, MachineRegister{Name: "m", Cap: inv}, t, gen)
+	wit := owner.s.SignWitness(inv, mach.id, t)
+	reg := sign(b, mach, org, KindMachineReg, MachineRegister{Name: "m", Cap: inv, Witness: &wit}, t, gen)
 	setup = []*Entry{gen, reg}
 	head := reg
 	var job string
