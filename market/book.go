@@ -2,7 +2,9 @@ package market
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
 )
 
 // Reservation is what a machine's running contracts hold at a time, to be
@@ -18,13 +20,15 @@ type Reservation struct {
 	GPUs      []int64 `json:"gpus"`
 }
 
-// Reservations sums, per machine (sorted by machine ID), the running
-// contracts at now. Contracts in any order give the same result.
+// Reservations sums, per machine (sorted by machine ID), the contracts
+// running at now (those Resolve leaves waiting excepted). Contracts in any
+// order give the same result.
 func Reservations(cs []Contract, now int64, p Policy) []Reservation {
 	by := map[string]*Reservation{}
+	waiting := Resolve(cs, now, p)
 	for i := range cs {
 		c := &cs[i]
-		if c.State(now, p) != StateRunning {
+		if c.State(now, p) != StateRunning || waiting[c.ID] != "" {
 			continue
 		}
 		r := by[c.Offer.Machine]
@@ -86,4 +90,51 @@ func accounts(m map[string]*Account) []Account {
 	}
 	slices.SortFunc(out, func(a, b Account) int { return cmp.Compare(a.Person, b.Person) })
 	return out
+}
+
+// Resolve finds the contracts that claim to run at now (State running) but
+// must wait: the fold checks every acceptance and start at its entry's
+// time, but a renter's clock may run ahead of the host's, so two
+// contracts can both claim a GPU (or an offer's cores) at a given now.
+// Claims are granted in order of Since (then ledger order): a contract
+// whose GPUs or cores are already granted waits, with the reason. Every
+// node resolves the same record at the same now alike. The result maps a
+// waiting contract's ID to why; the others run as their State says.
+func Resolve(cs []Contract, now int64, p Policy) map[string]string {
+	var claims []*Contract
+	for i := range cs {
+		if cs[i].State(now, p) == StateRunning {
+			claims = append(claims, &cs[i])
+		}
+	}
+	slices.SortFunc(claims, func(a, b *Contract) int {
+		return cmp.Or(cmp.Compare(a.Since, b.Since), cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.ID, b.ID))
+	})
+	type gpuKey struct {
+		machine string
+		index   int64
+	}
+	gpus := map[gpuKey]string{}
+	cores := map[string]int64{}
+	waiting := map[string]string{}
+	for _, c := range claims {
+		var held []string
+		for _, g := range c.Alloc.GPUs {
+			if by, ok := gpus[gpuKey{c.Offer.Machine, g}]; ok {
+				held = append(held, fmt.Sprintf("GPU %d is held by contract %s", g, by))
+			}
+		}
+		if c.Alloc.CPUs > 0 && cores[c.Offer.ID]+c.Alloc.CPUs > c.Offer.CPUs {
+			held = append(held, fmt.Sprintf("the offer's CPUs are held by other contracts (%d of %d)", cores[c.Offer.ID], c.Offer.CPUs))
+		}
+		if len(held) > 0 {
+			waiting[c.ID] = "waiting: " + strings.Join(held, ", ")
+			continue
+		}
+		for _, g := range c.Alloc.GPUs {
+			gpus[gpuKey{c.Offer.Machine, g}] = c.ID
+		}
+		cores[c.Offer.ID] += c.Alloc.CPUs
+	}
+	return waiting
 }

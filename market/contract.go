@@ -75,7 +75,12 @@ type Contract struct {
 	// Running is the instance's recorded run state: true from acceptance
 	// and start, false after stop (and after an extension revives an
 	// expired contract, whose GPUs may be another's by then).
-	Running   bool   `cbor:"running" json:"running"`
+	Running bool `cbor:"running" json:"running"`
+	// Since is the time of the acceptance or start that last set Running.
+	// Of two contracts that both claim a GPU as running at a time (a start
+	// folded at a renter's clock ahead of the host's), the earlier Since
+	// runs and the other waits (see Resolve).
+	Since     int64  `cbor:"since" json:"since"`
 	Rejected  bool   `cbor:"rejected" json:"rejected"`
 	Reason    string `cbor:"reason,omitempty" json:"reason,omitempty"`
 	Removed   bool   `cbor:"removed" json:"removed"`
@@ -108,6 +113,8 @@ func (c Contract) State(now int64, p Policy) string {
 			return StateRejected
 		}
 		return StateRequested
+	case now < c.Start:
+		return StateRequested // read at a time before its acceptance
 	case now >= c.End+p.deleteAfter():
 		return StateDeleted
 	case now >= c.End:
@@ -164,15 +171,15 @@ func Open(id string, seq int64, o Offer, renter, host string, ask Ask, now int64
 	}
 	c.Alloc = a
 	h := heldBy(others, &c, now, p)
-	if free := o.DiskMB - h.disk[o.ID]; free < a.DiskMB {
-		return reject(fmt.Errorf("disk: %d MB asked, %d MB of the offer's %d MB free", a.DiskMB, max(free, 0), o.DiskMB))
-	}
 	if len(o.GPUs) > 0 {
 		if err := h.pickGPUs(&c, ask.GPUs); err != nil {
 			return reject(err)
 		}
 	} else if err := h.conflict(&c); err != nil {
 		return reject(err)
+	}
+	if free := o.DiskMB - h.disk[o.ID]; free < a.DiskMB {
+		return reject(fmt.Errorf("disk: %d MB asked, %d MB of the offer's %d MB free", a.DiskMB, max(free, 0), o.DiskMB))
 	}
 	return c
 }
@@ -191,7 +198,7 @@ func Accept(c Contract, now int64, others []Contract, p Policy) (Contract, error
 		c.Rejected, c.Reason = true, oneLine(err.Error())
 		return c, nil
 	}
-	c.Accepted, c.Running, c.Start = true, true, now
+	c.Accepted, c.Running, c.Start, c.Since = true, true, now, now
 	if c.Ask.Duration > 0 {
 		c.End = now + c.Ask.Duration
 	} else {
@@ -231,7 +238,7 @@ func Start(c Contract, now int64, others []Contract, p Policy) (Contract, error)
 	if err := heldBy(others, &c, now, p).conflict(&c); err != nil {
 		return c, fmt.Errorf("%w: %s", ErrHeld, err.Error())
 	}
-	c.Running = true
+	c.Running, c.Since = true, now
 	return c, nil
 }
 
@@ -247,10 +254,10 @@ func Extend(c Contract, d, now int64, p Policy) (Contract, error) {
 		return c, fmt.Errorf("%w: extend by %s; a contract lasts at most 10 years", ErrState, FormatDuration(d))
 	}
 	if st == StateExpired {
-		c.Running = false
 		if c.End+d <= now {
 			return c, fmt.Errorf("%w: extend by %s still ends before now", ErrState, FormatDuration(d))
 		}
+		c.Running = false
 	}
 	c.End += d
 	return c, nil

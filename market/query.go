@@ -137,6 +137,15 @@ type Term struct {
 	Value Value
 }
 
+func (t Term) def() fieldDef {
+	for i := range fieldDefs {
+		if fieldDefs[i].name == t.Field {
+			return fieldDefs[i]
+		}
+	}
+	return fieldDef{}
+}
+
 // Query is a parsed query: every term must hold (an empty query matches
 // every offer).
 type Query struct {
@@ -445,7 +454,10 @@ func (t Term) match(l Listing, now int64) bool {
 	if t.Value.Any {
 		return true
 	}
-	f, _ := lookupField(t.Field)
+	f := t.def()
+	if f.name == "" {
+		return false // a Term built by hand with an unknown field
+	}
 	eq := func(v Value) bool {
 		if f.kind == kindString {
 			for _, s := range f.strs(l) {
@@ -528,21 +540,36 @@ func Search(ls []Listing, q Query, orders []Order, now int64) []Listing {
 	if len(orders) == 0 {
 		orders = []Order{{Field: "price"}}
 	}
-	out := make([]Listing, 0, len(ls))
-	for _, l := range ls {
-		if q.Match(l, now) {
-			out = append(out, l)
-		}
+	// Each listing's sort keys are computed once, not per comparison.
+	type keyed struct {
+		l    Listing
+		nums []float64
+		strs []string
 	}
-	slices.SortFunc(out, func(a, b Listing) int {
-		for _, o := range orders {
-			f, _ := lookupField(o.Field)
-			var c int
+	defs := make([]fieldDef, len(orders))
+	for i, o := range orders {
+		defs[i], _ = lookupField(o.Field)
+	}
+	var rows []keyed
+	for _, l := range ls {
+		if !q.Match(l, now) {
+			continue
+		}
+		k := keyed{l: l, nums: make([]float64, len(defs)), strs: make([]string, len(defs))}
+		for i, f := range defs {
 			if f.kind == kindString {
-				sa, sb := f.strs(a)[0], f.strs(b)[0]
-				c = cmp.Or(strings.Compare(strings.ToLower(sa), strings.ToLower(sb)), strings.Compare(sa, sb))
+				k.strs[i] = f.strs(l)[0]
 			} else {
-				c = cmp.Compare(f.num(a, now), f.num(b, now))
+				k.nums[i] = f.num(l, now)
+			}
+		}
+		rows = append(rows, k)
+	}
+	slices.SortFunc(rows, func(a, b keyed) int {
+		for i, o := range orders {
+			c := cmp.Compare(a.nums[i], b.nums[i])
+			if defs[i].kind == kindString {
+				c = cmp.Or(strings.Compare(strings.ToLower(a.strs[i]), strings.ToLower(b.strs[i])), strings.Compare(a.strs[i], b.strs[i]))
 			}
 			if o.Desc {
 				c = -c
@@ -551,8 +578,12 @@ func Search(ls []Listing, q Query, orders []Order, now int64) []Listing {
 				return c
 			}
 		}
-		return cmp.Or(strings.Compare(a.Offer.ID, b.Offer.ID), strings.Compare(a.Offer.Machine, b.Offer.Machine),
-			cmp.Compare(a.Offer.Created, b.Offer.Created))
+		return cmp.Or(strings.Compare(a.l.Offer.ID, b.l.Offer.ID), strings.Compare(a.l.Offer.Machine, b.l.Offer.Machine),
+			cmp.Compare(a.l.Offer.Created, b.l.Offer.Created))
 	})
+	out := make([]Listing, len(rows))
+	for i, r := range rows {
+		out[i] = r.l
+	}
 	return out
 }

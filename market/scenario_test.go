@@ -188,9 +188,14 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		return s.line(c, at)
 	case "show":
 		now := dur(t, d, "now")
+		waiting := Resolve(s.contracts, now, s.policy)
 		var b strings.Builder
 		for _, c := range s.contracts {
-			b.WriteString(s.line(c, now) + "\n")
+			b.WriteString(s.line(c, now))
+			if w := waiting[c.ID]; w != "" {
+				b.WriteString(" (" + w + ")")
+			}
+			b.WriteString("\n")
 		}
 		return b.String()
 	case "reserve":
