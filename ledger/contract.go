@@ -334,3 +334,45 @@ func cloneContracts(in map[string]*Contract) map[string]*Contract {
 	}
 	return out
 }
+
+const withdrawDomain = "cshare-offer-withdraw-v1\x00"
+
+// OfferWithdrawal is a host machine's signed statement that its offer is
+// withdrawn (offer rm): receivers drop the offer.
+type OfferWithdrawal struct {
+	Org     string `cbor:"org"`
+	Offer   string `cbor:"offer"`
+	Machine string `cbor:"machine"`
+	Sig     []byte `cbor:"sig,omitempty"`
+}
+
+func (w OfferWithdrawal) signedBytes() []byte {
+	w.Sig = nil
+	b, _ := encMode.Marshal(w)
+	return b
+}
+
+// SignOfferWithdrawal is the host machine's signer withdrawing offer id.
+func (s *Signer) SignOfferWithdrawal(org, id string) OfferWithdrawal {
+	w := OfferWithdrawal{Org: org, Offer: id, Machine: s.ID().String()}
+	w.Sig = s.SignBytes(withdrawDomain, w.signedBytes())
+	return w
+}
+
+// Verify checks that the machine it names signed the withdrawal for org.
+func (w OfferWithdrawal) Verify(org string) error {
+	if w.Org != org {
+		return fmt.Errorf("%w: withdrawal is for org %q, not %q", ErrMalformed, w.Org, org)
+	}
+	if w.Offer == "" || len(w.Offer) > 64 {
+		return fmt.Errorf("%w: withdrawal names offer %q", ErrMalformed, w.Offer)
+	}
+	k, err := edkey.OfID(w.Machine)
+	if err != nil {
+		return fmt.Errorf("%w: withdrawal machine %q: %v", ErrMalformed, w.Machine, err)
+	}
+	if !k.Verify(append([]byte(withdrawDomain), w.signedBytes()...), w.Sig) {
+		return fmt.Errorf("%w: withdrawal signature", ErrBadSignature)
+	}
+	return nil
+}

@@ -189,6 +189,7 @@ one signed ledger and schedule jobs together. Every command except
 		a.memberCmd(),
 		a.jobCmd(),
 		a.smartshareCmd(),
+		a.offerCmd(),
 		a.userCmd(),
 		a.versionCmd(),
 	)
