@@ -91,10 +91,7 @@ func (n *Node) joinOffers(org string, o *p2p.Org) error {
 
 // closeOffers leaves the offers topic.
 func (n *Node) closeOffers() {
-	if n.offerBk == nil {
-		return
-	}
-	b := n.offerBk
+	b := n.book()
 	b.mu.Lock()
 	t := b.topic
 	b.topic = nil
@@ -152,19 +149,18 @@ func (n *Node) checkOffer(org string, _ peer.ID, m *p2p.OfferMsg) *p2p.OfferVerd
 	case !o.Live(time.Now().UnixMilli()):
 		return &p2p.OfferVerdict{Reason: "expired", Ignore: true}
 	}
-	var fit error
-	known := false
+	var v *p2p.OfferVerdict
 	n.snapshot(func(st *ledger.State) {
-		known = st.Machines[o.Machine] != nil
-		fit = st.CheckOffer(o)
-	})
-	if fit != nil {
-		if !known {
-			return &p2p.OfferVerdict{Reason: p2p.IgnoreLagging, Ignore: true}
+		switch m := st.Machines[o.Machine]; {
+		case m == nil:
+			v = &p2p.OfferVerdict{Reason: p2p.IgnoreLagging, Ignore: true} // we may lag behind its registration
+		case m.Status != ledger.MachineApproved:
+			v = &p2p.OfferVerdict{Reason: p2p.ReasonNotApproved}
+		case st.CheckOffer(o) != nil:
+			v = &p2p.OfferVerdict{Reason: "no_resource"}
 		}
-		return &p2p.OfferVerdict{Reason: "no_resource"}
-	}
-	return nil
+	})
+	return v
 }
 
 func (n *Node) onOffer(m p2p.OfferMsg) {

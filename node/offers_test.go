@@ -1,11 +1,14 @@
 package node
 
 import (
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/market"
@@ -111,6 +114,18 @@ func TestCheckOffer(t *testing.T) {
 	big.CPUs = hw.CPUs + 1
 	old := good
 	old.Created, old.Until = now-2*market.Hour, now-market.Hour
+	priv, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger, err := ledger.NewSigner(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromStranger := stranger.SignOffer(org, good)
+	if v := n.checkOffer(org, n.id, &p2p.OfferMsg{Seq: 1, Offer: &fromStranger}); v == nil || !v.Ignore || v.Reason != p2p.IgnoreLagging {
+		t.Errorf("an offer by a machine not in the ledger: %+v, want ignored as lagging", v)
+	}
 	for _, tc := range []struct {
 		name   string
 		o      market.Offer
