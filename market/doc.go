@@ -72,7 +72,9 @@
 //     cores are never over-held, whatever the operations and their times
 //     (TestNoGPUHeldTwice); when entries follow one clock, the fold's
 //     checks alone keep requested and running contracts exclusive and
-//     Resolve has nothing to settle (TestClaimsExclusiveOnOneClock).
+//     Resolve has nothing to settle (TestClaimsExclusiveOnOneClock); when a
+//     renter's start races a newer contract on its GPU, the one that
+//     started first runs and the other waits (TestResolveClockAhead).
 //   - The same operations give the same contracts; Resolve, Reservations,
 //     Usage and Search do not depend on their input's order
 //     (TestDeterministic, TestSearch).

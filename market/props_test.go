@@ -411,3 +411,40 @@ func TestSearch(t *testing.T) {
 		}
 	})
 }
+
+// TestResolveClockAhead: the renter of a stopped contract starts it at a
+// time of their choosing while another contract holds its GPU by the
+// host's clock: at every time, exactly one of them runs when both claim
+// the GPU, and it is the one that started first.
+func TestResolveClockAhead(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		o := Offer{ID: "o", Machine: "m", GPUs: []GPU{{Index: 0, Name: "T4", MemoryMB: 1}}, CPUs: 4, MemoryMB: 1024, Price: 1, Until: 100 * Hour}
+		t0 := rapid.Int64Range(0, 10*Hour).Draw(t, "t0")
+		a := Open("a", 1, o, "alice", "h", Ask{GPUs: 1}, t0, nil, policy)
+		a, _ = Accept(a, t0, nil, policy)
+		t1 := t0 + rapid.Int64Range(0, 10*Hour).Draw(t, "stop")
+		a, _ = Stop(a, t1, policy)
+		t2 := t1 + rapid.Int64Range(0, 10*Hour).Draw(t, "b")
+		b := Open("b", 2, o, "bob", "h", Ask{GPUs: 1, Duration: rapid.Int64Range(Hour, 20*Hour).Draw(t, "for")}, t2, []Contract{a}, policy)
+		b, _ = Accept(b, t2, []Contract{a}, policy)
+		t3 := rapid.Int64Range(0, 90*Hour).Draw(t, "start")
+		if next, err := Start(a, t3, []Contract{a, b}, policy); err == nil {
+			a = next
+		}
+		cs := []Contract{a, b}
+		now := rapid.Int64Range(0, 100*Hour).Draw(t, "now")
+		exclusive(t, cs, now, false, false)
+		waiting := Resolve(cs, now, policy)
+		if a.State(now, policy) == StateRunning && b.State(now, policy) == StateRunning {
+			first, second := a, b
+			if b.Since < a.Since {
+				first, second = b, a
+			}
+			if waiting[first.ID] != "" || waiting[second.ID] == "" {
+				t.Fatalf("both claim at %s: waiting %v; %s started first", FormatDuration(now), waiting, first.ID)
+			}
+		} else if len(waiting) > 0 {
+			t.Fatalf("nothing to settle, yet %v wait", waiting)
+		}
+	})
+}
