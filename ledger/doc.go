@@ -37,6 +37,19 @@
 //     expiry, but never uses) and uses. An org key admits a pending machine
 //     (approved at once if the org does not require approval); an invite
 //     admits it approved, with its role.
+//   - Contracts (contract.go, issue 18): offers are gossiped, not written;
+//     a contract.request (a member, for themselves) carries the offer as its
+//     host machine signed it (SignOffer, verified against the machine's key
+//     and the org) and is folded by market.Open at its position: a request
+//     whose GPUs an earlier one holds is rejected there, naming it, so the
+//     first in ledger order wins on every node. contract.accept and
+//     contract.reject are the host machine's own; stop and start the
+//     renter's; extend the host person's; rm the renter's or the host's. A
+//     transition the contract's state does not allow has no effect
+//     (ErrMalformed). Times are the entries' own: accept and extend carry
+//     the host's clock. ContractReservations is what running contracts hold
+//     at a time, for SmartShare. Removing a person does not end their
+//     contracts: they run to their end.
 //   - Log: the DAG in its one total order, with the State folded from it.
 //   - ledger/store: Badger, blocks by CID (SyncWrites) and small metadata.
 //

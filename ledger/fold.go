@@ -9,6 +9,7 @@ import (
 	"github.com/cshare/cshare/internal/edkey"
 	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger/jobspec"
+	"github.com/cshare/cshare/market"
 )
 
 // RevokedAuthorError says an entry had no effect because its author had lost
@@ -208,6 +209,12 @@ func Apply(st *State, e *Entry) error {
 		if p.MaxCPUsLimit != nil {
 			set.SmartShare.MaxCPUsLimit = *p.MaxCPUsLimit
 		}
+		if p.MarketDeleteAfter != nil {
+			if *p.MarketDeleteAfter < 0 || *p.MarketDeleteAfter > market.MaxDuration {
+				return fmt.Errorf("%w: market.delete_after: %d ms; allowed 0 (48h) .. 10 years", ErrMalformed, *p.MarketDeleteAfter)
+			}
+			set.Market.DeleteAfter = *p.MarketDeleteAfter
+		}
 		if err := ValidateSettings(set.SmartShare); err != nil {
 			return fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
@@ -373,6 +380,8 @@ func Apply(st *State, e *Entry) error {
 			return err
 		}
 		return applyResults(st, e, author, p)
+	case KindContractRequest, KindContractAccept, KindContractReject, KindContractStop, KindContractStart, KindContractExtend, KindContractRm:
+		return applyContract(st, e, author, person)
 	}
 	return fmt.Errorf("%w: unknown kind %q", ErrMalformed, e.Kind)
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/fxamacker/cbor/v2"
+
+	"github.com/cshare/cshare/market"
 )
 
 // FuzzDecodeEntry: Decode never panics; it refuses with one of the sentinel
@@ -100,7 +102,8 @@ func FuzzApply(f *testing.F) {
 	actors := []*actor{w.owner, admin, mem, pend, newActor(f, 5)}
 	kinds := []string{KindGenesis, KindOrgUpdate, KindOrgKey, KindMachineReg, KindMachineApprove, KindMachineReject,
 		KindMachineRemove, KindMachineUpdate, KindMemberRole, KindMemberRemove, KindJobSubmit, KindJobModify,
-		KindJobCancel, KindJobResults, "no.such.kind"}
+		KindJobCancel, KindJobResults, "no.such.kind",
+		KindContractRequest, KindContractAccept, KindContractReject, KindContractStop, KindContractStart, KindContractExtend, KindContractRm}
 	seed := func(k int, who int, p any) {
 		b, err := EncodePayload(p)
 		if err != nil {
@@ -118,6 +121,15 @@ func FuzzApply(f *testing.F) {
 	seed(13, 0, JobResults{Job: job, Results: []ItemResult{{Item: 4, Code: 1}, {Item: 4}}})
 	seed(13, 0, JobResults{Job: job, Results: []ItemResult{{Item: -1 << 63}}})
 	seed(1, 1, OrgUpdate{MaxCPUsLimit: i64(-3)})
+	w.ok(w.owner, KindMachineUpdate, MachineUpdate{Hardware: Hardware{CPUs: 8, MemoryMB: 8192, DiskMB: 8192}})
+	offer := w.owner.s.SignOffer(w.org, market.Offer{CPUs: 8, MemoryMB: 8192, DiskMB: 8192, Price: 1, Created: 1_700_000_000_000, Until: 1_900_000_000_000})
+	creq := ContractRequest{Offer: offer, Ask: market.Ask{CPUs: 2}, Spec: ContractSpec{Image: "x"}}
+	contract := ContractIDFor(w.ok(mem, KindContractRequest, creq))
+	seed(15, 2, creq)
+	seed(16, 0, ContractRef{Contract: contract})
+	seed(17, 0, ContractReject{Contract: contract, Reason: "no"})
+	seed(20, 0, ContractExtend{Contract: contract, Duration: -1})
+	seed(1, 0, OrgUpdate{MarketDeleteAfter: i64(-1)})
 	base := w.log.State()
 	heads := w.heads()
 	f.Fuzz(func(t *testing.T, kind, who uint8, payload []byte) {

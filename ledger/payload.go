@@ -69,6 +69,7 @@ type OrgUpdate struct {
 	PreemptPolicy          *string `cbor:"preempt_policy,omitempty"`
 	DefaultMaxCPUs         *int64  `cbor:"default_max_cpus,omitempty"`
 	MaxCPUsLimit           *int64  `cbor:"max_cpus_limit,omitempty"`
+	MarketDeleteAfter      *int64  `cbor:"market_delete_after,omitempty"` // ms
 }
 
 // OrgKey rotates the org key: from this entry on, only capabilities of kind

@@ -6,6 +6,8 @@ import (
 	"sort"
 
 	"github.com/fxamacker/cbor/v2"
+
+	"github.com/cshare/cshare/market"
 )
 
 // Machine statuses recorded in the ledger. Liveness (available, busy,
@@ -45,6 +47,8 @@ type SmartShare struct {
 type Settings struct {
 	RequireMachineApproval bool       `cbor:"require_machine_approval" json:"require_machine_approval"`
 	SmartShare             SmartShare `cbor:"smartshare" json:"smartshare"`
+	// Market: market.delete_after (0: 48 hours).
+	Market market.Policy `cbor:"market" json:"market"`
 }
 
 // DefaultSettings are a new org's settings.
@@ -243,6 +247,10 @@ type State struct {
 	// any effect. DeletedAt is that entry's advisory time.
 	Deleted   bool  `cbor:"deleted"`
 	DeletedAt int64 `cbor:"deleted_at"`
+	// Contracts are the market's rentals by ID (issue 18); ContractSeq
+	// counts their requests, in ledger order.
+	Contracts   map[string]*Contract `cbor:"contracts"`
+	ContractSeq int64                `cbor:"contract_seq"`
 }
 
 // NewState is the empty state before genesis.
@@ -253,6 +261,8 @@ func NewState() *State {
 		CapUses:  map[string]int64{},
 		Jobs:     map[string]*Job{},
 		Revoked:  map[string]*Revocation{},
+
+		Contracts: map[string]*Contract{},
 	}
 }
 
@@ -301,6 +311,7 @@ func (s *State) Clone() *State {
 		r := *v
 		c.Revoked[k] = &r
 	}
+	c.Contracts = cloneContracts(s.Contracts)
 	return &c
 }
 
@@ -353,7 +364,7 @@ func (s *State) SortedJobs() []*Job {
 
 // weight estimates the cost of cloning the state, in items.
 func (s *State) weight() int {
-	w := len(s.Members) + len(s.Machines) + len(s.Revoked) + len(s.CapUses)
+	w := len(s.Members) + len(s.Machines) + len(s.Revoked) + len(s.CapUses) + len(s.Contracts)
 	for _, j := range s.Jobs {
 		w += 1 + len(j.Items) + len(j.Machines)
 	}

@@ -127,6 +127,9 @@ type Node struct {
 	exit    exitState         // the way out of the org (leave.go)
 
 	witnessed witnessBook // redemptions witnessed, their registers not yet seen (witness.go)
+
+	offerOnce sync.Once
+	offerBk   *offerBook // the market's offers (offers.go)
 }
 
 // Run starts a node and blocks until ctx is cancelled or the node is asked to
@@ -327,6 +330,7 @@ func (n *Node) Close() error {
 	o := n.org
 	n.org = nil
 	n.mu.Unlock()
+	n.closeOffers()
 	if o != nil {
 		o.Close()
 	}
@@ -411,6 +415,9 @@ func (n *Node) joinTopics(org string) error {
 	n.mu.Lock()
 	n.org = o
 	n.mu.Unlock()
+	if err := n.joinOffers(org, o); err != nil {
+		return err
+	}
 	if n.cfg.Discovery.MDNSEnabled() && !n.opts.DisableMDNS {
 		if err := n.host.StartMDNS(p2p.MDNSService(org)); err != nil {
 			n.log.Warn("no mDNS discovery on the local network", "err", err)

@@ -18,6 +18,7 @@ func (s *scheduler) buildInput(now time.Time) smartshare.Input {
 	in := smartshare.Input{Config: smartshare.Config{Mode: st.Settings.SmartShare.Mode, PreemptPolicy: st.Settings.SmartShare.PreemptPolicy,
 		DefaultMaxCPUs: int(st.Settings.SmartShare.DefaultMaxCPUs), MaxCPUsLimit: int(st.Settings.SmartShare.MaxCPUsLimit)}}
 	machines := map[string]int{}
+	reserved := contractReservations(st, now)
 	var hbs []p2p.Heartbeat
 	for _, m := range st.SortedMachines() {
 		if m.Status != ledger.MachineApproved {
@@ -27,7 +28,7 @@ func (s *scheduler) buildInput(now time.Time) smartshare.Input {
 		if !online || hb.Machine == "" {
 			continue
 		}
-		mc := machineCapacity(m)
+		mc := lessReserved(machineCapacity(m), reserved[m.ID])
 		slots := mc.Slots
 		in.Machines = append(in.Machines, mc)
 		machines[m.ID] = slots

@@ -256,3 +256,19 @@ func (c *Client) JobLogs(ctx context.Context, id string, item int64) ([]byte, er
 	err := c.do(ctx, http.MethodGet, fmt.Sprintf("/v1/jobs/%s/logs?item=%d", esc(id), item), nil, &out)
 	return out, err
 }
+
+// CreateOffer signs and publishes an offer for part of this machine.
+func (c *Client) CreateOffer(ctx context.Context, req OfferCreate) (OfferInfo, error) {
+	return post[OfferInfo](c, ctx, "/v1/offers", req)
+}
+
+// Offers lists the org's open offers matching query (the market's query
+// language), sorted by order ("price,gpus-").
+func (c *Client) Offers(ctx context.Context, query, order string) ([]OfferInfo, error) {
+	return get[[]OfferInfo](c, ctx, "/v1/offers?"+url.Values{"q": {query}, "o": {order}}.Encode())
+}
+
+// RemoveOffer withdraws one of this machine's offers.
+func (c *Client) RemoveOffer(ctx context.Context, id string) (OfferInfo, error) {
+	return post[OfferInfo](c, ctx, "/v1/offers/"+esc(id)+"/remove", nil)
+}

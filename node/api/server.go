@@ -223,6 +223,19 @@ func Handler(svc Service, token string) Mux {
 		}
 		return svc.JobLogs(ctx(r), r.PathValue("id"), item)
 	}))
+	mux.HandleFunc("POST /v1/offers", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req OfferCreate
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.CreateOffer(ctx(r), req)
+	}))
+	mux.HandleFunc("GET /v1/offers", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return svc.Offers(ctx(r), r.URL.Query().Get("q"), r.URL.Query().Get("o"))
+	}))
+	mux.HandleFunc("POST /v1/offers/{id}/remove", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return svc.RemoveOffer(ctx(r), r.PathValue("id"))
+	}))
 	return mux
 }
 

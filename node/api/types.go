@@ -352,6 +352,10 @@ type Service interface {
 	CancelJob(ctx context.Context, id string) (JobInfo, error)
 	JobLogs(ctx context.Context, id string, item int64) ([]byte, error)
 	JobItems(ctx context.Context, id string) ([]ItemInfo, error)
+
+	CreateOffer(ctx context.Context, req OfferCreate) (OfferInfo, error)
+	Offers(ctx context.Context, query, order string) ([]OfferInfo, error)
+	RemoveOffer(ctx context.Context, id string) (OfferInfo, error)
 }
 
 // StatusError is an error with an HTTP status, and the request field it is

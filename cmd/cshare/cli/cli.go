@@ -192,6 +192,7 @@ one signed ledger and schedule jobs together. Every command except
 		a.memberCmd(),
 		a.jobCmd(),
 		a.smartshareCmd(),
+		a.offerCmd(),
 		a.userCmd(),
 		a.versionCmd(),
 	)

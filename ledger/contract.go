@@ -1,0 +1,378 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/cshare/cshare/internal/edkey"
+	"github.com/cshare/cshare/ledger/jobspec"
+	"github.com/cshare/cshare/market"
+)
+
+// Contract entry kinds (issue 18). Offers are not entries: they are
+// gossiped, and a request carries the offer it takes, as its host machine
+// signed it.
+const (
+	KindContractRequest = "contract.request" // the renter (a person)
+	KindContractAccept  = "contract.accept"  // the host machine
+	KindContractReject  = "contract.reject"  // the host machine
+	KindContractStop    = "contract.stop"    // the renter
+	KindContractStart   = "contract.start"   // the renter
+	KindContractExtend  = "contract.extend"  // the host (its person)
+	KindContractRm      = "contract.rm"      // the renter or the host
+)
+
+const offerDomain = "cshare-offer-v1\x00"
+
+// SignedOffer is an offer as its host machine signed it: the offer (its
+// ID empty: the ID is derived from these bytes), the org it is made in,
+// and the machine's signature.
+type SignedOffer struct {
+	Org   string       `cbor:"org" json:"org"`
+	Offer market.Offer `cbor:"offer" json:"offer"`
+	Sig   []byte       `cbor:"sig,omitempty" json:"sig"`
+}
+
+func (so SignedOffer) signedBytes() []byte {
+	so.Sig, so.Offer.ID = nil, ""
+	b, _ := encMode.Marshal(so)
+	return b
+}
+
+// OfferID is the ID of the offer in so: the first 16 hex digits of the
+// SHA-256 of its signed bytes, so the same offer has the same ID on every
+// node and a changed offer a new one.
+func (so SignedOffer) OfferID() string {
+	sum := sha256.Sum256(so.signedBytes())
+	return hex.EncodeToString(sum[:8])
+}
+
+// SignOffer is the host machine's signer signing o for org. The offer's
+// Machine is the signer's ID; its ID is set.
+func (s *Signer) SignOffer(org string, o market.Offer) SignedOffer {
+	o.Machine, o.ID = s.ID().String(), ""
+	so := SignedOffer{Org: org, Offer: o}
+	so.Sig = s.SignBytes(offerDomain, so.signedBytes())
+	so.Offer.ID = so.OfferID()
+	return so
+}
+
+// Verify checks the offer's own figures and that the machine it names
+// signed it for org, and returns the offer with its ID. Whether that
+// machine is an approved machine of the org with that hardware is the
+// State's question (see CheckOffer).
+func (so SignedOffer) Verify(org string) (market.Offer, error) {
+	o := so.Offer
+	o.ID = so.OfferID()
+	if so.Org != org {
+		return o, fmt.Errorf("%w: offer is for org %q, not %q", ErrMalformed, so.Org, org)
+	}
+	if err := o.Check(); err != nil {
+		return o, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	k, err := edkey.OfID(o.Machine)
+	if err != nil {
+		return o, fmt.Errorf("%w: offer machine %q: %v", ErrMalformed, o.Machine, err)
+	}
+	if !k.Verify(append([]byte(offerDomain), so.signedBytes()...), so.Sig) {
+		return o, fmt.Errorf("%w: offer signature", ErrBadSignature)
+	}
+	return o, nil
+}
+
+// CheckOffer checks a verified offer against the state: its machine is an
+// approved machine of the org, and has what the offer includes.
+func (s *State) CheckOffer(o market.Offer) error {
+	m := s.Machines[o.Machine]
+	if m == nil || m.Status != MachineApproved {
+		return fmt.Errorf("offer machine %s is not an approved machine of the org", o.Machine)
+	}
+	return o.Fits(MarketHardware(m.Hardware))
+}
+
+// MarketHardware is a machine's hardware as the market sees it.
+func MarketHardware(h Hardware) market.Hardware {
+	out := market.Hardware{CPUs: h.CPUs, MemoryMB: h.MemoryMB, DiskMB: h.DiskMB}
+	for _, g := range h.GPUs {
+		out.GPUs = append(out.GPUs, market.GPU{Index: g.Index, Name: g.Name, MemoryMB: g.MemoryMB})
+	}
+	return out
+}
+
+// ContractSpec is what the renter runs: an image, its environment, a
+// command (empty: the image's own), and a command run at start.
+type ContractSpec struct {
+	Image   string            `cbor:"image" json:"image"`
+	Env     map[string]string `cbor:"env,omitempty" json:"env,omitempty"`
+	Cmd     []string          `cbor:"cmd,omitempty" json:"cmd,omitempty"`
+	OnStart string            `cbor:"onstart,omitempty" json:"onstart,omitempty"`
+}
+
+// ContractRequest is a renter's request for part of an offer.
+type ContractRequest struct {
+	Offer SignedOffer  `cbor:"offer"`
+	Ask   market.Ask   `cbor:"ask"`
+	Spec  ContractSpec `cbor:"spec"`
+	Nonce []byte       `cbor:"nonce,omitempty"`
+}
+
+// ContractRef names a contract (accept, stop, start, rm).
+type ContractRef struct {
+	Contract string `cbor:"contract"`
+}
+
+// ContractReject is the host machine's refusal, with its reason.
+type ContractReject struct {
+	Contract string `cbor:"contract"`
+	Reason   string `cbor:"reason"`
+}
+
+// ContractExtend moves a contract's end by Duration ms (the host's).
+type ContractExtend struct {
+	Contract string `cbor:"contract"`
+	Duration int64  `cbor:"duration"`
+}
+
+// Contract is a rental as the State holds it: the market's record (state
+// machine, allocation, times) and what the renter runs. Machine is the
+// renter's machine that wrote the request.
+type Contract struct {
+	market.Contract
+	Spec    ContractSpec `cbor:"spec" json:"spec"`
+	Machine string       `cbor:"machine" json:"machine"`
+}
+
+// ContractIDFor derives a short, stable contract ID from the request entry.
+func ContractIDFor(e *Entry) string {
+	d := e.cid.Hash()
+	if len(d) > 8 {
+		d = d[len(d)-6:]
+	}
+	return "c" + hex.EncodeToString(d)
+}
+
+// ValidateContractSpec checks what a contract runs; errors name the field.
+func ValidateContractSpec(s ContractSpec) error {
+	if s.Image == "" || len(s.Image) > 256 || strings.ContainsAny(s.Image, " \t\r\n\x00") {
+		return fmt.Errorf("image: %q; a Docker image reference, 1..256 characters without spaces", s.Image)
+	}
+	if len(s.Env) > 256 {
+		return fmt.Errorf("env: %d variables; at most 256", len(s.Env))
+	}
+	for _, k := range sortedKeys(s.Env) {
+		if err := jobspec.CheckEnvName(k); err != nil {
+			return err
+		}
+		if len(s.Env[k]) > 4096 {
+			return fmt.Errorf("env: %s's value is %d bytes; at most 4096", k, len(s.Env[k]))
+		}
+	}
+	if len(s.Cmd) > 0 {
+		if err := jobspec.CheckCmd(s.Cmd); err != nil {
+			return err
+		}
+	}
+	for _, a := range s.Cmd {
+		if len(a) > 4096 || strings.ContainsRune(a, 0) {
+			return fmt.Errorf("cmd: an argument of %d bytes; at most 4096, without NUL", len(a))
+		}
+	}
+	if len(s.OnStart) > 4096 || strings.ContainsRune(s.OnStart, 0) {
+		return fmt.Errorf("onstart: %d bytes; at most 4096, without NUL", len(s.OnStart))
+	}
+	return nil
+}
+
+// MarketPolicy is the org's market settings as the market core takes them.
+func (s *State) MarketPolicy() market.Policy { return s.Settings.Market }
+
+// SortedContracts lists contracts in ledger order (of their requests).
+func (s *State) SortedContracts() []*Contract {
+	out := make([]*Contract, 0, len(s.Contracts))
+	for _, c := range s.Contracts {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out
+}
+
+// MarketContracts is the market records of the contracts, in ledger order;
+// with machine set, only that machine's (as host).
+func (s *State) MarketContracts(machine string) []market.Contract {
+	var out []market.Contract
+	for _, c := range s.SortedContracts() {
+		if machine == "" || c.Offer.Machine == machine {
+			out = append(out, c.Contract)
+		}
+	}
+	return out
+}
+
+// ContractReservations is what running contracts hold at now, per host
+// machine (sorted by machine): SmartShare takes it out of the machine's
+// slots and resources before it plans. Every node computes the same from
+// the same State and now.
+func ContractReservations(st *State, now int64) []market.Reservation {
+	return market.Reservations(st.MarketContracts(""), now, st.MarketPolicy())
+}
+
+// applyContract folds the contract kinds; author is the machine that
+// signed e and person the person it acts for.
+func applyContract(st *State, e *Entry, author, person string) error {
+	p := st.MarketPolicy()
+	if e.Kind == KindContractRequest {
+		var r ContractRequest
+		if err := DecodePayload(e.Payload, &r); err != nil {
+			return err
+		}
+		o, err := r.Offer.Verify(st.Org)
+		if err != nil {
+			return err
+		}
+		if err := ValidateContractSpec(r.Spec); err != nil {
+			return fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		if len(r.Nonce) > 64 {
+			return fmt.Errorf("%w: nonce of %d bytes; at most 64", ErrMalformed, len(r.Nonce))
+		}
+		id := ContractIDFor(e)
+		if st.Contracts[id] != nil {
+			return fmt.Errorf("%w: contract %s exists", ErrMalformed, id)
+		}
+		host := st.PersonOf(o.Machine)
+		c := market.Open(id, st.ContractSeq+1, o, person, host, r.Ask, e.Time, st.MarketContracts(o.Machine), p)
+		if !c.Rejected {
+			if err := st.CheckOffer(o); err != nil {
+				c.Rejected, c.Reason, c.Alloc = true, err.Error(), market.Alloc{}
+			}
+		}
+		if st.Contracts == nil { // a state decoded from before contracts existed
+			st.Contracts = map[string]*Contract{}
+		}
+		st.ContractSeq++
+		st.Contracts[id] = &Contract{Contract: c, Spec: r.Spec, Machine: author}
+		return nil
+	}
+	var ref ContractRef
+	var rej ContractReject
+	var ext ContractExtend
+	var err error
+	switch e.Kind {
+	case KindContractReject:
+		err, ref.Contract = DecodePayload(e.Payload, &rej), rej.Contract
+	case KindContractExtend:
+		err, ref.Contract = DecodePayload(e.Payload, &ext), ext.Contract
+	default:
+		err = DecodePayload(e.Payload, &ref)
+	}
+	if err != nil {
+		return err
+	}
+	c := st.Contracts[ref.Contract]
+	if c == nil {
+		return fmt.Errorf("%w: unknown contract %q", ErrMalformed, ref.Contract)
+	}
+	var next market.Contract
+	switch e.Kind {
+	case KindContractAccept, KindContractReject:
+		if author != c.Offer.Machine {
+			return denied("only the host machine %s may %s contract %s", c.Offer.Machine, strings.TrimPrefix(e.Kind, "contract."), c.ID)
+		}
+		if e.Kind == KindContractAccept {
+			next, err = market.Accept(c.Contract, e.Time, st.MarketContracts(c.Offer.Machine), p)
+		} else {
+			next, err = market.Reject(c.Contract, rej.Reason, e.Time, p)
+		}
+	case KindContractStop, KindContractStart:
+		if person != c.Renter {
+			return denied("only the renter may %s contract %s", strings.TrimPrefix(e.Kind, "contract."), c.ID)
+		}
+		if e.Kind == KindContractStop {
+			next, err = market.Stop(c.Contract, e.Time, p)
+		} else {
+			next, err = market.Start(c.Contract, e.Time, st.MarketContracts(c.Offer.Machine), p)
+		}
+	case KindContractExtend:
+		if person != c.Host {
+			return denied("only the host may extend contract %s", c.ID)
+		}
+		next, err = market.Extend(c.Contract, ext.Duration, e.Time, p)
+	case KindContractRm:
+		if person != c.Renter && person != c.Host {
+			return denied("only the renter or the host may remove contract %s", c.ID)
+		}
+		next, err = market.Remove(c.Contract, e.Time, p)
+	default:
+		return fmt.Errorf("%w: unknown kind %q", ErrMalformed, e.Kind)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	nc := *c
+	nc.Contract = next
+	st.Contracts[c.ID] = &nc
+	return nil
+}
+
+// cloneContracts deep-copies the contracts (for checkpoints).
+func cloneContracts(in map[string]*Contract) map[string]*Contract {
+	out := make(map[string]*Contract, len(in))
+	for k, v := range in {
+		c := *v
+		c.Contract = v.Contract.Clone()
+		c.Spec.Cmd = append([]string(nil), v.Spec.Cmd...)
+		if v.Spec.Env != nil {
+			c.Spec.Env = make(map[string]string, len(v.Spec.Env))
+			for ek, ev := range v.Spec.Env {
+				c.Spec.Env[ek] = ev
+			}
+		}
+		out[k] = &c
+	}
+	return out
+}
+
+const withdrawDomain = "cshare-offer-withdraw-v1\x00"
+
+// OfferWithdrawal is a host machine's signed statement that its offer is
+// withdrawn (offer rm): receivers drop the offer.
+type OfferWithdrawal struct {
+	Org     string `cbor:"org"`
+	Offer   string `cbor:"offer"`
+	Machine string `cbor:"machine"`
+	Sig     []byte `cbor:"sig,omitempty"`
+}
+
+func (w OfferWithdrawal) signedBytes() []byte {
+	w.Sig = nil
+	b, _ := encMode.Marshal(w)
+	return b
+}
+
+// SignOfferWithdrawal is the host machine's signer withdrawing offer id.
+func (s *Signer) SignOfferWithdrawal(org, id string) OfferWithdrawal {
+	w := OfferWithdrawal{Org: org, Offer: id, Machine: s.ID().String()}
+	w.Sig = s.SignBytes(withdrawDomain, w.signedBytes())
+	return w
+}
+
+// Verify checks that the machine it names signed the withdrawal for org.
+func (w OfferWithdrawal) Verify(org string) error {
+	if w.Org != org {
+		return fmt.Errorf("%w: withdrawal is for org %q, not %q", ErrMalformed, w.Org, org)
+	}
+	if w.Offer == "" || len(w.Offer) > 64 {
+		return fmt.Errorf("%w: withdrawal names offer %q", ErrMalformed, w.Offer)
+	}
+	k, err := edkey.OfID(w.Machine)
+	if err != nil {
+		return fmt.Errorf("%w: withdrawal machine %q: %v", ErrMalformed, w.Machine, err)
+	}
+	if !k.Verify(append([]byte(withdrawDomain), w.signedBytes()...), w.Sig) {
+		return fmt.Errorf("%w: withdrawal signature", ErrBadSignature)
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package node
+
+import (
+	"time"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/market"
+	"github.com/cshare/cshare/smartshare"
+)
+
+// contractReservations is what running contracts hold at now, by host
+// machine, computed from the ledger alone so every node takes the same out
+// of the same machines before SmartShare plans (issue 18, DESIGN §11).
+func contractReservations(st *ledger.State, now time.Time) map[string]market.Reservation {
+	out := map[string]market.Reservation{}
+	for _, r := range ledger.ContractReservations(st, now.UnixMilli()) {
+		out[r.Machine] = r
+	}
+	return out
+}
+
+// lessReserved is a machine's capacity for jobs once its running contracts
+// have what they hold: a slot per whole core of their CPU baselines, the
+// cores, memory and GPUs. A declared resource the contracts take entirely
+// leaves the machine no slot (0 would read as "not declared").
+func lessReserved(mc smartshare.Machine, r market.Reservation) smartshare.Machine {
+	if r.Contracts == 0 {
+		return mc
+	}
+	mc.Slots = max(0, mc.Slots-int(r.Slots))
+	mc.GPUs = max(0, mc.GPUs-len(r.GPUs))
+	if mc.Cores > 0 {
+		if mc.Cores -= r.CPUMilli; mc.Cores <= 0 {
+			mc.Cores, mc.Slots = 1, 0
+		}
+	}
+	if mc.MemoryMB > 0 {
+		if mc.MemoryMB -= r.MemoryMB; mc.MemoryMB <= 0 {
+			mc.MemoryMB, mc.Slots = 1, 0
+		}
+	}
+	return mc
+}
