@@ -4,6 +4,9 @@ package e2e
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -132,6 +135,13 @@ func TestPeopleThroughTheCLI(t *testing.T) {
 		p.oneLineErr("", "job", "logs", oj)
 		p.oneLineErr("", "job", "show", oj)
 	}
+	// The dashboard shows the member the same.
+	if page := dashboardOf(t, mo1); strings.Contains(page, oj) || !strings.Contains(page, mj) {
+		t.Fatalf("member's dashboard: want %s and not %s", mj, oj)
+	}
+	if page := dashboardOf(t, owner); !strings.Contains(page, oj) || !strings.Contains(page, mj) {
+		t.Fatalf("owner's dashboard lacks a job")
+	}
 	if out := mo2.must("job", "logs", mj); !strings.Contains(out, "mo-out") {
 		t.Fatalf("mo's own logs from the other machine: %q", out)
 	}
@@ -234,4 +244,29 @@ func orgOf(p *proc) string {
 		return "-"
 	}
 	return st.Org
+}
+
+// dashboardOf fetches p's dashboard page.
+func dashboardOf(t *testing.T, p *proc) string {
+	t.Helper()
+	addr, err := os.ReadFile(filepath.Join(p.dir, "api.addr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := os.ReadFile(filepath.Join(p.dir, "api.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "http://"+strings.TrimSpace(string(addr))+"/", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("dashboard: %d %v", resp.StatusCode, err)
+	}
+	return string(b)
 }
