@@ -373,6 +373,18 @@ func Apply(st *State, e *Entry) error {
 			return err
 		}
 		return applyResults(st, e, author, p)
+	case KindDatasetAdd:
+		var p DatasetAdd
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		return applyDatasetAdd(st, e, author, person, p)
+	case KindDatasetRm:
+		var p DatasetRef
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		return applyDatasetRm(st, person, p)
 	}
 	return fmt.Errorf("%w: unknown kind %q", ErrMalformed, e.Kind)
 }

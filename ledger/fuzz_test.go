@@ -100,7 +100,7 @@ func FuzzApply(f *testing.F) {
 	actors := []*actor{w.owner, admin, mem, pend, newActor(f, 5)}
 	kinds := []string{KindGenesis, KindOrgUpdate, KindOrgKey, KindMachineReg, KindMachineApprove, KindMachineReject,
 		KindMachineRemove, KindMachineUpdate, KindMemberRole, KindMemberRemove, KindJobSubmit, KindJobModify,
-		KindJobCancel, KindJobResults, "no.such.kind"}
+		KindJobCancel, KindJobResults, "no.such.kind", KindDatasetAdd, KindDatasetRm}
 	seed := func(k int, who int, p any) {
 		b, err := EncodePayload(p)
 		if err != nil {
@@ -118,6 +118,8 @@ func FuzzApply(f *testing.F) {
 	seed(13, 0, JobResults{Job: job, Results: []ItemResult{{Item: 4, Code: 1}, {Item: 4}}})
 	seed(13, 0, JobResults{Job: job, Results: []ItemResult{{Item: -1 << 63}}})
 	seed(1, 1, OrgUpdate{MaxCPUsLimit: i64(-3)})
+	seed(15, 2, DatasetAdd{Name: "d", CID: "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku", Size: 0, Blocks: 1, Access: AccessOrg})
+	seed(16, 2, DatasetRef{Name: "d"})
 	base := w.log.State()
 	heads := w.heads()
 	f.Fuzz(func(t *testing.T, kind, who uint8, payload []byte) {

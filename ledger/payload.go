@@ -19,6 +19,8 @@ const (
 	KindJobCancel      = "job.cancel"
 	KindJobResults     = "job.results"
 	KindMerge          = "ledger.merge"
+	KindDatasetAdd     = "dataset.add"
+	KindDatasetRm      = "dataset.rm"
 )
 
 // Merge is the empty payload of a ledger.merge entry, which an approved

@@ -243,6 +243,8 @@ type State struct {
 	// any effect. DeletedAt is that entry's advisory time.
 	Deleted   bool  `cbor:"deleted"`
 	DeletedAt int64 `cbor:"deleted_at"`
+	// Datasets by name (nil until the first dataset.add).
+	Datasets map[string]*Dataset `cbor:"datasets,omitempty"`
 }
 
 // NewState is the empty state before genesis.
@@ -301,6 +303,7 @@ func (s *State) Clone() *State {
 		r := *v
 		c.Revoked[k] = &r
 	}
+	c.Datasets = cloneDatasets(s.Datasets)
 	return &c
 }
 
