@@ -127,6 +127,8 @@ type Node struct {
 	exit    exitState         // the way out of the org (leave.go)
 
 	witnessed witnessBook // redemptions witnessed, their registers not yet seen (witness.go)
+
+	ds datasets // blocks, imports, exchange (datasets.go, dsexchange.go)
 }
 
 // Run starts a node and blocks until ctx is cancelled or the node is asked to
@@ -238,6 +240,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if n.store, err = store.Open(filepath.Join(opts.DataDir, "ledger"), log); err != nil {
 		return nil, err
 	}
+	n.ds = newDatasets(n.store)
 	if err := n.openReplica(); err != nil {
 		return nil, err
 	}
@@ -261,6 +264,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	p2p.ServeLogs(n.host.LibP2P(), (*logSource)(n))
 	p2p.ServeWitness(n.host.LibP2P(), (*witnessSource)(n))
 	p2p.ServeTombstones(n.host.LibP2P(), tombstoneDir(filepath.Join(opts.DataDir, tombstonesDir)))
+	n.startExchange()
 	if err := n.initRuntime(); err != nil {
 		return nil, err
 	}
@@ -331,6 +335,9 @@ func (n *Node) Close() error {
 		o.Close()
 	}
 	var err error
+	if n.ds.xch != nil {
+		_ = n.ds.xch.x.Close()
+	}
 	if n.host != nil {
 		err = n.host.Close()
 	}

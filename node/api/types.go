@@ -351,6 +351,13 @@ type Service interface {
 	CancelJob(ctx context.Context, id string) (JobInfo, error)
 	JobLogs(ctx context.Context, id string, item int64) ([]byte, error)
 	JobItems(ctx context.Context, id string) ([]ItemInfo, error)
+
+	AddDataset(ctx context.Context, req DatasetAdd) (DatasetInfo, error)
+	DatasetProgress(ctx context.Context, id string) (DatasetProgress, error)
+	Datasets(ctx context.Context) ([]DatasetInfo, error)
+	Dataset(ctx context.Context, ref string) (DatasetInfo, error) // ref: a name or a CID
+	RemoveDataset(ctx context.Context, ref string) (DatasetInfo, error)
+	GetDataset(ctx context.Context, ref string, req DatasetGet) (DatasetInfo, error)
 }
 
 // StatusError is an error with an HTTP status, and the request field it is
@@ -397,4 +404,42 @@ func FormatTime(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// DatasetAdd asks the node to import a file or directory it can read (an
+// absolute path on the node's machine) and record it in the ledger.
+// Progress, when set, is an ID under which the node reports the bytes read
+// so far (GET /v1/datasets/progress/{id}).
+type DatasetAdd struct {
+	Path     string `json:"path"`
+	Name     string `json:"name,omitempty"`
+	Private  bool   `json:"private,omitempty"`
+	Progress string `json:"progress,omitempty"`
+}
+
+// DatasetInfo is a dataset as the API shows it. Holders are the online
+// machines of the org that hold every block (show only); Local says whether
+// this machine does.
+type DatasetInfo struct {
+	Name      string   `json:"name"`
+	CID       string   `json:"cid"`
+	Size      int64    `json:"size"`
+	Blocks    int64    `json:"blocks"`
+	Access    string   `json:"access"`
+	Owner     string   `json:"owner"`
+	OwnerName string   `json:"owner_name,omitempty"`
+	Added     string   `json:"added"`
+	Local     bool     `json:"local"`
+	Holders   []string `json:"holders,omitempty"`
+}
+
+// DatasetProgress is how far an import has read.
+type DatasetProgress struct {
+	Done int64 `json:"done"`
+}
+
+// DatasetGet asks the node to fetch a dataset and write it to Out, an
+// absolute path on the node's machine that does not exist yet.
+type DatasetGet struct {
+	Out string `json:"out"`
 }

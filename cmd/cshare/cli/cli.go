@@ -191,6 +191,7 @@ one signed ledger and schedule jobs together. Every command except
 		a.smartshareCmd(),
 		a.userCmd(),
 		a.versionCmd(),
+		a.datasetCmd(),
 	)
 	return root
 }
