@@ -66,10 +66,6 @@ func NewExchange(ctx context.Context, h host.Host, bs *Blockstore, allow Allow) 
 	b := bitswap.New(ctx, net, nil, vb,
 		bitswap.WithPeerBlockRequestFilter(func(p peer.ID, c cid.Cid) bool { return allow(p, c) }),
 		bitswap.SetSendDontHaves(true),
-		bitswap.MaxOutstandingBytesPerPeer(8<<20),
-		bitswap.EngineBlockstoreWorkerCount(16),
-		bitswap.TaskWorkerCount(16),
-		bitswap.WithTargetMessageSize(4<<20),
 	)
 	return &Exchange{bs: b, store: bs, serv: blockservice.New(vb, b)}
 }

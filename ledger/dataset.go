@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"fmt"
+	"path"
 	"sort"
 
 	"github.com/cshare/cshare/internal/text"
@@ -144,4 +145,78 @@ func cloneDatasets(m map[string]*Dataset) map[string]*Dataset {
 		out[k] = &d
 	}
 	return out
+}
+
+// DatasetMount mounts a dataset into a job's instances, read-only, at Path.
+// Name is the dataset's name when the job was submitted (for people to
+// read); CID is what is mounted.
+type DatasetMount struct {
+	Name string `cbor:"name" json:"name"`
+	CID  string `cbor:"cid" json:"cid"`
+	Path string `cbor:"path" json:"path"`
+}
+
+// MaxDatasetMounts bounds a job's dataset mounts.
+const MaxDatasetMounts = 16
+
+// ValidateDatasetMounts checks a job's dataset mounts: a valid root CID each,
+// an absolute clean mount path other than /, no path twice.
+func ValidateDatasetMounts(ms []DatasetMount) error {
+	if len(ms) > MaxDatasetMounts {
+		return fmt.Errorf("datasets: %d mounts; allowed: at most %d", len(ms), MaxDatasetMounts)
+	}
+	seen := map[string]bool{}
+	for i, m := range ms {
+		field := fmt.Sprintf("datasets[%d]", i)
+		if _, err := CheckDatasetCID(field+".cid", m.CID); err != nil {
+			return err
+		}
+		if m.Name != "" {
+			if err := text.CheckName(field+".name", m.Name); err != nil {
+				return err
+			}
+		}
+		if err := CheckMountPath(field+".path", m.Path); err != nil {
+			return err
+		}
+		if seen[m.Path] {
+			return fmt.Errorf("%s.path: %s is mounted twice; allowed: one dataset per path", field, text.Quote(m.Path))
+		}
+		seen[m.Path] = true
+	}
+	return nil
+}
+
+// CheckMountPath checks a mount path: absolute, clean, not /, one line.
+func CheckMountPath(field, p string) error {
+	if p == "" || p[0] != '/' {
+		return fmt.Errorf("%s: %s is not absolute; allowed: an absolute path such as /data", field, text.Quote(p))
+	}
+	if p == "/" || path.Clean(p) != p || len(p) > 256 {
+		return fmt.Errorf("%s: %s; allowed: a clean absolute path other than /, at most 256 bytes", field, text.Quote(p))
+	}
+	for _, r := range p {
+		if text.Unsafe(r) || r == ':' || r == ',' {
+			return fmt.Errorf("%s: %s holds %U; allowed: printable characters other than : and ,", field, text.Quote(p), r)
+		}
+	}
+	return nil
+}
+
+// checkJobDatasets: every mounted CID is the root of a dataset the submitter
+// may read.
+func checkJobDatasets(st *State, person string, ms []DatasetMount) error {
+	for _, m := range ms {
+		ok := false
+		for _, d := range st.DatasetsByCID(m.CID) {
+			if st.CanReadDataset(person, d) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return denied("job mounts %s, which is not a dataset its submitter may read", m.CID)
+		}
+	}
+	return nil
 }

@@ -90,6 +90,9 @@ func ValidateJobSpec(s JobSpec) error {
 			return err
 		}
 	}
+	if err := ValidateDatasetMounts(s.Datasets); err != nil {
+		return err
+	}
 	if s.MaxCPUs != nil {
 		if err := jobspec.CheckMaxCPUs(*s.MaxCPUs); err != nil {
 			return err
@@ -318,6 +321,9 @@ func Apply(st *State, e *Entry) error {
 		}
 		if err := ValidateJobSpec(p); err != nil {
 			return fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+		if err := checkJobDatasets(st, person, p.Datasets); err != nil {
+			return err
 		}
 		id := JobIDFor(e)
 		if st.Jobs[id] != nil {

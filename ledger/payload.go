@@ -164,6 +164,8 @@ type JobSpec struct {
 	MaxCPUs    *int64            `cbor:"max_cpus,omitempty" json:"max_cpus,omitempty"` // nil: org default; -1: "*"
 	Retries    int64             `cbor:"retries,omitempty" json:"retries,omitempty"`
 	Nonce      []byte            `cbor:"nonce,omitempty" json:"-"`
+	// Datasets are mounted read-only into every instance (dataset.go).
+	Datasets []DatasetMount `cbor:"datasets,omitempty" json:"datasets,omitempty"`
 }
 
 // JobModify changes a job (qbmodify); nil fields are left alone.

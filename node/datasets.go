@@ -144,13 +144,15 @@ func (n *Node) AddDataset(ctx context.Context, req api.DatasetAdd) (api.DatasetI
 			n.ds.mu.Unlock()
 		}()
 	}
+	// Held until the entry is written: the collector must not take the
+	// new blocks, which no dataset of the ledger reaches before it.
 	n.ds.adding.RLock()
+	defer n.ds.adding.RUnlock()
 	res, err := dataset.Import(ctx, n.ds.blocks, path, func(d int64) {
 		if done != nil {
 			done.Store(d)
 		}
 	})
-	n.ds.adding.RUnlock()
 	if errors.Is(err, dataset.ErrPath) {
 		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "path", "%s", strings.TrimPrefix(err.Error(), "dataset: bad path: "))
 	}
@@ -284,6 +286,10 @@ func (n *Node) GetDataset(ctx context.Context, ref string, req api.DatasetGet) (
 // collectDatasets deletes the dataset blocks no dataset of the ledger
 // reaches (all of them once the org is deleted).
 func (n *Node) collectDatasets(ctx context.Context) error {
+	// The roots are read under the lock: an import or fetch that held it
+	// has its entry in the ledger by now.
+	n.ds.adding.Lock()
+	defer n.ds.adding.Unlock()
 	var roots []cid.Cid
 	n.snapshot(func(st *ledger.State) {
 		if st.Deleted {
@@ -295,8 +301,6 @@ func (n *Node) collectDatasets(ctx context.Context) error {
 			}
 		}
 	})
-	n.ds.adding.Lock()
-	defer n.ds.adding.Unlock()
 	keep := map[cid.Cid]bool{}
 	for _, r := range roots {
 		if err := dataset.Walk(ctx, n.ds.blocks, r, func(c cid.Cid, _ bool) error { keep[c] = true; return nil }); err != nil {
@@ -320,4 +324,34 @@ func (n *Node) collectDatasets(ctx context.Context) error {
 
 func newDatasets(s *store.Store) datasets {
 	return datasets{blocks: dataset.NewBlockstore(s), progress: map[string]*atomic.Int64{}}
+}
+
+// datasetLoop collects the blocks and materialised trees of removed datasets
+// (whoever removed them) when the ledger's datasets change, and trees of
+// ended jobs.
+func (n *Node) datasetLoop() {
+	t := time.NewTicker(max(n.interval, 2*time.Second))
+	defer t.Stop()
+	last := ""
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		var key string
+		n.snapshot(func(st *ledger.State) {
+			key = datasetsKey(st)
+			if st.Deleted {
+				key = "\x00deleted"
+			}
+		})
+		if key != last {
+			if err := n.collectDatasets(n.ctx); err != nil && n.ctx.Err() == nil {
+				n.log.Warn("dataset blocks not collected", "err", err)
+			}
+			last = key
+		}
+		n.collectMaterialised(n.ctx)
+	}
 }

@@ -128,7 +128,8 @@ type Node struct {
 
 	witnessed witnessBook // redemptions witnessed, their registers not yet seen (witness.go)
 
-	ds datasets // blocks, imports, exchange (datasets.go, dsexchange.go)
+	ds datasets   // blocks, imports, exchange (datasets.go, dsexchange.go)
+	jf jobFetches // datasets fetched for jobs (dsjobs.go)
 }
 
 // Run starts a node and blocks until ctx is cancelled or the node is asked to
@@ -287,6 +288,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	go n.heartbeatLoop()
 	go n.redialLoop()
 	n.startScheduler()
+	n.spawn(n.datasetLoop)
 	ok = true
 	log.Info("node started", "id", n.id.String(), "api", n.apiAddr, "org", n.orgID(), "data_dir", opts.DataDir)
 	n.checkExit() // removed, or the org deleted, while this node was down

@@ -15,41 +15,42 @@ var dataPrefix = []byte("d/")
 
 func dataKey(c cid.Cid) []byte { return append(append([]byte(nil), dataPrefix...), c.Bytes()...) }
 
-// PutDataBlocks stores dataset blocks, skipping those already stored, in as
-// few transactions as Badger allows. It returns how many were new.
+// PutDataBlocks stores dataset blocks durably, skipping those already
+// stored, and returns how many were new. It writes through a Badger
+// WriteBatch: many blocks per synced write, which a transaction (capped at a
+// fraction of the memtable) cannot hold.
 func (s *Store) PutDataBlocks(bs []Block) (int, error) {
-	fresh := 0
-	for len(bs) > 0 {
-		txn := s.db.NewTransaction(true)
-		n := 0
-		for ; n < len(bs); n++ {
-			k := dataKey(bs[n].CID)
-			if _, err := txn.Get(k); err == nil {
+	fresh := make([]Block, 0, len(bs))
+	err := s.db.View(func(txn *badger.Txn) error {
+		for _, b := range bs {
+			_, err := txn.Get(dataKey(b.CID))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				fresh = append(fresh, b)
 				continue
-			} else if !errors.Is(err, badger.ErrKeyNotFound) {
-				txn.Discard()
-				return fresh, fmt.Errorf("store: data put: %w", err)
-			}
-			err := txn.Set(k, bs[n].Data)
-			if errors.Is(err, badger.ErrTxnTooBig) {
-				break
 			}
 			if err != nil {
-				txn.Discard()
-				return fresh, fmt.Errorf("store: data put: %w", err)
+				return err
 			}
-			fresh++
 		}
-		if n == 0 {
-			txn.Discard()
-			return fresh, fmt.Errorf("store: data block too large")
-		}
-		if err := txn.Commit(); err != nil {
-			return fresh, fmt.Errorf("store: data commit: %w", err)
-		}
-		bs = bs[n:]
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("store: data put: %w", err)
 	}
-	return fresh, nil
+	if len(fresh) == 0 {
+		return 0, nil
+	}
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, b := range fresh {
+		if err := wb.Set(dataKey(b.CID), b.Data); err != nil {
+			return 0, fmt.Errorf("store: data put: %w", err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return 0, fmt.Errorf("store: data put: %w", err)
+	}
+	return len(fresh), nil
 }
 
 // DataBlock returns a dataset block's bytes, or ErrNotFound.
@@ -114,6 +115,9 @@ func (s *Store) DeleteDataBlocks(cs []cid.Cid) error {
 			return fmt.Errorf("store: data commit: %w", err)
 		}
 		cs = cs[n:]
+	}
+	// Give the value log's space back (each call rewrites at most one file).
+	for s.db.RunValueLogGC(0.5) == nil {
 	}
 	return nil
 }

@@ -220,6 +220,8 @@ type JobSubmit struct {
 	CPUs       int64             `json:"cpus,omitempty"`        // primary instances; 0 = 1
 	MaxCPUs    *int64            `json:"max_cpus,omitempty"`    // nil = the org's default; -1 = "*"
 	Retries    int64             `json:"retries,omitempty"`
+	// Datasets are "NAME|CID:/path" mounts, read-only in every instance.
+	Datasets []string `json:"datasets,omitempty"`
 }
 
 // JobSubmitted answers POST /v1/jobs: the job, and warnings about it, such
@@ -283,6 +285,14 @@ type JobInfo struct {
 	Submitted     string         `json:"submitted"`
 	SubmitterName string         `json:"submitter_name,omitempty"`
 	Ended         string         `json:"ended,omitempty"`
+	Datasets      []DatasetMount `json:"datasets,omitempty"`
+}
+
+// DatasetMount is a dataset a job mounts read-only at Path.
+type DatasetMount struct {
+	Name string `json:"name"`
+	CID  string `json:"cid"`
+	Path string `json:"path"`
 }
 
 // ItemInfo is one agenda item (job show --items, logs).
