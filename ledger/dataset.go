@@ -50,7 +50,7 @@ type Dataset struct {
 func CheckDatasetCID(field, s string) (cid.Cid, error) {
 	c, err := cid.Decode(s)
 	if err != nil {
-		return cid.Undef, fmt.Errorf("%s: %q is not a CID; allowed: a CIDv1 such as bafy...", field, s)
+		return cid.Undef, fmt.Errorf("%s: %q is not a CID; allowed: a CIDv1, as cshare dataset add prints it", field, s)
 	}
 	if c.Version() != 1 || (c.Type() != cid.DagProtobuf && c.Type() != cid.Raw) || c.Prefix().MhType != multihash.SHA2_256 {
 		return cid.Undef, fmt.Errorf("%s: %s is not a sha2-256 CIDv1 of dag-pb or raw; allowed: what `cshare dataset add` prints", field, s)

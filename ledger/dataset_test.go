@@ -62,3 +62,36 @@ func TestValidateDatasetAdd(t *testing.T) {
 		}
 	}
 }
+
+func TestJobDatasetMounts(t *testing.T) {
+	w := newWorld(t)
+	mem := w.member(3, RoleMember)
+	other := w.member(4, RoleMember)
+	w.ok(mem, KindDatasetAdd, DatasetAdd{Name: "pub", CID: emptyCID, Size: 0, Blocks: 1, Access: AccessOrg})
+	const privCID = "bafkreigrnpjc64mwyctq6sysvifssdcmjlhm2xlluniozscep667jq4btm"
+	w.ok(mem, KindDatasetAdd, DatasetAdd{Name: "priv", CID: privCID, Size: 1, Blocks: 1, Access: AccessPrivate})
+	spec := func(ms ...DatasetMount) JobSpec {
+		return JobSpec{Driver: "exec", Cmd: []string{"true"}, RangeStart: 1, RangeEnd: 1, Priority: 5, CPUs: 1,
+			Nonce: []byte{byte(w.tick())}, Datasets: ms}
+	}
+	e := w.ok(other, KindJobSubmit, spec(DatasetMount{Name: "pub", CID: emptyCID, Path: "/data"}))
+	if j := w.log.State().Jobs[JobIDFor(e)]; len(j.Spec.Datasets) != 1 || j.Spec.Datasets[0].Path != "/data" {
+		t.Fatalf("job mounts %+v", j.Spec.Datasets)
+	}
+	// A private dataset only its owner (and admins) may mount.
+	w.denied(ErrNotAuthority, other, KindJobSubmit, spec(DatasetMount{Name: "priv", CID: privCID, Path: "/data"}))
+	w.ok(mem, KindJobSubmit, spec(DatasetMount{Name: "priv", CID: privCID, Path: "/data"}))
+	// A CID no dataset has.
+	w.denied(ErrNotAuthority, mem, KindJobSubmit, spec(DatasetMount{CID: "bafkreifmuv4hv3zov72xynyt6hy43abjmb4k56lopiserzjwnnruvyibdi", Path: "/x"}))
+	for _, bad := range [][]DatasetMount{
+		{{CID: emptyCID, Path: "data"}},
+		{{CID: emptyCID, Path: "/"}},
+		{{CID: emptyCID, Path: "/a/../b"}},
+		{{CID: emptyCID, Path: "/a"}, {CID: emptyCID, Path: "/a"}},
+		{{CID: "nope", Path: "/a"}},
+	} {
+		if _, err := w.write(mem, KindJobSubmit, spec(bad...)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("mounts %+v: %v, want malformed", bad, err)
+		}
+	}
+}

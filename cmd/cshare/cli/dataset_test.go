@@ -163,3 +163,18 @@ func TestProgressBar(t *testing.T) {
 		}
 	}
 }
+
+func TestJobSubmitDataset(t *testing.T) {
+	n := startNode(t)
+	r := n.run("job", "submit", "--dataset", "imagenet:/data", "--dataset", dsCID+":/big", "--", "true")
+	if r.code != 0 {
+		t.Fatalf("submit: %+v", r)
+	}
+	if got := n.submit.Datasets; len(got) != 2 || got[0] != "imagenet:/data" || got[1] != dsCID+":/big" {
+		t.Fatalf("sent datasets %v", got)
+	}
+	r = n.run("job", "submit", "--dataset", "imagenet:data", "--", "true")
+	if r.code != 2 || !strings.Contains(r.stderr, "--dataset") {
+		t.Fatalf("relative mount path: %+v", r)
+	}
+}

@@ -336,6 +336,9 @@ func printJob(a *app, j api.JobInfo) error {
 	if j.Ended != "" {
 		pairs = append(pairs, [2]string{"ended", j.Ended})
 	}
+	for _, d := range j.Datasets {
+		pairs = append(pairs, [2]string{"dataset", fmt.Sprintf("%s (%s) at %s, read-only", d.Name, d.CID, d.Path)})
+	}
 	if j.Reason != "" {
 		pairs = append(pairs, [2]string{"reason", j.Reason})
 	}

@@ -1,0 +1,108 @@
+package node
+
+import (
+	"bytes"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/api"
+)
+
+// Three machines, each its own person: n0 adds an org-wide and a private
+// dataset; n1 fetches the org-wide one from n0 (byte for byte), may not read
+// the private one, nor remove n0's; n0 removes one and every machine drops
+// its blocks.
+func TestDatasetsMesh(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 3, interval: 200 * time.Millisecond})
+	m.formOrg()
+	ctx := ctxT(t)
+	n0, n1 := m.nodes[0].Node, m.nodes[1].Node
+
+	src := filepath.Join(t.TempDir(), "set")
+	if err := os.MkdirAll(filepath.Join(src, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 40000) // 640 KB: 3 chunks
+	if err := os.WriteFile(filepath.Join(src, "sub", "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Bad input: one line each, nothing written.
+	for _, c := range []struct {
+		req  api.DatasetAdd
+		code int
+	}{
+		{api.DatasetAdd{Path: "relative"}, http.StatusBadRequest},
+		{api.DatasetAdd{Path: filepath.Join(src, "missing")}, http.StatusBadRequest},
+		{api.DatasetAdd{Path: src, Name: "bad\x1bname"}, http.StatusBadRequest},
+	} {
+		if _, err := n0.AddDataset(ctx, c.req); statusCode(err) != c.code {
+			t.Errorf("add %+v: %v, want %d", c.req, err, c.code)
+		}
+	}
+
+	d, err := n0.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n0.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"}); statusCode(err) != http.StatusConflict {
+		t.Fatalf("taken name: %v", err)
+	}
+	priv, err := n0.AddDataset(ctx, api.DatasetAdd{Path: filepath.Join(src, "a.txt"), Name: "mine", Private: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "n1 sees the datasets", func() string {
+		k := 0
+		n1.snapshot(func(st *ledger.State) { k = len(st.Datasets) })
+		if k != 2 {
+			return "n1 knows " + itoaLen(k)
+		}
+		if ds, _ := n1.Datasets(ctx); len(ds) != 1 || ds[0].Name != "set" {
+			return "n1 lists the wrong datasets"
+		}
+		return ""
+	})
+	if _, err := n1.Dataset(ctx, priv.CID); statusCode(err) != http.StatusForbidden {
+		t.Fatalf("n1 reads the private dataset: %v", err)
+	}
+	if _, err := n1.GetDataset(ctx, "mine", api.DatasetGet{Out: filepath.Join(t.TempDir(), "x")}); statusCode(err) != http.StatusForbidden {
+		t.Fatalf("n1 gets the private dataset: %v", err)
+	}
+	if _, err := n1.RemoveDataset(ctx, "set"); statusCode(err) != http.StatusForbidden {
+		t.Fatalf("n1 removes n0's dataset: %v", err)
+	}
+	show, err := n1.Dataset(ctx, d.CID)
+	if err != nil || show.Local || len(show.Holders) != 1 || show.Holders[0] != n0.ID().String() {
+		t.Fatalf("show on n1: %+v, %v; want held by n0 only", show, err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := n1.GetDataset(ctx, "set", api.DatasetGet{Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(out, "sub", "big.bin"))
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("fetched big.bin differs (%v)", err)
+	}
+	if ds, _ := n1.Datasets(ctx); len(ds) != 1 || !ds[0].Local {
+		t.Fatalf("n1 does not hold set after get: %+v", ds)
+	}
+	if _, err := n0.RemoveDataset(ctx, "set"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "n1 drops the blocks of set", func() string {
+		if n1.datasetLocal(ctx, d.CID) {
+			return "n1 still holds set"
+		}
+		return ""
+	})
+}
+
+func itoaLen(n int) string { return string(rune('0'+n%10)) + " datasets" }
