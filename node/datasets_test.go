@@ -94,6 +94,22 @@ func TestDatasetsMesh(t *testing.T) {
 	if ds, _ := n1.Datasets(ctx); len(ds) != 1 || !ds[0].Local {
 		t.Fatalf("n1 does not hold set after get: %+v", ds)
 	}
+	// A CAR written on n1 and imported on n2 is the same DAG.
+	car := filepath.Join(t.TempDir(), "set.car")
+	if _, err := n1.ExportDataset(ctx, "set", api.DatasetExport{Car: car}); err != nil {
+		t.Fatal(err)
+	}
+	n2 := m.nodes[2].Node
+	if _, err := n2.ImportDataset(ctx, api.DatasetImport{Path: car}); statusCode(err) != http.StatusConflict {
+		t.Fatalf("import under a taken name: %v", err)
+	}
+	imp, err := n2.ImportDataset(ctx, api.DatasetImport{Path: car, Name: "set-copy"})
+	if err != nil || imp.CID != d.CID || imp.Size != d.Size || imp.Blocks != d.Blocks {
+		t.Fatalf("import: %+v, %v; want the CID, size and blocks of %+v", imp, err, d)
+	}
+	if _, err := n2.RemoveDataset(ctx, "set-copy"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := n0.RemoveDataset(ctx, "set"); err != nil {
 		t.Fatal(err)
 	}

@@ -296,3 +296,13 @@ func (c *Client) RemoveDataset(ctx context.Context, ref string) (DatasetInfo, er
 func (c *Client) GetDataset(ctx context.Context, ref string, req DatasetGet) (DatasetInfo, error) {
 	return post[DatasetInfo](c.untimed(), ctx, "/v1/datasets/"+esc(ref)+"/get", req)
 }
+
+// ImportDataset imports a CAR file on the node's machine as a dataset.
+func (c *Client) ImportDataset(ctx context.Context, req DatasetImport) (DatasetInfo, error) {
+	return post[DatasetInfo](c.untimed(), ctx, "/v1/datasets/import", req)
+}
+
+// ExportDataset writes a dataset as a CAR file on the node's machine.
+func (c *Client) ExportDataset(ctx context.Context, ref string, req DatasetExport) (DatasetInfo, error) {
+	return post[DatasetInfo](c.untimed(), ctx, "/v1/datasets/"+esc(ref)+"/export", req)
+}

@@ -12,3 +12,10 @@ func (stub) RemoveDataset(context.Context, string) (DatasetInfo, error) { return
 func (stub) GetDataset(context.Context, string, DatasetGet) (DatasetInfo, error) {
 	return DatasetInfo{}, nil
 }
+
+func (stub) ImportDataset(context.Context, DatasetImport) (DatasetInfo, error) {
+	return DatasetInfo{}, nil
+}
+func (stub) ExportDataset(context.Context, string, DatasetExport) (DatasetInfo, error) {
+	return DatasetInfo{}, nil
+}

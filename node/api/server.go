@@ -247,6 +247,20 @@ func Handler(svc Service, token string) Mux {
 		}
 		return svc.GetDataset(ctx(r), r.PathValue("ref"), req)
 	}))
+	mux.HandleFunc("POST /v1/datasets/import", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req DatasetImport
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.ImportDataset(ctx(r), req)
+	}))
+	mux.HandleFunc("POST /v1/datasets/{ref}/export", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req DatasetExport
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.ExportDataset(ctx(r), r.PathValue("ref"), req)
+	}))
 	return mux
 }
 

@@ -368,6 +368,8 @@ type Service interface {
 	Dataset(ctx context.Context, ref string) (DatasetInfo, error) // ref: a name or a CID
 	RemoveDataset(ctx context.Context, ref string) (DatasetInfo, error)
 	GetDataset(ctx context.Context, ref string, req DatasetGet) (DatasetInfo, error)
+	ImportDataset(ctx context.Context, req DatasetImport) (DatasetInfo, error)
+	ExportDataset(ctx context.Context, ref string, req DatasetExport) (DatasetInfo, error)
 }
 
 // StatusError is an error with an HTTP status, and the request field it is
@@ -452,4 +454,18 @@ type DatasetProgress struct {
 // absolute path on the node's machine that does not exist yet.
 type DatasetGet struct {
 	Out string `json:"out"`
+}
+
+// DatasetImport asks the node to import a CAR file it can read (an absolute
+// path on the node's machine) as a dataset.
+type DatasetImport struct {
+	Path    string `json:"path"`
+	Name    string `json:"name,omitempty"`
+	Private bool   `json:"private,omitempty"`
+}
+
+// DatasetExport asks the node to write a dataset as a CARv1 file at Car, an
+// absolute path on the node's machine that does not exist yet.
+type DatasetExport struct {
+	Car string `json:"car"`
 }

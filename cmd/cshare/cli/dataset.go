@@ -21,7 +21,8 @@ import (
 
 func (a *app) datasetCmd() *cobra.Command {
 	return group("dataset", "Add, list, show, fetch and remove datasets (UnixFS DAGs addressed by CID)",
-		a.datasetAddCmd(), a.datasetLsCmd(), a.datasetShowCmd(), a.datasetRmCmd(), a.datasetGetCmd())
+		a.datasetAddCmd(), a.datasetLsCmd(), a.datasetShowCmd(), a.datasetRmCmd(), a.datasetGetCmd(),
+		a.datasetExportCmd(), a.datasetImportCmd())
 }
 
 // datasetAdded is dataset add's --json output: exactly these four keys.
@@ -264,5 +265,69 @@ func (a *app) datasetGetCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&out, "out", "", "where to write the dataset: a path that does not exist yet (required)")
+	return c
+}
+
+func (a *app) datasetExportCmd() *cobra.Command {
+	var car string
+	c := &cobra.Command{
+		Use:   "export NAME|CID --car FILE",
+		Short: "Write a dataset as a CARv1 file (fetched from the org's machines first if need be)",
+		Args:  exactArgs("NAME|CID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(car) == "" {
+				return usagef(cmd, "--car is required: the CAR file to write (a path that does not exist yet)")
+			}
+			abs, err := filepath.Abs(car)
+			if err != nil {
+				return usagef(cmd, "--car: %v", err)
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			d, err := cl.ExportDataset(cmd.Context(), args[0], api.DatasetExport{Car: abs})
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(a.stdout, "wrote dataset %s (%d blocks) to %s\n", text.Quote(d.Name), d.Blocks, text.Quote(abs))
+			return err
+		},
+	}
+	c.Flags().StringVar(&car, "car", "", "the CAR file to write: a path that does not exist yet (required)")
+	return c
+}
+
+func (a *app) datasetImportCmd() *cobra.Command {
+	var name string
+	var private, asJSON bool
+	c := &cobra.Command{
+		Use:   "import FILE.car [--name N] [--private]",
+		Short: "Import a CAR file (one root, a UnixFS DAG) as a dataset; the root CID is on the last line",
+		Args:  exactArgs("FILE.car"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path, err := filepath.Abs(args[0])
+			if err != nil {
+				return usagef(cmd, "FILE.car: %v", err)
+			}
+			cl, err := a.client()
+			if err != nil {
+				return err
+			}
+			d, err := cl.ImportDataset(cmd.Context(), api.DatasetImport{Path: path, Name: strings.TrimSpace(name), Private: private})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(a.stdout, datasetAdded{CID: d.CID, Name: d.Name, Size: d.Size, Blocks: d.Blocks})
+			}
+			_, err = fmt.Fprintf(a.stdout, "imported dataset %s: %s in %d blocks, %s\n%s\n", text.Quote(d.Name),
+				units.BytesSize(float64(d.Size)), d.Blocks, accessWords(d.Access), d.CID)
+			return err
+		},
+	}
+	c.Flags().StringVar(&name, "name", "", "the dataset's name (default: the file's name without .car)")
+	c.Flags().BoolVar(&private, "private", false, "only you and the org's admins may read it")
+	c.Flags().BoolVar(&asJSON, "json", false, `print {"cid","name","size","blocks"} as JSON`)
 	return c
 }

@@ -178,3 +178,32 @@ func TestJobSubmitDataset(t *testing.T) {
 		t.Fatalf("relative mount path: %+v", r)
 	}
 }
+
+func (f *fakeNode) ImportDataset(ctx context.Context, req api.DatasetImport) (api.DatasetInfo, error) {
+	return f.AddDataset(ctx, api.DatasetAdd{Path: req.Path, Name: req.Name, Private: req.Private})
+}
+
+func (f *fakeNode) ExportDataset(ctx context.Context, ref string, req api.DatasetExport) (api.DatasetInfo, error) {
+	f.mu.Lock()
+	f.dsGet = &api.DatasetGet{Out: req.Car}
+	f.mu.Unlock()
+	return f.Dataset(ctx, ref)
+}
+
+func TestDatasetCARCLI(t *testing.T) {
+	n := startNode(t)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	r := n.run("dataset", "import", "set.car", "--name", "set")
+	if r.code != 0 || r.lastLine() != dsCID || n.dsAdd.Path != filepath.Join(dir, "set.car") {
+		t.Fatalf("import: %+v, sent %+v", r, n.dsAdd)
+	}
+	r = n.run("dataset", "export", "set")
+	if r.code != 2 || !strings.Contains(r.stderr, "--car") {
+		t.Fatalf("export without --car: %+v", r)
+	}
+	r = n.run("dataset", "export", "set", "--car", "out.car")
+	if r.code != 0 || n.dsGet.Out != filepath.Join(dir, "out.car") {
+		t.Fatalf("export: %+v, sent %+v", r, n.dsGet)
+	}
+}
