@@ -21,7 +21,9 @@ func TestExchangeFetchTwoLevels(t *testing.T) {
 	connect(t, fetcher.h, seed.h)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	t0 := time.Now()
 	if err := fetcher.x.Fetch(ctx, res.CID, nil); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("fetched %d MB in %s", res.Size/1e6, time.Since(t0))
 }

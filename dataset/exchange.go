@@ -6,7 +6,6 @@ import (
 
 	"github.com/ipfs/boxo/bitswap"
 	bsnet "github.com/ipfs/boxo/bitswap/network/bsnet"
-	"github.com/ipfs/boxo/blockservice"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -26,7 +25,6 @@ type Allow func(p peer.ID, c cid.Cid) bool
 type Exchange struct {
 	bs    *bitswap.Bitswap
 	store *Blockstore
-	serv  blockservice.BlockService
 }
 
 // verifying stores a block only if its bytes hash to its CID.
@@ -66,8 +64,12 @@ func NewExchange(ctx context.Context, h host.Host, bs *Blockstore, allow Allow) 
 	b := bitswap.New(ctx, net, nil, vb,
 		bitswap.WithPeerBlockRequestFilter(func(p peer.ID, c cid.Cid) bool { return allow(p, c) }),
 		bitswap.SetSendDontHaves(true),
+		bitswap.MaxOutstandingBytesPerPeer(32<<20),
+		bitswap.WithTargetMessageSize(1<<20),
+		bitswap.EngineBlockstoreWorkerCount(32),
+		bitswap.TaskWorkerCount(8),
 	)
-	return &Exchange{bs: b, store: bs, serv: blockservice.New(vb, b)}
+	return &Exchange{bs: b, store: bs}
 }
 
 // Close stops bitswap.
@@ -75,10 +77,13 @@ func (x *Exchange) Close() error { return x.bs.Close() }
 
 // Fetch fetches every block under root that is not stored, layer by layer
 // (a dag-pb node's children are known once it is stored), from whichever
-// connected peers have them. progress, when not nil, is called with the
-// blocks stored and the blocks known so far.
+// connected peers have them. Received blocks are checked against their CIDs
+// and stored in batches (one synced write for many blocks). progress, when
+// not nil, is called with the blocks stored and the blocks known so far.
 func (x *Exchange) Fetch(ctx context.Context, root cid.Cid, progress func(have, known int)) error {
-	sess := blockservice.NewSession(ctx, x.serv)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sess := x.bs.NewSession(ctx)
 	for {
 		missing, have, err := Missing(ctx, x.store, root)
 		if err != nil {
@@ -91,12 +96,60 @@ func (x *Exchange) Fetch(ctx context.Context, root cid.Cid, progress func(have, 
 		if len(missing) == 0 {
 			return nil
 		}
+		ch, err := sess.GetBlocks(ctx, missing)
+		if err != nil {
+			return err
+		}
 		got := 0
-		for range sess.GetBlocks(ctx, missing) {
-			got++
+		var batch []blocks.Block
+		size := 0
+		flush := func() error {
+			if len(batch) == 0 {
+				return nil
+			}
+			for _, b := range batch {
+				if err := check(b); err != nil {
+					return err
+				}
+			}
+			if err := x.store.PutMany(ctx, batch); err != nil {
+				return err
+			}
+			if err := x.bs.NotifyNewBlocks(ctx, batch...); err != nil {
+				return err
+			}
+			got += len(batch)
 			if progress != nil {
 				progress(have+got, known)
 			}
+			batch, size = batch[:0], 0
+			return nil
+		}
+	recv:
+		for {
+			var b blocks.Block
+			var ok bool
+			select {
+			case b, ok = <-ch:
+			default:
+				// Nothing waiting: store what came so far, then block.
+				if err := flush(); err != nil {
+					return err
+				}
+				b, ok = <-ch
+			}
+			if !ok {
+				break recv
+			}
+			batch = append(batch, b)
+			if size += len(b.RawData()); size >= 16<<20 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := flush(); err != nil {
+			return err
 		}
 		if err := ctx.Err(); err != nil {
 			return err
