@@ -25,6 +25,7 @@ type Allow func(p peer.ID, c cid.Cid) bool
 type Exchange struct {
 	bs    *bitswap.Bitswap
 	store *Blockstore
+	h     host.Host
 }
 
 // verifying stores a block only if its bytes hash to its CID.
@@ -69,7 +70,8 @@ func NewExchange(ctx context.Context, h host.Host, bs *Blockstore, allow Allow) 
 		bitswap.EngineBlockstoreWorkerCount(32),
 		bitswap.TaskWorkerCount(8),
 	)
-	return &Exchange{bs: b, store: bs}
+	ServeBlocks(h, bs, allow)
+	return &Exchange{bs: b, store: bs, h: h}
 }
 
 // Close stops bitswap.
@@ -77,7 +79,8 @@ func (x *Exchange) Close() error { return x.bs.Close() }
 
 // Fetch fetches every block under root that is not stored, layer by layer
 // (a dag-pb node's children are known once it is stored), from whichever
-// connected peers have them. Received blocks are checked against their CIDs
+// connected peers have them: with the blocks protocol (BlocksProtocol), and
+// with bitswap when that brings nothing. Received blocks are checked against their CIDs
 // and stored in batches (one synced write for many blocks). progress, when
 // not nil, is called with the blocks stored and the blocks known so far.
 func (x *Exchange) Fetch(ctx context.Context, root cid.Cid, progress func(have, known int)) error {
@@ -95,6 +98,19 @@ func (x *Exchange) Fetch(ctx context.Context, root cid.Cid, progress func(have, 
 		}
 		if len(missing) == 0 {
 			return nil
+		}
+		// The blocks protocol first, from every connected peer; bitswap
+		// for what it did not bring.
+		n, _ := x.streamFetch(ctx, x.h.Network().Peers(), missing, func(k int) {
+			if progress != nil {
+				progress(have+k, known)
+			}
+		})
+		if n > 0 {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		ch, err := sess.GetBlocks(ctx, missing)
 		if err != nil {

@@ -130,3 +130,27 @@ func TestVerifyingRefusesBadBlock(t *testing.T) {
 func newBlockUnchecked(data []byte, c cid.Cid) (blocks.Block, error) {
 	return blocks.NewBlockWithCid(data, c)
 }
+
+// A seeder without the blocks protocol is fetched from with bitswap.
+func TestExchangeBitswapFallback(t *testing.T) {
+	dir := t.TempDir()
+	if err := stream(filepath.Join(dir, "f"), "fallback", 5*ChunkSize+3); err != nil {
+		t.Fatal(err)
+	}
+	seed := newNode(t, all)
+	seed.h.RemoveStreamHandler(BlocksProtocol)
+	res, err := Import(context.Background(), seed.bs, filepath.Join(dir, "f"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetcher := newNode(t, all)
+	connect(t, fetcher.h, seed.h)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := fetcher.x.Fetch(ctx, res.CID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := Complete(ctx, fetcher.bs, res.CID); !ok || err != nil {
+		t.Fatalf("incomplete after fetch (%v)", err)
+	}
+}
