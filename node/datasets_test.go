@@ -122,3 +122,73 @@ func TestDatasetsMesh(t *testing.T) {
 }
 
 func itoaLen(n int) string { return string(rune('0'+n%10)) + " datasets" }
+
+// A job that mounts a dataset runs its items only on machines that hold it,
+// materialised and mounted read-only; the submitter need not hold it.
+func TestDatasetJobMount(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 2, interval: 200 * time.Millisecond, slots: 2, runFor: 150 * time.Millisecond, onePerson: true})
+	m.formOrg()
+	ctx := ctxT(t)
+	n0, n1 := m.nodes[0].Node, m.nodes[1].Node
+	src := filepath.Join(t.TempDir(), "set")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "x.txt"), []byte("payload"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := n0.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "n1 knows set", func() string {
+		if _, _, err := n1.resolveDataset("set"); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	for _, bad := range []string{"set:data", "nope:/data", "set"} {
+		if _, err := n1.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, Datasets: []string{bad}}); statusCode(err)/100 != 4 {
+			t.Errorf("--dataset %q: %v, want a 4xx", bad, err)
+		}
+	}
+	rs, re := int64(1), int64(16)
+	j := submit(t, n1, api.JobSubmit{Cmd: []string{"true"}, RangeStart: &rs, RangeEnd: &re, CPUs: 4, Datasets: []string{"set:/data"}})
+	if len(j.Datasets) != 1 || j.Datasets[0].CID != d.CID || j.Datasets[0].Path != "/data" {
+		t.Fatalf("job datasets %+v", j.Datasets)
+	}
+	eventually(t, 30*time.Second, "n0 knows the job", func() string {
+		if _, err := jobOf(n0, j.ID); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	m.waitJobDone(60*time.Second, j.ID)
+	runs, on := 0, map[string]bool{}
+	for _, r := range m.runs.all() {
+		if r.Job != j.ID {
+			continue
+		}
+		runs++
+		on[r.Machine] = true
+		if len(r.Mounts) != 1 || !r.Mounts[0].ReadOnly || r.Mounts[0].Target != "/data" || r.Env["CSHARE_DATASET_0"] != "/data" {
+			t.Fatalf("run on %s: mounts %+v env %v", r.Machine, r.Mounts, r.Env)
+		}
+		b, err := os.ReadFile(filepath.Join(r.Mounts[0].Source, "x.txt"))
+		if err != nil || string(b) != "payload" {
+			t.Fatalf("run on %s: mounted tree holds %q (%v)", r.Machine, b, err)
+		}
+		if err := os.WriteFile(filepath.Join(r.Mounts[0].Source, "new"), nil, 0o644); err == nil && os.Geteuid() != 0 {
+			t.Fatalf("the materialised tree is writable")
+		}
+	}
+	if runs < 16 {
+		t.Fatalf("%d runs of 16 items", runs)
+	}
+	// Every machine that ran an item holds every block (n1 fetched them).
+	for _, mn := range m.nodes {
+		if on[mn.ID().String()] && !mn.datasetLocal(ctx, d.CID) {
+			t.Fatalf("%s ran items without holding the dataset", mn.name)
+		}
+	}
+}

@@ -206,13 +206,22 @@ func removeTree(root string) error {
 	return os.RemoveAll(root)
 }
 
-// datasetMounts are j's datasets as runtime mounts, read-only.
-func (n *Node) datasetMounts(j *ledger.Job) []runtime.Mount {
+// datasetMounts are j's datasets as runtime mounts, read-only, and the
+// environment that tells an instance where each is: CSHARE_DATASET_<i> (from
+// 0, in --dataset order) is the path the instance sees (under its work
+// directory for the exec driver, which links mounts there).
+func (n *Node) datasetMounts(j *ledger.Job, workDir string) ([]runtime.Mount, map[string]string) {
 	var out []runtime.Mount
-	for _, m := range j.Spec.Datasets {
+	env := map[string]string{}
+	for i, m := range j.Spec.Datasets {
 		out = append(out, runtime.Mount{Source: n.materialDir(m.CID), Target: m.Path, ReadOnly: true})
+		at := m.Path
+		if j.Spec.Driver == "exec" {
+			at = filepath.Join(workDir, m.Path)
+		}
+		env[fmt.Sprintf("CSHARE_DATASET_%d", i)] = at
 	}
-	return out
+	return out, env
 }
 
 // fetchReason is "fetching dataset N (x of y MB)" while this machine fetches

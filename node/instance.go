@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"maps"
 	"path/filepath"
 	"sort"
 	"time"
@@ -282,7 +283,15 @@ func (s *scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
 		Image: j.Spec.Image, Cmd: j.Spec.Cmd, Env: j.Spec.Env, PidsLimit: 4096,
 		WorkDir: filepath.Join(n.opts.DataDir, "work", in.id)}
 	sp.Auth = n.registryAuth(j.Spec.Image)
-	sp.Mounts = append(sp.Mounts, n.datasetMounts(j)...)
+	if len(j.Spec.Datasets) > 0 {
+		mounts, env := n.datasetMounts(j, sp.WorkDir)
+		sp.Mounts = append(sp.Mounts, mounts...)
+		sp.Env = maps.Clone(sp.Env) // the job's map is the ledger's: never written
+		if sp.Env == nil {
+			sp.Env = map[string]string{}
+		}
+		maps.Copy(sp.Env, env)
+	}
 	if j.Spec.Cores > 0 {
 		sp.NanoCPUs = j.Spec.Cores * 1_000_000
 	}
