@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -63,7 +64,7 @@ func TestDatasetsMesh(t *testing.T) {
 		k := 0
 		n1.snapshot(func(st *ledger.State) { k = len(st.Datasets) })
 		if k != 2 {
-			return "n1 knows " + itoaLen(k)
+			return fmt.Sprintf("n1 knows %d datasets", k)
 		}
 		if ds, _ := n1.Datasets(ctx); len(ds) != 1 || ds[0].Name != "set" {
 			return "n1 lists the wrong datasets"
@@ -79,10 +80,15 @@ func TestDatasetsMesh(t *testing.T) {
 	if _, err := n1.RemoveDataset(ctx, "set"); statusCode(err) != http.StatusForbidden {
 		t.Fatalf("n1 removes n0's dataset: %v", err)
 	}
-	show, err := n1.Dataset(ctx, d.CID)
-	if err != nil || show.Local || len(show.Holders) != 1 || show.Holders[0] != n0.ID().String() {
-		t.Fatalf("show on n1: %+v, %v; want held by n0 only", show, err)
-	}
+	// Holders are the online machines that hold it (liveness is heartbeats:
+	// polled).
+	eventually(t, 30*time.Second, "n1 shows set held by n0", func() string {
+		show, err := n1.Dataset(ctx, d.CID)
+		if err != nil || show.Local || len(show.Holders) != 1 || show.Holders[0] != n0.ID().String() {
+			return fmt.Sprintf("show on n1: %+v, %v; want held by n0 only", show, err)
+		}
+		return ""
+	})
 	out := filepath.Join(t.TempDir(), "out")
 	if _, err := n1.GetDataset(ctx, "set", api.DatasetGet{Out: out}); err != nil {
 		t.Fatal(err)
@@ -120,8 +126,6 @@ func TestDatasetsMesh(t *testing.T) {
 		return ""
 	})
 }
-
-func itoaLen(n int) string { return string(rune('0'+n%10)) + " datasets" }
 
 // A job that mounts a dataset runs its items only on machines that hold it,
 // materialised and mounted read-only; the submitter need not hold it.
