@@ -91,6 +91,9 @@ func ValidateJobSpec(s JobSpec) error {
 			return err
 		}
 	}
+	if err := ValidateDatasetMounts(s.Datasets); err != nil {
+		return err
+	}
 	if s.MaxCPUs != nil {
 		if err := jobspec.CheckMaxCPUs(*s.MaxCPUs); err != nil {
 			return err
@@ -326,6 +329,9 @@ func Apply(st *State, e *Entry) error {
 		if err := ValidateJobSpec(p); err != nil {
 			return fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
+		if err := checkJobDatasets(st, person, p.Datasets); err != nil {
+			return err
+		}
 		id := JobIDFor(e)
 		if st.Jobs[id] != nil {
 			return fmt.Errorf("%w: job %s exists", ErrMalformed, id)
@@ -382,6 +388,18 @@ func Apply(st *State, e *Entry) error {
 		return applyResults(st, e, author, p)
 	case KindContractRequest, KindContractAccept, KindContractReject, KindContractStop, KindContractStart, KindContractExtend, KindContractRm:
 		return applyContract(st, e, author, person)
+	case KindDatasetAdd:
+		var p DatasetAdd
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		return applyDatasetAdd(st, e, author, person, p)
+	case KindDatasetRm:
+		var p DatasetRef
+		if err := DecodePayload(e.Payload, &p); err != nil {
+			return err
+		}
+		return applyDatasetRm(st, person, p)
 	}
 	return fmt.Errorf("%w: unknown kind %q", ErrMalformed, e.Kind)
 }

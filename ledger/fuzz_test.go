@@ -103,7 +103,8 @@ func FuzzApply(f *testing.F) {
 	kinds := []string{KindGenesis, KindOrgUpdate, KindOrgKey, KindMachineReg, KindMachineApprove, KindMachineReject,
 		KindMachineRemove, KindMachineUpdate, KindMemberRole, KindMemberRemove, KindJobSubmit, KindJobModify,
 		KindJobCancel, KindJobResults, "no.such.kind",
-		KindContractRequest, KindContractAccept, KindContractReject, KindContractStop, KindContractStart, KindContractExtend, KindContractRm}
+		KindContractRequest, KindContractAccept, KindContractReject, KindContractStop, KindContractStart, KindContractExtend, KindContractRm,
+		KindDatasetAdd, KindDatasetRm, KindOrgTransfer, KindOrgDelete}
 	seed := func(k int, who int, p any) {
 		b, err := EncodePayload(p)
 		if err != nil {
@@ -130,6 +131,12 @@ func FuzzApply(f *testing.F) {
 	seed(17, 0, ContractReject{Contract: contract, Reason: "no"})
 	seed(20, 0, ContractExtend{Contract: contract, Duration: -1})
 	seed(1, 0, OrgUpdate{MarketDeleteAfter: i64(-1)})
+	seed(22, 2, DatasetAdd{Name: "d", CID: "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku", Size: 0, Blocks: 1, Access: AccessOrg})
+	seed(23, 2, DatasetRef{Name: "d"})
+	seed(24, 0, OrgTransfer{To: admin.id})
+	seed(24, 1, OrgTransfer{To: mem.id})
+	seed(25, 0, OrgDelete{Name: "acme"})
+	seed(25, 1, OrgDelete{Name: "acme"})
 	base := w.log.State()
 	heads := w.heads()
 	f.Fuzz(func(t *testing.T, kind, who uint8, payload []byte) {

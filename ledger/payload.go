@@ -19,6 +19,8 @@ const (
 	KindJobCancel      = "job.cancel"
 	KindJobResults     = "job.results"
 	KindMerge          = "ledger.merge"
+	KindDatasetAdd     = "dataset.add"
+	KindDatasetRm      = "dataset.rm"
 )
 
 // Merge is the empty payload of a ledger.merge entry, which an approved
@@ -163,6 +165,8 @@ type JobSpec struct {
 	MaxCPUs    *int64            `cbor:"max_cpus,omitempty" json:"max_cpus,omitempty"` // nil: org default; -1: "*"
 	Retries    int64             `cbor:"retries,omitempty" json:"retries,omitempty"`
 	Nonce      []byte            `cbor:"nonce,omitempty" json:"-"`
+	// Datasets are mounted read-only into every instance (dataset.go).
+	Datasets []DatasetMount `cbor:"datasets,omitempty" json:"datasets,omitempty"`
 }
 
 // JobModify changes a job (qbmodify); nil fields are left alone.

@@ -251,6 +251,8 @@ type State struct {
 	// counts their requests, in ledger order.
 	Contracts   map[string]*Contract `cbor:"contracts"`
 	ContractSeq int64                `cbor:"contract_seq"`
+	// Datasets by name (nil until the first dataset.add).
+	Datasets map[string]*Dataset `cbor:"datasets,omitempty"`
 }
 
 // NewState is the empty state before genesis.
@@ -312,6 +314,7 @@ func (s *State) Clone() *State {
 		c.Revoked[k] = &r
 	}
 	c.Contracts = cloneContracts(s.Contracts)
+	c.Datasets = cloneDatasets(s.Datasets)
 	return &c
 }
 

@@ -495,6 +495,8 @@ type runRec struct {
 	Exited   bool
 	Stopped  bool // Stop was called while it ran
 	Finished bool // exited by itself (not stopped), code 0
+	Mounts   []runtime.Mount
+	Env      map[string]string
 }
 
 func newRunLog() *runLog { return &runLog{runs: map[string]*runRec{}} }
@@ -525,7 +527,8 @@ func (d *recDriver) Start(ctx context.Context, s runtime.Spec) (runtime.RunID, e
 		return id, err
 	}
 	d.log.mu.Lock()
-	d.log.runs[d.key(id)] = &runRec{Machine: s.Machine, Job: s.Job, Item: s.Item, Instance: s.Instance, Run: id, Started: time.Now()}
+	d.log.runs[d.key(id)] = &runRec{Machine: s.Machine, Job: s.Job, Item: s.Item, Instance: s.Instance, Run: id, Started: time.Now(),
+		Mounts: s.Mounts, Env: s.Env}
 	d.log.mu.Unlock()
 	d.observe(id)
 	return id, nil

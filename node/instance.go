@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"maps"
 	"path/filepath"
 	"sort"
 	"time"
@@ -45,6 +46,16 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			it, _ := in.current()
 			item, began = it, time.UnixMilli(in.started) // adopted: the run's own start
 		} else {
+			// Items wait until this machine holds every dataset the job
+			// mounts (the fetch starts with the job's first instance here).
+			if wait := n.datasetsWait(j); wait != nil {
+				select {
+				case <-ctx.Done():
+					return
+				case <-wait:
+				}
+				continue
+			}
 			var ok bool
 			if !n.gate.closed.Load() { // catching up: no new item (catchup.go)
 				item, ok = s.nextItem(in)
@@ -273,6 +284,15 @@ func (s *scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
 		Image: j.Spec.Image, Cmd: j.Spec.Cmd, Env: j.Spec.Env, PidsLimit: 4096,
 		WorkDir: filepath.Join(n.opts.DataDir, "work", in.id)}
 	sp.Auth = n.registryAuth(j.Spec.Image)
+	if len(j.Spec.Datasets) > 0 {
+		mounts, env := n.datasetMounts(j, sp.WorkDir)
+		sp.Mounts = append(sp.Mounts, mounts...)
+		sp.Env = maps.Clone(sp.Env) // the job's map is the ledger's: never written
+		if sp.Env == nil {
+			sp.Env = map[string]string{}
+		}
+		maps.Copy(sp.Env, env)
+	}
 	if j.Spec.Cores > 0 {
 		sp.NanoCPUs = j.Spec.Cores * 1_000_000
 	}

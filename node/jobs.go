@@ -68,6 +68,11 @@ func (n *Node) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobSubmitt
 		x := *req.MaxCPUs
 		spec.MaxCPUs = &x
 	}
+	mounts, err := n.resolveMounts(req.Datasets)
+	if err != nil {
+		return api.JobSubmitted{}, err
+	}
+	spec.Datasets = mounts
 	// The fold's own check, by the validators the CLI parses with.
 	if err := ledger.ValidateJobSpec(spec); err != nil {
 		return api.JobSubmitted{}, badReq(err)
@@ -176,6 +181,9 @@ func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
 		ji.Ended = api.FormatTime(time.UnixMilli(j.Ended))
 	}
 	ji.Items = api.Items{Total: int64(len(j.Items)), Done: j.Done, Failed: j.Failed}
+	for _, m := range j.Spec.Datasets {
+		ji.Datasets = append(ji.Datasets, api.DatasetMount{Name: m.Name, CID: m.CID, Path: m.Path})
+	}
 	ji.DuplicateRuns = j.Duplicates
 	view := n.sched.readView()
 	plan := view.plan
@@ -269,6 +277,9 @@ func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
 		}
 		if len(plan.Jobs) == 0 && len(ji.Instances) == 0 {
 			ji.Reason = reasonText("no_machine_available")
+		}
+		if r := n.fetchReason(j); r != "" {
+			ji.Reason = r
 		}
 	}
 	ji.Items.Pending = ji.Items.Total - ji.Items.Done - ji.Items.Failed - ji.Items.Running

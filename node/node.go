@@ -130,6 +130,8 @@ type Node struct {
 
 	offerOnce sync.Once
 	offerBk   *offerBook // the market's offers (offers.go)
+	ds        datasets   // blocks, imports, exchange (datasets.go, dsexchange.go)
+	jf        jobFetches // datasets fetched for jobs (dsjobs.go)
 }
 
 // Run starts a node and blocks until ctx is cancelled or the node is asked to
@@ -241,6 +243,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if n.store, err = store.Open(filepath.Join(opts.DataDir, "ledger"), log); err != nil {
 		return nil, err
 	}
+	n.ds = newDatasets(n.store)
 	if err := n.openReplica(); err != nil {
 		return nil, err
 	}
@@ -264,6 +267,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	p2p.ServeLogs(n.host.LibP2P(), (*logSource)(n))
 	p2p.ServeWitness(n.host.LibP2P(), (*witnessSource)(n))
 	p2p.ServeTombstones(n.host.LibP2P(), tombstoneDir(filepath.Join(opts.DataDir, tombstonesDir)))
+	n.startExchange()
 	if err := n.initRuntime(); err != nil {
 		return nil, err
 	}
@@ -286,6 +290,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	go n.heartbeatLoop()
 	go n.redialLoop()
 	n.startScheduler()
+	n.spawn(n.datasetLoop)
 	ok = true
 	log.Info("node started", "id", n.id.String(), "api", n.apiAddr, "org", n.orgID(), "data_dir", opts.DataDir)
 	n.checkExit() // removed, or the org deleted, while this node was down
@@ -335,6 +340,9 @@ func (n *Node) Close() error {
 		o.Close()
 	}
 	var err error
+	if n.ds.xch != nil {
+		_ = n.ds.xch.x.Close()
+	}
 	if n.host != nil {
 		err = n.host.Close()
 	}

@@ -48,7 +48,11 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 		WithNumMemtables(2).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(4).
-		WithNumCompactors(2)
+		WithNumCompactors(2).
+		// Values above 1 KiB (dataset chunks, large entries) go to the
+		// value log: 256 KiB chunks kept in the LSM tree made every memtable
+		// flush after a few dozen and compactions rewrite them over and over.
+		WithValueThreshold(1 << 10)
 	if log != nil {
 		opts = opts.WithLogger(slogAdapter{log})
 	} else {

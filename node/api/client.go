@@ -272,3 +272,53 @@ func (c *Client) Offers(ctx context.Context, query, order string) ([]OfferInfo, 
 func (c *Client) RemoveOffer(ctx context.Context, id string) (OfferInfo, error) {
 	return post[OfferInfo](c, ctx, "/v1/offers/"+esc(id)+"/remove", nil)
 }
+
+// AddDataset imports a path on the node's machine as a dataset.
+func (c *Client) AddDataset(ctx context.Context, req DatasetAdd) (DatasetInfo, error) {
+	return post[DatasetInfo](c.untimed(), ctx, "/v1/datasets", req)
+}
+
+// untimed is c without the client's overall timeout, for calls that last as
+// long as the data they move (ctx bounds them).
+func (c *Client) untimed() *Client {
+	lc := *c
+	hc := *c.hc
+	hc.Timeout = 0
+	lc.hc = &hc
+	return &lc
+}
+
+// DatasetProgress is how far the import with progress ID id has read.
+func (c *Client) DatasetProgress(ctx context.Context, id string) (DatasetProgress, error) {
+	return get[DatasetProgress](c, ctx, "/v1/datasets/progress/"+esc(id))
+}
+
+// Datasets lists the datasets this person may read.
+func (c *Client) Datasets(ctx context.Context) ([]DatasetInfo, error) {
+	return get[[]DatasetInfo](c, ctx, "/v1/datasets")
+}
+
+// Dataset shows a dataset by name or CID.
+func (c *Client) Dataset(ctx context.Context, ref string) (DatasetInfo, error) {
+	return get[DatasetInfo](c, ctx, "/v1/datasets/"+esc(ref))
+}
+
+// RemoveDataset removes a dataset by name or CID.
+func (c *Client) RemoveDataset(ctx context.Context, ref string) (DatasetInfo, error) {
+	return post[DatasetInfo](c, ctx, "/v1/datasets/"+esc(ref)+"/remove", nil)
+}
+
+// GetDataset fetches a dataset and writes it out on the node's machine.
+func (c *Client) GetDataset(ctx context.Context, ref string, req DatasetGet) (DatasetInfo, error) {
+	return post[DatasetInfo](c.untimed(), ctx, "/v1/datasets/"+esc(ref)+"/get", req)
+}
+
+// ImportDataset imports a CAR file on the node's machine as a dataset.
+func (c *Client) ImportDataset(ctx context.Context, req DatasetImport) (DatasetInfo, error) {
+	return post[DatasetInfo](c.untimed(), ctx, "/v1/datasets/import", req)
+}
+
+// ExportDataset writes a dataset as a CAR file on the node's machine.
+func (c *Client) ExportDataset(ctx context.Context, ref string, req DatasetExport) (DatasetInfo, error) {
+	return post[DatasetInfo](c.untimed(), ctx, "/v1/datasets/"+esc(ref)+"/export", req)
+}

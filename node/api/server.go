@@ -236,6 +236,44 @@ func Handler(svc Service, token string) Mux {
 	mux.HandleFunc("POST /v1/offers/{id}/remove", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		return svc.RemoveOffer(ctx(r), r.PathValue("id"))
 	}))
+	mux.HandleFunc("POST /v1/datasets", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req DatasetAdd
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.AddDataset(ctx(r), req)
+	}))
+	mux.HandleFunc("GET /v1/datasets/progress/{id}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return svc.DatasetProgress(ctx(r), r.PathValue("id"))
+	}))
+	mux.HandleFunc("GET /v1/datasets", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.Datasets(ctx(r)) }))
+	mux.HandleFunc("GET /v1/datasets/{ref}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return svc.Dataset(ctx(r), r.PathValue("ref"))
+	}))
+	mux.HandleFunc("POST /v1/datasets/{ref}/remove", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return svc.RemoveDataset(ctx(r), r.PathValue("ref"))
+	}))
+	mux.HandleFunc("POST /v1/datasets/{ref}/get", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req DatasetGet
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.GetDataset(ctx(r), r.PathValue("ref"), req)
+	}))
+	mux.HandleFunc("POST /v1/datasets/import", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req DatasetImport
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.ImportDataset(ctx(r), req)
+	}))
+	mux.HandleFunc("POST /v1/datasets/{ref}/export", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		var req DatasetExport
+		if err := decode(r, &req); err != nil {
+			return nil, err
+		}
+		return svc.ExportDataset(ctx(r), r.PathValue("ref"), req)
+	}))
 	return mux
 }
 

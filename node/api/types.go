@@ -221,6 +221,8 @@ type JobSubmit struct {
 	CPUs       int64             `json:"cpus,omitempty"`        // primary instances; 0 = 1
 	MaxCPUs    *int64            `json:"max_cpus,omitempty"`    // nil = the org's default; -1 = "*"
 	Retries    int64             `json:"retries,omitempty"`
+	// Datasets are "NAME|CID:/path" mounts, read-only in every instance.
+	Datasets []string `json:"datasets,omitempty"`
 }
 
 // JobSubmitted answers POST /v1/jobs: the job, and warnings about it, such
@@ -284,6 +286,14 @@ type JobInfo struct {
 	Submitted     string         `json:"submitted"`
 	SubmitterName string         `json:"submitter_name,omitempty"`
 	Ended         string         `json:"ended,omitempty"`
+	Datasets      []DatasetMount `json:"datasets,omitempty"`
+}
+
+// DatasetMount is a dataset a job mounts read-only at Path.
+type DatasetMount struct {
+	Name string `json:"name"`
+	CID  string `json:"cid"`
+	Path string `json:"path"`
 }
 
 // ItemInfo is one agenda item (job show --items, logs).
@@ -356,6 +366,14 @@ type Service interface {
 	CreateOffer(ctx context.Context, req OfferCreate) (OfferInfo, error)
 	Offers(ctx context.Context, query, order string) ([]OfferInfo, error)
 	RemoveOffer(ctx context.Context, id string) (OfferInfo, error)
+	AddDataset(ctx context.Context, req DatasetAdd) (DatasetInfo, error)
+	DatasetProgress(ctx context.Context, id string) (DatasetProgress, error)
+	Datasets(ctx context.Context) ([]DatasetInfo, error)
+	Dataset(ctx context.Context, ref string) (DatasetInfo, error) // ref: a name or a CID
+	RemoveDataset(ctx context.Context, ref string) (DatasetInfo, error)
+	GetDataset(ctx context.Context, ref string, req DatasetGet) (DatasetInfo, error)
+	ImportDataset(ctx context.Context, req DatasetImport) (DatasetInfo, error)
+	ExportDataset(ctx context.Context, ref string, req DatasetExport) (DatasetInfo, error)
 }
 
 // StatusError is an error with an HTTP status, and the request field it is
@@ -402,4 +420,56 @@ func FormatTime(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// DatasetAdd asks the node to import a file or directory it can read (an
+// absolute path on the node's machine) and record it in the ledger.
+// Progress, when set, is an ID under which the node reports the bytes read
+// so far (GET /v1/datasets/progress/{id}).
+type DatasetAdd struct {
+	Path     string `json:"path"`
+	Name     string `json:"name,omitempty"`
+	Private  bool   `json:"private,omitempty"`
+	Progress string `json:"progress,omitempty"`
+}
+
+// DatasetInfo is a dataset as the API shows it. Holders are the online
+// machines of the org that hold every block (show only); Local says whether
+// this machine does.
+type DatasetInfo struct {
+	Name      string   `json:"name"`
+	CID       string   `json:"cid"`
+	Size      int64    `json:"size"`
+	Blocks    int64    `json:"blocks"`
+	Access    string   `json:"access"`
+	Owner     string   `json:"owner"`
+	OwnerName string   `json:"owner_name,omitempty"`
+	Added     string   `json:"added"`
+	Local     bool     `json:"local"`
+	Holders   []string `json:"holders,omitempty"`
+}
+
+// DatasetProgress is how far an import has read.
+type DatasetProgress struct {
+	Done int64 `json:"done"`
+}
+
+// DatasetGet asks the node to fetch a dataset and write it to Out, an
+// absolute path on the node's machine that does not exist yet.
+type DatasetGet struct {
+	Out string `json:"out"`
+}
+
+// DatasetImport asks the node to import a CAR file it can read (an absolute
+// path on the node's machine) as a dataset.
+type DatasetImport struct {
+	Path    string `json:"path"`
+	Name    string `json:"name,omitempty"`
+	Private bool   `json:"private,omitempty"`
+}
+
+// DatasetExport asks the node to write a dataset as a CARv1 file at Car, an
+// absolute path on the node's machine that does not exist yet.
+type DatasetExport struct {
+	Car string `json:"car"`
 }

@@ -195,6 +195,7 @@ one signed ledger and schedule jobs together. Every command except
 		a.offerCmd(),
 		a.userCmd(),
 		a.versionCmd(),
+		a.datasetCmd(),
 	)
 	return root
 }

@@ -56,6 +56,9 @@ type fakeNode struct {
 	members  []api.MemberInfo
 	jobs     []api.JobInfo
 	items    []api.ItemInfo
+	datasets []api.DatasetInfo
+	dsAdd    *api.DatasetAdd
+	dsGet    *api.DatasetGet
 }
 
 func newFake() *fakeNode {

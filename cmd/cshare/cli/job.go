@@ -84,6 +84,7 @@ type submitFlags struct {
 	gpus, priority, cpus, instances, retries                       string
 	env                                                            []string
 	asJSON                                                         bool
+	datasets                                                       []string
 }
 
 // submission is a checked job submit: the request and, for the summary
@@ -192,6 +193,12 @@ SmartShare adds secondary ones up to --max-cpus.
 				return usagef(cmd, "%v", err)
 			}
 			req, items := sub.req, sub.items
+			for _, d := range s.datasets {
+				if k := strings.Index(d, ":/"); k <= 0 {
+					return usagef(cmd, "--dataset: %s; allowed: NAME|CID:/absolute/path, e.g. imagenet:/data", text.Quote(d))
+				}
+			}
+			req.Datasets = s.datasets
 			cl, err := a.client()
 			if err != nil {
 				return err
@@ -240,6 +247,7 @@ SmartShare adds secondary ones up to --max-cpus.
 	f.StringVar(&s.retries, "retries", "0", "how many times a failed item is retried, 0 to 100")
 	f.StringVar(&s.name, "name", "", "the job's name")
 	f.StringArrayVar(&s.env, "env", nil, "NAME=VALUE for the instances' environment, repeatable")
+	f.StringArrayVar(&s.datasets, "dataset", nil, "NAME|CID:/path: mount a dataset read-only at /path in every instance, repeatable")
 	f.BoolVar(&s.asJSON, "json", false, "print the submitted job as JSON")
 	return c
 }
@@ -327,6 +335,9 @@ func printJob(a *app, j api.JobInfo) error {
 	}
 	if j.Ended != "" {
 		pairs = append(pairs, [2]string{"ended", j.Ended})
+	}
+	for _, d := range j.Datasets {
+		pairs = append(pairs, [2]string{"dataset", fmt.Sprintf("%s (%s) at %s, read-only", d.Name, d.CID, d.Path)})
 	}
 	if j.Reason != "" {
 		pairs = append(pairs, [2]string{"reason", j.Reason})

@@ -1,0 +1,46 @@
+package dataset
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// BenchmarkDatasetImport imports 256 MiB of random data into a fresh store
+// and, in the same run, hashes the same bytes with sha256; it reports both
+// rates and their ratio (the target is an import at ≥ 0.8 × sha256).
+func BenchmarkDatasetImport(b *testing.B) {
+	const size = 256 << 20
+	path := filepath.Join(b.TempDir(), "random")
+	data := make([]byte, size)
+	if _, err := rand.Read(data); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(size)
+	b.ResetTimer()
+	var importTime, shaTime time.Duration
+	for range b.N {
+		b.StopTimer()
+		bs := openStore(b)
+		b.StartTimer()
+		t0 := time.Now()
+		if _, err := Import(context.Background(), bs, path, nil); err != nil {
+			b.Fatal(err)
+		}
+		importTime += time.Since(t0)
+		t0 = time.Now()
+		sha256.Sum256(data)
+		shaTime += time.Since(t0)
+	}
+	mb := float64(size) * float64(b.N) / 1e6
+	b.ReportMetric(mb/importTime.Seconds(), "import-MB/s")
+	b.ReportMetric(mb/shaTime.Seconds(), "sha256-MB/s")
+	b.ReportMetric(shaTime.Seconds()/importTime.Seconds(), "import/sha256")
+}

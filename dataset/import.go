@@ -1,0 +1,195 @@
+package dataset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ipfs/boxo/blockservice"
+	chunker "github.com/ipfs/boxo/chunker"
+	"github.com/ipfs/boxo/ipld/merkledag"
+	"github.com/ipfs/boxo/ipld/unixfs"
+	"github.com/ipfs/boxo/ipld/unixfs/importer/balanced"
+	ihelper "github.com/ipfs/boxo/ipld/unixfs/importer/helpers"
+	uio "github.com/ipfs/boxo/ipld/unixfs/io"
+	"github.com/ipfs/go-cid"
+	ipld "github.com/ipfs/go-ipld-format"
+	"github.com/multiformats/go-multihash"
+)
+
+// ChunkSize is kubo's default fixed chunk size (size-262144).
+const ChunkSize = 256 << 10
+
+// cidBuilder is kubo's builder for --cid-version 1: CIDv1, sha2-256.
+var cidBuilder = cid.V1Builder{Codec: cid.DagProtobuf, MhType: multihash.SHA2_256}
+
+// Result is what an import made.
+type Result struct {
+	CID cid.Cid
+	// Size is the bytes of file content imported.
+	Size int64
+	// Blocks is the number of distinct blocks of the DAG.
+	Blocks int
+}
+
+// DAGService is an offline DAG service over bs.
+func DAGService(bs *Blockstore) ipld.DAGService {
+	return merkledag.NewDAGService(blockservice.New(bs, nil))
+}
+
+// ErrPath says the path to import is missing, unreadable or of a kind that
+// cannot be imported.
+var ErrPath = errors.New("dataset: bad path")
+
+// Import imports the file or directory at path into bs and returns its root.
+// Hidden entries (names starting with ".") inside a directory are left out,
+// as `ipfs add -r` does. Symlinks are stored as UnixFS symlinks. progress,
+// when not nil, is called with the bytes of content read so far. An import
+// that fails leaves only blocks behind (a later import reuses them).
+func Import(ctx context.Context, bs *Blockstore, path string, progress func(done int64)) (Result, error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: path %q: %v", ErrPath, path, unwrapPathErr(err))
+	}
+	dag := ipld.NewBufferedDAG(ctx, DAGService(bs), ipld.MaxNodesBatchOption(64), ipld.MaxSizeBatchOption(32<<20))
+	im := &importer{ctx: ctx, dag: dag, progress: progress}
+	nd, err := im.node(path, fi)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := dag.Commit(); err != nil {
+		return Result{}, fmt.Errorf("dataset: store blocks: %w", err)
+	}
+	n, err := CountBlocks(ctx, bs, nd.Cid())
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{CID: nd.Cid(), Size: im.done, Blocks: n}, nil
+}
+
+func unwrapPathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+type importer struct {
+	ctx      context.Context
+	dag      ipld.DAGService
+	progress func(int64)
+	done     int64
+}
+
+func (im *importer) node(path string, fi os.FileInfo) (ipld.Node, error) {
+	if err := im.ctx.Err(); err != nil {
+		return nil, err
+	}
+	switch m := fi.Mode(); {
+	case m.IsRegular():
+		return im.file(path)
+	case m.IsDir():
+		return im.dir(path)
+	case m&os.ModeSymlink != 0:
+		target, err := os.Readlink(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: path %q: %v", ErrPath, path, unwrapPathErr(err))
+		}
+		data, err := unixfs.SymlinkData(target)
+		if err != nil {
+			return nil, err
+		}
+		nd := merkledag.NodeWithData(data)
+		if err := nd.SetCidBuilder(cidBuilder); err != nil {
+			return nil, err
+		}
+		if err := im.dag.Add(im.ctx, nd); err != nil {
+			return nil, err
+		}
+		return nd, nil
+	default:
+		return nil, fmt.Errorf("%w: path %q is a %s, not a file, directory or symlink", ErrPath, path, m.Type())
+	}
+}
+
+type countReader struct {
+	r  io.Reader
+	im *importer
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.im.done += int64(n)
+	if c.im.progress != nil && n > 0 {
+		c.im.progress(c.im.done)
+	}
+	return n, err
+}
+
+func (im *importer) file(path string) (ipld.Node, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: path %q: %v", ErrPath, path, unwrapPathErr(err))
+	}
+	defer f.Close()
+	params := ihelper.DagBuilderParams{
+		Dagserv:    im.dag,
+		Maxlinks:   ihelper.DefaultLinksPerBlock,
+		RawLeaves:  true,
+		CidBuilder: cidBuilder,
+	}
+	db, err := params.New(chunker.NewSizeSplitter(&countReader{r: f, im: im}, ChunkSize))
+	if err != nil {
+		return nil, err
+	}
+	nd, err := balanced.Layout(db)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%w: path %q: %v", ErrPath, path, pe.Err)
+		}
+		return nil, fmt.Errorf("dataset: import %q: %w", path, err)
+	}
+	return nd, nil
+}
+
+func (im *importer) dir(path string) (ipld.Node, error) {
+	ents, err := os.ReadDir(path) // sorted by name
+	if err != nil {
+		return nil, fmt.Errorf("%w: path %q: %v", ErrPath, path, unwrapPathErr(err))
+	}
+	d, err := uio.NewDirectory(im.dag, uio.WithCidBuilder(cidBuilder))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		p := filepath.Join(path, e.Name())
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: path %q: %v", ErrPath, p, unwrapPathErr(err))
+		}
+		child, err := im.node(p, fi)
+		if err != nil {
+			return nil, err
+		}
+		if err := d.AddChild(im.ctx, e.Name(), child); err != nil {
+			return nil, fmt.Errorf("dataset: directory %q: %w", path, err)
+		}
+	}
+	nd, err := d.GetNode()
+	if err != nil {
+		return nil, err
+	}
+	if err := im.dag.Add(im.ctx, nd); err != nil {
+		return nil, err
+	}
+	return nd, nil
+}

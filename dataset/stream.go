@@ -1,0 +1,234 @@
+package dataset
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	blocks "github.com/ipfs/go-block-format"
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// BlocksProtocol streams many blocks in one exchange, for bulk fetches where
+// bitswap's want/have round trips are slow. A request is a varint count and
+// that many varint-length-prefixed CIDs (the asker then closes its side);
+// the answer is, for each CID in order, a status byte (1: the block
+// follows, 0: not served) and, for 1, a varint length and the block's bytes.
+const BlocksProtocol = "/cshare/dataset-blocks/1.0.0"
+
+const (
+	maxBlocksPerRequest = 1024
+	maxBlockSize        = 2 << 20 // bitswap's limit too
+)
+
+// DecodeBlocksRequest reads a blocks request.
+func DecodeBlocksRequest(r io.ByteReader) ([]cid.Cid, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, fmt.Errorf("dataset: blocks request: %w", err)
+	}
+	if n == 0 || n > maxBlocksPerRequest {
+		return nil, fmt.Errorf("dataset: blocks request of %d CIDs; allowed: 1 to %d", n, maxBlocksPerRequest)
+	}
+	out := make([]cid.Cid, 0, n)
+	buf := make([]byte, maxCIDBytes)
+	for range n {
+		k, err := binary.ReadUvarint(r)
+		if err != nil {
+			return nil, fmt.Errorf("dataset: blocks request: %w", err)
+		}
+		if k == 0 || k > maxCIDBytes {
+			return nil, fmt.Errorf("dataset: blocks request: a CID of %d bytes; allowed: 1 to %d", k, maxCIDBytes)
+		}
+		for i := range buf[:k] {
+			if buf[i], err = r.ReadByte(); err != nil {
+				return nil, fmt.Errorf("dataset: blocks request: %w", err)
+			}
+		}
+		c, err := DecodeHaveRequest(buf[:k])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// ServeBlocks answers blocks requests on h from bs, sending a block only
+// when allow says so.
+func ServeBlocks(h host.Host, bs *Blockstore, allow Allow) {
+	h.SetStreamHandler(BlocksProtocol, func(s network.Stream) {
+		defer s.Close()
+		_ = s.SetReadDeadline(time.Now().Add(30 * time.Second))
+		cs, err := DecodeBlocksRequest(bufio.NewReader(io.LimitReader(s, maxBlocksPerRequest*(maxCIDBytes+2)+10)))
+		if err != nil {
+			_ = s.Reset()
+			return
+		}
+		_ = s.SetReadDeadline(time.Time{})
+		w := bufio.NewWriterSize(s, 1<<20)
+		var hdr [binary.MaxVarintLen64 + 1]byte
+		p := s.Conn().RemotePeer()
+		for _, c := range cs {
+			var data []byte
+			if allow(p, c) {
+				data, _ = bs.s.DataBlock(c)
+			}
+			_ = s.SetWriteDeadline(time.Now().Add(30 * time.Second))
+			if data == nil {
+				if err := w.WriteByte(0); err != nil {
+					_ = s.Reset()
+					return
+				}
+				continue
+			}
+			hdr[0] = 1
+			k := binary.PutUvarint(hdr[1:], uint64(len(data)))
+			if _, err := w.Write(hdr[:1+k]); err != nil {
+				_ = s.Reset()
+				return
+			}
+			if _, err := w.Write(data); err != nil {
+				_ = s.Reset()
+				return
+			}
+		}
+		if err := w.Flush(); err != nil {
+			_ = s.Reset()
+		}
+	})
+}
+
+// askBlocks requests cs from p and hands each block it sends, checked
+// against its CID, to got.
+func askBlocks(ctx context.Context, h host.Host, p peer.ID, cs []cid.Cid, got func(blocks.Block) error) error {
+	s, err := h.NewStream(ctx, p, BlocksProtocol)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
+	w := bufio.NewWriter(s)
+	var buf [binary.MaxVarintLen64]byte
+	_, _ = w.Write(buf[:binary.PutUvarint(buf[:], uint64(len(cs)))])
+	for _, c := range cs {
+		b := c.Bytes()
+		_, _ = w.Write(buf[:binary.PutUvarint(buf[:], uint64(len(b)))])
+		_, _ = w.Write(b)
+	}
+	if err := w.Flush(); err != nil {
+		_ = s.Reset()
+		return err
+	}
+	if err := s.CloseWrite(); err != nil {
+		_ = s.Reset()
+		return err
+	}
+	r := bufio.NewReaderSize(s, 1<<20)
+	for _, c := range cs {
+		st, err := r.ReadByte()
+		if err != nil {
+			return err
+		}
+		if st == 0 {
+			continue
+		}
+		if st != 1 {
+			_ = s.Reset()
+			return fmt.Errorf("dataset: blocks answer: status %d", st)
+		}
+		n, err := binary.ReadUvarint(r)
+		if err != nil {
+			return err
+		}
+		if n > maxBlockSize {
+			_ = s.Reset()
+			return fmt.Errorf("dataset: blocks answer: a block of %d bytes; allowed: at most %d", n, maxBlockSize)
+		}
+		data := make([]byte, n)
+		if _, err := io.ReadFull(r, data); err != nil {
+			return err
+		}
+		b, err := blocks.NewBlockWithCid(data, c)
+		if err != nil {
+			return err
+		}
+		if err := check(b); err != nil {
+			_ = s.Reset()
+			return err
+		}
+		if err := got(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// streamFetch fetches cs from peers with the blocks protocol, in requests of
+// at most maxBlocksPerRequest CIDs, several in flight, storing blocks in
+// batches. It returns how many blocks it stored.
+func (x *Exchange) streamFetch(ctx context.Context, peers []peer.ID, cs []cid.Cid, stored func(int)) (int, error) {
+	if len(peers) == 0 {
+		return 0, nil
+	}
+	var (
+		mu    sync.Mutex
+		total int
+	)
+	const per = 64 // CIDs per request: ~16 MiB of chunks
+	type job struct{ cs []cid.Cid }
+	jobs := make(chan job)
+	go func() {
+		defer close(jobs)
+		for i := 0; i < len(cs); i += per {
+			select {
+			case jobs <- job{cs[i:min(i+per, len(cs))]}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	var firstErr error
+	workers := min(4*len(peers), 8)
+	for w := range workers {
+		p := peers[w%len(peers)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				var batch []blocks.Block
+				err := askBlocks(ctx, x.h, p, j.cs, func(b blocks.Block) error {
+					batch = append(batch, b)
+					return nil
+				})
+				if len(batch) > 0 {
+					if perr := x.store.PutMany(ctx, batch); perr != nil && err == nil {
+						err = perr
+					}
+				}
+				mu.Lock()
+				if err == nil {
+					total += len(batch)
+					if stored != nil {
+						stored(total)
+					}
+				} else if firstErr == nil && !errors.Is(err, context.Canceled) {
+					firstErr = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return total, firstErr
+}

@@ -1,0 +1,198 @@
+package node
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/api"
+)
+
+// Three machines, each its own person: n0 adds an org-wide and a private
+// dataset; n1 fetches the org-wide one from n0 (byte for byte), may not read
+// the private one, nor remove n0's; n0 removes one and every machine drops
+// its blocks.
+func TestDatasetsMesh(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 3, interval: 200 * time.Millisecond})
+	m.formOrg()
+	ctx := ctxT(t)
+	n0, n1 := m.nodes[0].Node, m.nodes[1].Node
+
+	src := filepath.Join(t.TempDir(), "set")
+	if err := os.MkdirAll(filepath.Join(src, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := bytes.Repeat([]byte("0123456789abcdef"), 40000) // 640 KB: 3 chunks
+	if err := os.WriteFile(filepath.Join(src, "sub", "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Bad input: one line each, nothing written.
+	for _, c := range []struct {
+		req  api.DatasetAdd
+		code int
+	}{
+		{api.DatasetAdd{Path: "relative"}, http.StatusBadRequest},
+		{api.DatasetAdd{Path: filepath.Join(src, "missing")}, http.StatusBadRequest},
+		{api.DatasetAdd{Path: src, Name: "bad\x1bname"}, http.StatusBadRequest},
+	} {
+		if _, err := n0.AddDataset(ctx, c.req); statusCode(err) != c.code {
+			t.Errorf("add %+v: %v, want %d", c.req, err, c.code)
+		}
+	}
+
+	d, err := n0.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n0.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"}); statusCode(err) != http.StatusConflict {
+		t.Fatalf("taken name: %v", err)
+	}
+	priv, err := n0.AddDataset(ctx, api.DatasetAdd{Path: filepath.Join(src, "a.txt"), Name: "mine", Private: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "n1 sees the datasets", func() string {
+		k := 0
+		n1.snapshot(func(st *ledger.State) { k = len(st.Datasets) })
+		if k != 2 {
+			return fmt.Sprintf("n1 knows %d datasets", k)
+		}
+		if ds, _ := n1.Datasets(ctx); len(ds) != 1 || ds[0].Name != "set" {
+			return "n1 lists the wrong datasets"
+		}
+		return ""
+	})
+	if _, err := n1.Dataset(ctx, priv.CID); statusCode(err) != http.StatusForbidden {
+		t.Fatalf("n1 reads the private dataset: %v", err)
+	}
+	if _, err := n1.GetDataset(ctx, "mine", api.DatasetGet{Out: filepath.Join(t.TempDir(), "x")}); statusCode(err) != http.StatusForbidden {
+		t.Fatalf("n1 gets the private dataset: %v", err)
+	}
+	if _, err := n1.RemoveDataset(ctx, "set"); statusCode(err) != http.StatusForbidden {
+		t.Fatalf("n1 removes n0's dataset: %v", err)
+	}
+	// Holders are the online machines that hold it (liveness is heartbeats:
+	// polled).
+	eventually(t, 30*time.Second, "n1 shows set held by n0", func() string {
+		show, err := n1.Dataset(ctx, d.CID)
+		if err != nil || show.Local || len(show.Holders) != 1 || show.Holders[0] != n0.ID().String() {
+			return fmt.Sprintf("show on n1: %+v, %v; want held by n0 only", show, err)
+		}
+		return ""
+	})
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := n1.GetDataset(ctx, "set", api.DatasetGet{Out: out}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(out, "sub", "big.bin"))
+	if err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("fetched big.bin differs (%v)", err)
+	}
+	if ds, _ := n1.Datasets(ctx); len(ds) != 1 || !ds[0].Local {
+		t.Fatalf("n1 does not hold set after get: %+v", ds)
+	}
+	// A CAR written on n1 and imported on n2 is the same DAG.
+	car := filepath.Join(t.TempDir(), "set.car")
+	if _, err := n1.ExportDataset(ctx, "set", api.DatasetExport{Car: car}); err != nil {
+		t.Fatal(err)
+	}
+	n2 := m.nodes[2].Node
+	if _, err := n2.ImportDataset(ctx, api.DatasetImport{Path: car}); statusCode(err) != http.StatusConflict {
+		t.Fatalf("import under a taken name: %v", err)
+	}
+	imp, err := n2.ImportDataset(ctx, api.DatasetImport{Path: car, Name: "set-copy"})
+	if err != nil || imp.CID != d.CID || imp.Size != d.Size || imp.Blocks != d.Blocks {
+		t.Fatalf("import: %+v, %v; want the CID, size and blocks of %+v", imp, err, d)
+	}
+	if _, err := n2.RemoveDataset(ctx, "set-copy"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n0.RemoveDataset(ctx, "set"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "n1 drops the blocks of set", func() string {
+		if n1.datasetLocal(ctx, d.CID) {
+			return "n1 still holds set"
+		}
+		return ""
+	})
+}
+
+// A job that mounts a dataset runs its items only on machines that hold it,
+// materialised and mounted read-only; the submitter need not hold it.
+func TestDatasetJobMount(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 2, interval: 200 * time.Millisecond, slots: 2, runFor: 150 * time.Millisecond, onePerson: true})
+	m.formOrg()
+	ctx := ctxT(t)
+	n0, n1 := m.nodes[0].Node, m.nodes[1].Node
+	src := filepath.Join(t.TempDir(), "set")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "x.txt"), []byte("payload"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := n0.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "n1 knows set", func() string {
+		if _, _, err := n1.resolveDataset("set"); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	for _, bad := range []string{"set:data", "nope:/data", "set"} {
+		if _, err := n1.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, Datasets: []string{bad}}); statusCode(err)/100 != 4 {
+			t.Errorf("--dataset %q: %v, want a 4xx", bad, err)
+		}
+	}
+	rs, re := int64(1), int64(16)
+	j := submit(t, n1, api.JobSubmit{Cmd: []string{"true"}, RangeStart: &rs, RangeEnd: &re, CPUs: 4, Datasets: []string{"set:/data"}})
+	if len(j.Datasets) != 1 || j.Datasets[0].CID != d.CID || j.Datasets[0].Path != "/data" {
+		t.Fatalf("job datasets %+v", j.Datasets)
+	}
+	eventually(t, 30*time.Second, "n0 knows the job", func() string {
+		if _, err := jobOf(n0, j.ID); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	m.waitJobDone(60*time.Second, j.ID)
+	runs, on := 0, map[string]bool{}
+	for _, r := range m.runs.all() {
+		if r.Job != j.ID {
+			continue
+		}
+		runs++
+		on[r.Machine] = true
+		if len(r.Mounts) != 1 || !r.Mounts[0].ReadOnly || r.Mounts[0].Target != "/data" || r.Env["CSHARE_DATASET_0"] != "/data" {
+			t.Fatalf("run on %s: mounts %+v env %v", r.Machine, r.Mounts, r.Env)
+		}
+		b, err := os.ReadFile(filepath.Join(r.Mounts[0].Source, "x.txt"))
+		if err != nil || string(b) != "payload" {
+			t.Fatalf("run on %s: mounted tree holds %q (%v)", r.Machine, b, err)
+		}
+		if err := os.WriteFile(filepath.Join(r.Mounts[0].Source, "new"), nil, 0o644); err == nil && os.Geteuid() != 0 {
+			t.Fatalf("the materialised tree is writable")
+		}
+	}
+	if runs < 16 {
+		t.Fatalf("%d runs of 16 items", runs)
+	}
+	// Every machine that ran an item holds every block (n1 fetched them).
+	for _, mn := range m.nodes {
+		if on[mn.ID().String()] && !mn.datasetLocal(ctx, d.CID) {
+			t.Fatalf("%s ran items without holding the dataset", mn.name)
+		}
+	}
+}

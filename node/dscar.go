@@ -1,0 +1,109 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/cshare/cshare/dataset"
+	"github.com/cshare/cshare/internal/text"
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/api"
+)
+
+// ImportDataset implements api.Service: a CAR file's DAG becomes a dataset
+// once every block of its root is stored and checked.
+func (n *Node) ImportDataset(ctx context.Context, req api.DatasetImport) (api.DatasetInfo, error) {
+	if err := n.needMember(); err != nil {
+		return api.DatasetInfo{}, err
+	}
+	if !filepath.IsAbs(req.Path) {
+		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "path", "path: %s is not absolute; allowed: an absolute path on the node's machine", text.Quote(api.Ellipsize(req.Path)))
+	}
+	path := filepath.Clean(req.Path)
+	name := strings.TrimSpace(req.Name)
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(path), ".car")
+	}
+	if err := text.CheckName("name", name); err != nil {
+		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "name", "%v", err)
+	}
+	if err := n.nameFree(name); err != nil {
+		return api.DatasetInfo{}, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "path", "path: %s: %v", text.Quote(path), unwrapPath(err))
+	}
+	defer f.Close()
+	access := ledger.AccessOrg
+	if req.Private {
+		access = ledger.AccessPrivate
+	}
+	n.ds.adding.RLock()
+	defer n.ds.adding.RUnlock()
+	res, err := dataset.ImportCAR(ctx, n.ds.blocks, f)
+	if errors.Is(err, dataset.ErrCAR) {
+		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "path", "%s: %s", text.Quote(path), strings.TrimPrefix(err.Error(), "dataset: bad CAR: "))
+	}
+	if err != nil {
+		return api.DatasetInfo{}, fmt.Errorf("dataset: import %s: %w", path, err)
+	}
+	p := ledger.DatasetAdd{Name: name, CID: res.CID.String(), Size: res.Size, Blocks: int64(res.Blocks), Access: access}
+	if _, err := n.write(ctx, ledger.KindDatasetAdd, p); err != nil {
+		return api.DatasetInfo{}, refused(err)
+	}
+	info, _, err := n.resolveDataset(name)
+	info.Local = true
+	return info, err
+}
+
+// ExportDataset implements api.Service: fetch what is missing, then write a
+// CARv1 through a temporary name.
+func (n *Node) ExportDataset(ctx context.Context, ref string, req api.DatasetExport) (api.DatasetInfo, error) {
+	if err := n.needMember(); err != nil {
+		return api.DatasetInfo{}, err
+	}
+	if !filepath.IsAbs(req.Car) {
+		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "car", "car: %s is not absolute; allowed: an absolute path on the node's machine", text.Quote(api.Ellipsize(req.Car)))
+	}
+	out := filepath.Clean(req.Car)
+	if _, err := os.Lstat(out); err == nil {
+		return api.DatasetInfo{}, api.FieldErrorf(http.StatusConflict, "car", "car: %s exists; allowed: a path that does not exist yet", text.Quote(out))
+	}
+	info, d, err := n.resolveDataset(ref)
+	if err != nil {
+		return info, err
+	}
+	if err := n.fetchDataset(ctx, d, nil); err != nil {
+		return info, err
+	}
+	root, _ := cid.Decode(d.CID)
+	tmp := out + ".partial"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return info, api.FieldErrorf(http.StatusBadRequest, "car", "car: %s: %v", text.Quote(out), unwrapPath(err))
+	}
+	_, err = dataset.ExportCAR(ctx, n.ds.blocks, root, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, out)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return info, fmt.Errorf("dataset: export %s: %w", d.Name, err)
+	}
+	info.Local = true
+	return info, nil
+}
