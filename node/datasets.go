@@ -108,10 +108,10 @@ func (n *Node) AddDataset(ctx context.Context, req api.DatasetAdd) (api.DatasetI
 	if err := n.needMember(); err != nil {
 		return api.DatasetInfo{}, err
 	}
-	if !filepath.IsAbs(req.Path) {
-		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "path", "path: %s is not absolute; allowed: an absolute path on the node's machine", text.Quote(api.Ellipsize(req.Path)))
+	path, err := absPath("path", req.Path)
+	if err != nil {
+		return api.DatasetInfo{}, err
 	}
-	path := filepath.Clean(req.Path)
 	if _, err := os.Lstat(path); err != nil {
 		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "path", "path: %s: %v", text.Quote(path), unwrapPath(err))
 	}
@@ -258,12 +258,9 @@ func (n *Node) GetDataset(ctx context.Context, ref string, req api.DatasetGet) (
 	if err := n.needMember(); err != nil {
 		return api.DatasetInfo{}, err
 	}
-	if !filepath.IsAbs(req.Out) {
-		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "out", "out: %s is not absolute; allowed: an absolute path on the node's machine", text.Quote(api.Ellipsize(req.Out)))
-	}
-	out := filepath.Clean(req.Out)
-	if _, err := os.Lstat(out); err == nil {
-		return api.DatasetInfo{}, api.FieldErrorf(http.StatusConflict, "out", "out: %s exists; allowed: a path that does not exist yet", text.Quote(out))
+	out, err := newPath("out", req.Out)
+	if err != nil {
+		return api.DatasetInfo{}, err
 	}
 	if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
 		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "out", "out: the parent of %s is not a directory", text.Quote(out))
@@ -354,4 +351,25 @@ func (n *Node) datasetLoop() {
 		}
 		n.collectMaterialised(n.ctx)
 	}
+}
+
+// absPath checks that field's value p is an absolute path on the node's
+// machine and returns it cleaned.
+func absPath(field, p string) (string, error) {
+	if !filepath.IsAbs(p) {
+		return "", api.FieldErrorf(http.StatusBadRequest, field, "%s: %s is not absolute; allowed: an absolute path on the node's machine", field, text.Quote(api.Ellipsize(p)))
+	}
+	return filepath.Clean(p), nil
+}
+
+// newPath is absPath for a path to be created: it must not exist yet.
+func newPath(field, p string) (string, error) {
+	out, err := absPath(field, p)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Lstat(out); err == nil {
+		return "", api.FieldErrorf(http.StatusConflict, field, "%s: %s exists; allowed: a path that does not exist yet", field, text.Quote(out))
+	}
+	return out, nil
 }

@@ -23,10 +23,10 @@ func (n *Node) ImportDataset(ctx context.Context, req api.DatasetImport) (api.Da
 	if err := n.needMember(); err != nil {
 		return api.DatasetInfo{}, err
 	}
-	if !filepath.IsAbs(req.Path) {
-		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "path", "path: %s is not absolute; allowed: an absolute path on the node's machine", text.Quote(api.Ellipsize(req.Path)))
+	path, err := absPath("path", req.Path)
+	if err != nil {
+		return api.DatasetInfo{}, err
 	}
-	path := filepath.Clean(req.Path)
 	name := strings.TrimSpace(req.Name)
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(path), ".car")
@@ -70,12 +70,9 @@ func (n *Node) ExportDataset(ctx context.Context, ref string, req api.DatasetExp
 	if err := n.needMember(); err != nil {
 		return api.DatasetInfo{}, err
 	}
-	if !filepath.IsAbs(req.Car) {
-		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "car", "car: %s is not absolute; allowed: an absolute path on the node's machine", text.Quote(api.Ellipsize(req.Car)))
-	}
-	out := filepath.Clean(req.Car)
-	if _, err := os.Lstat(out); err == nil {
-		return api.DatasetInfo{}, api.FieldErrorf(http.StatusConflict, "car", "car: %s exists; allowed: a path that does not exist yet", text.Quote(out))
+	out, err := newPath("car", req.Car)
+	if err != nil {
+		return api.DatasetInfo{}, err
 	}
 	info, d, err := n.resolveDataset(ref)
 	if err != nil {

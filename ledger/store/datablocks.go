@@ -98,23 +98,12 @@ func (s *Store) HasDataBlock(c cid.Cid) bool {
 
 // DeleteDataBlocks removes dataset blocks (absent ones are ignored).
 func (s *Store) DeleteDataBlocks(cs []cid.Cid) error {
-	for len(cs) > 0 {
-		txn := s.db.NewTransaction(true)
-		n := 0
-		for ; n < len(cs); n++ {
-			err := txn.Delete(dataKey(cs[n]))
-			if errors.Is(err, badger.ErrTxnTooBig) {
-				break
-			}
-			if err != nil {
-				txn.Discard()
-				return fmt.Errorf("store: data delete: %w", err)
-			}
-		}
-		if err := txn.Commit(); err != nil {
-			return fmt.Errorf("store: data commit: %w", err)
-		}
-		cs = cs[n:]
+	ks := make([][]byte, len(cs))
+	for i, c := range cs {
+		ks[i] = dataKey(c)
+	}
+	if err := s.deleteKeys(ks, "data "); err != nil {
+		return err
 	}
 	// Give the value log's space back (each call rewrites at most one file).
 	for s.db.RunValueLogGC(0.5) == nil {

@@ -188,21 +188,31 @@ func (s *Store) PutRecord(key string, val []byte) error {
 
 // DeleteRecords removes write-ahead records (absent keys are ignored).
 func (s *Store) DeleteRecords(keys []string) error {
+	ks := make([][]byte, len(keys))
+	for i, k := range keys {
+		ks[i] = walKey(k)
+	}
+	return s.deleteKeys(ks, "")
+}
+
+// deleteKeys deletes keys in as few transactions as Badger allows (absent
+// keys are ignored); what names them in errors ("" or "data ").
+func (s *Store) deleteKeys(keys [][]byte, what string) error {
 	for len(keys) > 0 {
 		txn := s.db.NewTransaction(true)
 		n := 0
 		for ; n < len(keys); n++ {
-			err := txn.Delete(walKey(keys[n]))
+			err := txn.Delete(keys[n])
 			if errors.Is(err, badger.ErrTxnTooBig) {
 				break
 			}
 			if err != nil {
 				txn.Discard()
-				return fmt.Errorf("store: delete: %w", err)
+				return fmt.Errorf("store: %sdelete: %w", what, err)
 			}
 		}
 		if err := txn.Commit(); err != nil {
-			return fmt.Errorf("store: commit: %w", err)
+			return fmt.Errorf("store: %scommit: %w", what, err)
 		}
 		keys = keys[n:]
 	}
