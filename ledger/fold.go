@@ -768,6 +768,7 @@ func applyResults(st *State, e *Entry, author string, p JobResults) error {
 		// Late results of a finished or cancelled job count for nothing,
 		// but they were real runs.
 		for _, r := range p.Results {
+			j.Items[uint64(r.Item)-uint64(j.Spec.RangeStart)].Attempts++ // a real run all the same
 			addRun(j, author, r, false)
 		}
 		return nil

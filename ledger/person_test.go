@@ -261,3 +261,18 @@ func TestRevocationWinsForPersons(t *testing.T) {
 		}
 	}
 }
+
+// TestLateRunCounted: a run that ends after its job is done is a real run:
+// the item's attempts count it, as they count every run the ledger knows.
+func TestLateRunCounted(t *testing.T) {
+	w := newWorld(t)
+	m := w.member(2, RoleMember)
+	j := w.submit(m, 1, 0)
+	w.ok(m, KindJobResults, JobResults{Job: j, Results: []ItemResult{{Item: 1}}})
+	w.ok(w.owner, KindJobResults, JobResults{Job: j, Results: []ItemResult{{Item: 1}}})
+	st := w.log.State()
+	it := st.Jobs[j].Items[0]
+	if st.Jobs[j].State != JobDone || it.Attempts != 2 || st.Jobs[j].Runs.Len() != 2 || st.Jobs[j].Duplicates != 1 {
+		t.Fatalf("state %s, attempts %d, runs %d, duplicates %d; want done, 2, 2, 1", st.Jobs[j].State, it.Attempts, st.Jobs[j].Runs.Len(), st.Jobs[j].Duplicates)
+	}
+}
