@@ -276,17 +276,26 @@ func (n *Node) Leave(ctx context.Context, req api.LeaveRequest) (api.LeftOrg, er
 	release := n.holdExit()
 	defer release()
 	var person, role, org, name string
+	approved := false
 	n.snapshot(func(st *ledger.State) {
 		person = st.PersonOf(n.idStr)
 		role, org, name = st.Role(person), st.Org, st.Name
+		m := st.Machines[n.idStr]
+		approved = m != nil && m.Status == ledger.MachineApproved
 	})
-	if role == ledger.RoleOwner {
+	if role == ledger.RoleOwner && approved {
 		return api.LeftOrg{}, api.Errorf(http.StatusConflict, "the owner cannot leave: transfer ownership first with cshare org transfer --to PERSON")
 	}
-	if person == "" || role == "" {
-		// A pending machine (or one whose person is no member yet) has
-		// nothing to remove: it leaves by resetting alone.
-		return n.left(org, name, "this machine left the org before it was approved", req.Purge, "")
+	if person == "" || role == "" || !approved {
+		// A pending machine has no say in the org yet (its entries would
+		// have no effect), whether or not its person is a member through
+		// other machines: it leaves by resetting alone, and its person
+		// stays as they are.
+		why := "this machine left the org before it was approved"
+		if role != "" {
+			why += fmt.Sprintf("; its person is still a %s through their other machines", role)
+		}
+		return n.left(org, name, why, req.Purge, "")
 	}
 	peers := n.orgMachines()
 	e, err := n.write(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: person})

@@ -391,3 +391,41 @@ func testSigner(t *testing.T) *ledger.Signer {
 	}
 	return s
 }
+
+// TestPendingMachineLeaves: a member's second machine, still pending, leaves:
+// it goes back to no org by itself, and its person stays a member with
+// their approved machine (a pending machine's entries would have no effect,
+// so it writes none).
+func TestPendingMachineLeaves(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond})
+	all := m.nodes
+	m.nodes = all[:2] // node 2 joins later, by hand
+	key := m.formOrg()
+	m.nodes = all
+	ctx := ctxT(t)
+	n1, n2 := m.nodes[1].Node, m.nodes[2].Node
+	m.sharePerson(1, 2)
+	res, err := n2.Join(ctx, api.JoinRequest{OrgKey: key})
+	if err != nil || res.Status != ledger.MachinePending {
+		t.Fatalf("join: %+v, %v", res, err)
+	}
+	person := n1.person()
+	if n2.person() != person {
+		t.Fatal("node 2 does not act for node 1's person")
+	}
+	left, err := n2.Leave(ctx, api.LeaveRequest{})
+	if err != nil {
+		t.Fatalf("a pending machine leaves: %v", err)
+	}
+	if left.Org == "" {
+		t.Fatalf("leave: %+v", left)
+	}
+	m.waitNoOrg(30*time.Second, 2)
+	var role, status string
+	m.nodes[0].Node.snapshot(func(st *ledger.State) {
+		role, status = st.Role(person), st.Machines[n1.idStr].Status
+	})
+	if role != ledger.RoleMember || status != ledger.MachineApproved {
+		t.Fatalf("after the pending machine left: person %q, their approved machine %s", role, status)
+	}
+}
