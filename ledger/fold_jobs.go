@@ -1,0 +1,182 @@
+package ledger
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/cshare/cshare/internal/text"
+	"github.com/cshare/cshare/ledger/jobspec"
+)
+
+// Jobs in the fold: their IDs and checks, who may manage one, and the
+// runs and results of their items.
+
+// JobIDFor derives a short, stable job ID from the submitting entry.
+func JobIDFor(e *Entry) string {
+	d := e.cid.Hash()
+	if len(d) > 8 {
+		d = d[len(d)-6:]
+	}
+	return hex.EncodeToString(d)
+}
+
+// MaxJobItems caps a job's agenda (its range of items).
+const MaxJobItems = jobspec.MaxItems
+
+// ValidateJobSpec checks a job spec with the validators the CLI and the API
+// use (package jobspec, and package text for the name); errors name the
+// field, the value and what is allowed.
+func ValidateJobSpec(s JobSpec) error {
+	if s.Name != "" {
+		if err := text.CheckName("name", s.Name); err != nil {
+			return err
+		}
+	}
+	if err := jobspec.CheckCmd(s.Cmd); err != nil {
+		return err
+	}
+	if err := jobspec.CheckDriver(s.Driver); err != nil {
+		return err
+	}
+	if s.Driver == "docker" && s.Image == "" {
+		return errors.New("image: required for the docker driver")
+	}
+	for _, err := range []error{
+		jobspec.CheckRange(s.RangeStart, s.RangeEnd),
+		jobspec.CheckPriority(s.Priority),
+		jobspec.CheckCPUs(s.CPUs),
+		jobspec.CheckRetries(s.Retries),
+		jobspec.CheckCores(s.Cores),
+		jobspec.CheckMemoryMB(s.MemoryMB),
+		jobspec.CheckGPUs(s.GPUs),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if err := ValidateDatasetMounts(s.Datasets); err != nil {
+		return err
+	}
+	if s.MaxCPUs != nil {
+		if err := jobspec.CheckMaxCPUs(*s.MaxCPUs); err != nil {
+			return err
+		}
+	}
+	for _, k := range sortedKeys(s.Env) {
+		if err := jobspec.CheckEnvName(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ValidateJobModify checks a job.modify's values as ValidateJobSpec does.
+func ValidateJobModify(m JobModify) error {
+	if m.Priority != nil {
+		if err := jobspec.CheckPriority(*m.Priority); err != nil {
+			return err
+		}
+	}
+	if m.MaxCPUs != nil {
+		return jobspec.CheckMaxCPUs(*m.MaxCPUs)
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func ownJob(st *State, person, id, what string) (*Job, error) {
+	j := st.Jobs[id]
+	if j == nil {
+		return nil, fmt.Errorf("%w: unknown job %s", ErrMalformed, id)
+	}
+	if j.Submitter != person && !st.IsAdmin(person) {
+		return nil, denied("only the submitter or an admin may %s job %s", what, id)
+	}
+	return j, nil
+}
+
+// addRun records a run of one of j's items. A run neither counted nor
+// stopped is a duplicate: work done again.
+func addRun(j *Job, machine string, r ItemResult, counted bool) {
+	j.Runs.Add(Run{Item: r.Item, Machine: machine, Instance: r.Instance, Started: r.Started,
+		DurationMS: r.DurationMS, Code: r.Code, Counted: counted, Stopped: r.Stopped})
+	if !counted && !r.Stopped {
+		j.Duplicates++
+	}
+}
+
+func applyResults(st *State, e *Entry, author string, p JobResults) error {
+	m := st.Machines[author]
+	if m == nil || m.Status != MachineApproved {
+		return denied("job results from %s, which is not an approved machine", author)
+	}
+	j := st.Jobs[p.Job]
+	if j == nil {
+		return fmt.Errorf("%w: unknown job %s", ErrMalformed, p.Job)
+	}
+	if len(p.Results) == 0 {
+		return fmt.Errorf("%w: no results", ErrMalformed)
+	}
+	for _, r := range p.Results {
+		if r.Item < j.Spec.RangeStart || r.Item > j.Spec.RangeEnd {
+			return fmt.Errorf("%w: item %d outside the job's range", ErrMalformed, r.Item)
+		}
+	}
+	if j.State != JobActive {
+		// Late results of a finished or cancelled job count for nothing,
+		// but they were real runs.
+		for _, r := range p.Results {
+			j.Items[uint64(r.Item)-uint64(j.Spec.RangeStart)].Attempts++ // a real run all the same
+			addRun(j, author, r, false)
+		}
+		return nil
+	}
+	if !j.Machines[author] {
+		j.Machines[author] = true
+		m.TotalJobs++
+	}
+	for _, r := range p.Results {
+		it := &j.Items[uint64(r.Item)-uint64(j.Spec.RangeStart)]
+		it.Attempts++ // every real attempt, counted or not
+		if r.Stopped || it.Status != ItemPending {
+			addRun(j, author, r, false) // the first completion in the total order counts
+			continue
+		}
+		addRun(j, author, r, true)
+		it.Code, it.DurationMS, it.OutputSize, it.Machine = r.Code, r.DurationMS, r.OutputSize, author
+		if r.Code != 0 {
+			it.Failures++
+		}
+		switch {
+		case r.Code == 0:
+			it.Status = ItemDone
+			j.Done++
+		case it.Failures > j.Spec.Retries:
+			it.Status = ItemFailed
+			j.Failed++
+			if j.Error == "" {
+				j.Error = fmt.Sprintf("item %d failed with exit code %d", r.Item, r.Code)
+				if r.Error != "" {
+					j.Error = fmt.Sprintf("item %d failed: %s", r.Item, r.Error)
+				}
+			}
+		}
+	}
+	if j.Done+j.Failed == int64(len(j.Items)) {
+		j.State, j.Ended = JobDone, e.Time
+		if j.Failed > 0 {
+			j.State = JobFailed
+		}
+	}
+	return nil
+}
