@@ -56,14 +56,7 @@ func (s *Store) PutDataBlocks(bs []Block) (int, error) {
 // DataBlock returns a dataset block's bytes, or ErrNotFound.
 func (s *Store) DataBlock(c cid.Cid) ([]byte, error) {
 	var out []byte
-	err := s.db.View(func(txn *badger.Txn) error {
-		it, err := txn.Get(dataKey(c))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
+	err := s.item(dataKey(c), func(it *badger.Item) (err error) {
 		out, err = it.ValueCopy(nil)
 		return err
 	})
@@ -73,14 +66,7 @@ func (s *Store) DataBlock(c cid.Cid) ([]byte, error) {
 // DataBlockSize returns a dataset block's size, or ErrNotFound.
 func (s *Store) DataBlockSize(c cid.Cid) (int, error) {
 	n := 0
-	err := s.db.View(func(txn *badger.Txn) error {
-		it, err := txn.Get(dataKey(c))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
+	err := s.item(dataKey(c), func(it *badger.Item) error {
 		n = int(it.ValueSize())
 		return nil
 	})
@@ -89,11 +75,7 @@ func (s *Store) DataBlockSize(c cid.Cid) (int, error) {
 
 // HasDataBlock reports whether a dataset block is stored.
 func (s *Store) HasDataBlock(c cid.Cid) bool {
-	err := s.db.View(func(txn *badger.Txn) error {
-		_, err := txn.Get(dataKey(c))
-		return err
-	})
-	return err == nil
+	return s.item(dataKey(c), func(*badger.Item) error { return nil }) == nil
 }
 
 // DeleteDataBlocks removes dataset blocks (absent ones are ignored).

@@ -106,14 +106,7 @@ func (s *Store) PutBlocks(bs []Block) error {
 // GetBlock returns a block's bytes.
 func (s *Store) GetBlock(c cid.Cid) ([]byte, error) {
 	var out []byte
-	err := s.db.View(func(txn *badger.Txn) error {
-		it, err := txn.Get(blockKey(c))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
+	err := s.item(blockKey(c), func(it *badger.Item) (err error) {
 		out, err = it.ValueCopy(nil)
 		return err
 	})
@@ -122,11 +115,22 @@ func (s *Store) GetBlock(c cid.Cid) ([]byte, error) {
 
 // HasBlock reports whether a block is stored.
 func (s *Store) HasBlock(c cid.Cid) bool {
-	err := s.db.View(func(txn *badger.Txn) error {
-		_, err := txn.Get(blockKey(c))
-		return err
+	return s.item(blockKey(c), func(*badger.Item) error { return nil }) == nil
+}
+
+// item calls fn with key's item in a read transaction; ErrNotFound when
+// there is none.
+func (s *Store) item(key []byte, fn func(*badger.Item) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		it, err := txn.Get(key)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		return fn(it)
 	})
-	return err == nil
 }
 
 // ForEachBlock calls fn for every stored block.
