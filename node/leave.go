@@ -345,8 +345,11 @@ func (n *Node) left(org, name, why string, purge bool, warn string) (api.LeftOrg
 }
 
 func aRole(s string) string {
-	if s == "" {
+	switch s {
+	case "":
 		return "no member"
+	case ledger.RoleAdmin, ledger.RoleOwner:
+		return "an " + s
 	}
 	return "a " + s
 }
