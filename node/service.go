@@ -322,8 +322,14 @@ func (n *Node) SetSettings(ctx context.Context, req api.SettingsRequest) (api.Or
 			} else {
 				u.MaxCPUsLimit, cur.SmartShare.MaxCPUsLimit = &x, x
 			}
+		case "market.delete_after":
+			d, err := parseDeleteAfter(v)
+			if err != nil {
+				return api.OrgInfo{}, err
+			}
+			u.MarketDeleteAfter = &d
 		default:
-			return api.OrgInfo{}, api.FieldErrorf(http.StatusBadRequest, k, "unknown setting %q; allowed: name, description, require_machine_approval, smartshare.mode, smartshare.preempt_policy, smartshare.default_max_cpus, smartshare.max_cpus_limit", api.Ellipsize(k))
+			return api.OrgInfo{}, api.FieldErrorf(http.StatusBadRequest, k, "unknown setting %q; allowed: name, description, require_machine_approval, smartshare.mode, smartshare.preempt_policy, smartshare.default_max_cpus, smartshare.max_cpus_limit, market.delete_after", api.Ellipsize(k))
 		}
 	}
 	if err := ledger.ValidateSettings(cur.SmartShare); err != nil {

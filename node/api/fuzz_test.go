@@ -43,7 +43,8 @@ func (stub) JobItems(context.Context, string) ([]ItemInfo, error)          { ret
 
 var postRoutes = []string{"/v1/org", "/v1/org/invite", "/v1/org/settings", "/v1/join", "/v1/jobs",
 	"/v1/jobs/x/modify", "/v1/members/x/role", "/v1/machines/x/approve", "/v1/leave", "/v1/org/delete",
-	"/v1/org/transfer", "/v1/datasets", "/v1/datasets/x/get", "/v1/datasets/import", "/v1/datasets/x/export"}
+	"/v1/org/transfer", "/v1/datasets", "/v1/datasets/x/get", "/v1/datasets/import", "/v1/datasets/x/export",
+	"/v1/contracts", "/v1/contracts/x/extend"}
 
 // FuzzAPIBodies sends arbitrary bodies to every POST route: the handlers
 // answer 200 or 400, never panic and never 500.

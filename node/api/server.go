@@ -236,6 +236,7 @@ func Handler(svc Service, token string) Mux {
 	mux.HandleFunc("POST /v1/offers/{id}/remove", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		return svc.RemoveOffer(ctx(r), r.PathValue("id"))
 	}))
+	contractRoutes(mux, svc, auth)
 	mux.HandleFunc("POST /v1/datasets", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		var req DatasetAdd
 		if err := decode(r, &req); err != nil {

@@ -366,6 +366,12 @@ type Service interface {
 	CreateOffer(ctx context.Context, req OfferCreate) (OfferInfo, error)
 	Offers(ctx context.Context, query, order string) ([]OfferInfo, error)
 	RemoveOffer(ctx context.Context, id string) (OfferInfo, error)
+	CreateContract(ctx context.Context, req ContractCreate) (ContractInfo, error)
+	Contracts(ctx context.Context) ([]ContractInfo, error)
+	Contract(ctx context.Context, id string) (ContractInfo, error)
+	ContractAction(ctx context.Context, id, action string) (ContractInfo, error) // stop | start | rm
+	ExtendContract(ctx context.Context, id string, req ContractExtendRequest) (ContractInfo, error)
+	ContractUsage(ctx context.Context, at int64) (ContractUsage, error) // at: unix ms, 0 = now
 	AddDataset(ctx context.Context, req DatasetAdd) (DatasetInfo, error)
 	DatasetProgress(ctx context.Context, id string) (DatasetProgress, error)
 	Datasets(ctx context.Context) ([]DatasetInfo, error)

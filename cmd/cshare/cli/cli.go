@@ -193,6 +193,7 @@ one signed ledger and schedule jobs together. Every command except
 		a.jobCmd(),
 		a.smartshareCmd(),
 		a.offerCmd(),
+		a.contractCmd(),
 		a.userCmd(),
 		a.versionCmd(),
 		a.datasetCmd(),

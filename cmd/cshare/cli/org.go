@@ -270,6 +270,8 @@ func (a *app) orgSetCmd() *cobra.Command {
   smartshare.preempt_policy=aggressive|passive|disabled
   smartshare.default_max_cpus=N      (-1 = max_cpus_limit)
   smartshare.max_cpus_limit=N
+  market.delete_after=DURATION       (how long after its end a contract's container
+                                      and disk are kept, like 48h; 0 = 48h)
 
 The change is one ledger entry and takes effect on every node.`,
 		Args: func(cmd *cobra.Command, args []string) error {
