@@ -11,6 +11,16 @@ import (
 // contractReservations is what running contracts hold at now, by host
 // machine, computed from the ledger alone so every node takes the same out
 // of the same machines before SmartShare plans (issue 18, DESIGN §11).
+//
+// now is the plan's time, the one SmartShare's input is built at anyway
+// (liveness is read at it too), not a ledger time: a contract ends with no
+// entry written, so only the clock can say it has. Every boundary it is
+// compared with is a ledger time (the host's signed accept, extension,
+// the renter's stop and start), so two nodes that plan at the same moment
+// compute the same reservations, and nodes whose clocks disagree by d
+// disagree only during the d around a boundary, as they already do about
+// liveness. The host's node, which runs the instances, reads the same
+// ledger at its own clock (contracts_host.go).
 func contractReservations(st *ledger.State, now time.Time) map[string]market.Reservation {
 	out := map[string]market.Reservation{}
 	for _, r := range ledger.ContractReservations(st, now.UnixMilli()) {

@@ -16,7 +16,7 @@ func (n *Node) initRuntime() error {
 		return nil
 	}
 	n.drivers = runtime.NewRegistryFor(n.ctx, runtime.Setup{Docker: n.cfg.Runtime.DockerEnabled(), Exec: n.cfg.Runtime.ExecEnabled(),
-		ExecDir: filepath.Join(n.opts.DataDir, "exec"), Log: n.log})
+		ExecDir: filepath.Join(n.opts.DataDir, "exec"), Log: n.log, RecordGPUs: n.cfg.Runtime.RecordGPUs > 0})
 	return nil
 }
 

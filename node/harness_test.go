@@ -85,6 +85,8 @@ type meshConfig struct {
 	// (the owner's user.key on each), who sees every job; without it each
 	// machine is a person of its own, a member.
 	onePerson bool
+	// recordGPUs > 0: node.yaml's runtime.record_gpus (with slots > 0).
+	recordGPUs int
 }
 
 // newMesh starts cfg.n nodes (not yet in an org).
@@ -98,7 +100,7 @@ func newMesh(t testing.TB, cfg meshConfig) *mesh {
 	var confPath string
 	if cfg.slots > 0 {
 		confPath = filepath.Join(t.TempDir(), "node.yaml")
-		if err := os.WriteFile(confPath, fmt.Appendf(nil, "resources:\n  max_concurrent_jobs: %d\n", cfg.slots), 0o600); err != nil {
+		if err := os.WriteFile(confPath, fmt.Appendf(nil, "resources:\n  max_concurrent_jobs: %d\nruntime:\n  record_gpus: %d\n", cfg.slots, cfg.recordGPUs), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -132,6 +132,9 @@ type Node struct {
 	offerBk   *offerBook // the market's offers (offers.go)
 	ds        datasets   // blocks, imports, exchange (datasets.go, dsexchange.go)
 	jf        jobFetches // datasets fetched for jobs (dsjobs.go)
+
+	ctrOnce sync.Once
+	ctrHost *contractHost // the host's contract instances (contracts_host.go)
 }
 
 // Run starts a node and blocks until ctx is cancelled or the node is asked to
@@ -202,6 +205,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: hardware inventory: %w", err)
 	}
+	hwinfo = recordedGPUs(hwinfo, cfg.Runtime.RecordGPUs)
 	limits, err := cfg.Limits(hwinfo)
 	if err != nil {
 		return nil, err
@@ -291,6 +295,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	go n.redialLoop()
 	n.startScheduler()
 	n.spawn(n.datasetLoop)
+	n.spawn(n.contractLoop)
 	ok = true
 	log.Info("node started", "id", n.id.String(), "api", n.apiAddr, "org", n.orgID(), "data_dir", opts.DataDir)
 	n.checkExit() // removed, or the org deleted, while this node was down

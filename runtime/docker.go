@@ -53,7 +53,8 @@ var _ DockerAPI = (*client.Client)(nil)
 // are not auto-removed: their exit code and logs outlive a node crash, and
 // [Docker.Remove] deletes them. Their json-file log is capped at LogCap.
 type Docker struct {
-	cli DockerAPI
+	cli        DockerAPI
+	recordGPUs bool // see RecordGPUs
 }
 
 var _ Driver = (*Docker)(nil)
@@ -171,6 +172,10 @@ func (d *Docker) Start(ctx context.Context, s Spec) (RunID, error) {
 		Image:  s.Image,
 		Env:    s.Environ(nil),
 		Labels: s.Labels(),
+	}
+	if d.recordGPUs && len(hc.DeviceRequests) > 0 {
+		hc.DeviceRequests = nil
+		cfg.Labels[LabelGPUs], cfg.Labels[LabelGPUMode] = strings.Join(s.GPUUUIDs, ","), "record"
 	}
 	if len(s.Cmd) > 0 {
 		cfg.Cmd = append([]string(nil), s.Cmd...)

@@ -26,6 +26,7 @@ type Fake struct {
 	startErr error
 	seq      int
 	runs     map[RunID]*fakeRun
+	ctrs     map[RunID]*fakeContract // contract instances (fake_contracts.go)
 }
 
 type fakeRun struct {

@@ -95,7 +95,10 @@ type Setup struct {
 	Docker  bool   // try the Docker engine from the environment
 	Exec    bool   // run plain processes (not sandboxed: the owner's choice)
 	ExecDir string // the exec driver's root directory
-	Log     *slog.Logger
+	// RecordGPUs makes the Docker driver record GPU device requests
+	// instead of sending them (see Docker.RecordGPUs).
+	RecordGPUs bool
+	Log        *slog.Logger
 }
 
 // NewRegistryFor builds a machine's registry: Docker when enabled and its
@@ -118,6 +121,7 @@ func NewRegistryFor(ctx context.Context, s Setup) *Registry {
 			r.Unavailable("docker", fmt.Sprintf("no Docker engine reachable on this machine (%v)", err))
 			log.Warn("docker driver unavailable", "err", err)
 		} else {
+			d.RecordGPUs(s.RecordGPUs)
 			r.Add("docker", d)
 		}
 	} else {

@@ -161,6 +161,7 @@ func strictDecode(src string, data []byte) error {
 		Runtime *struct {
 			Exec   yaml.Node `yaml:"exec"`
 			Docker yaml.Node `yaml:"docker"`
+			Record yaml.Node `yaml:"record_gpus"`
 		} `yaml:"runtime"`
 		Discovery *struct {
 			MDNS yaml.Node `yaml:"mdns"`

@@ -213,7 +213,9 @@ func TestParseErrors(t *testing.T) {
 		{"mdns string", "discovery:\n  mdns: \"no\"\n", "discovery.mdns", `discovery.mdns: "no" (a string) is not true or false (line 2)`},
 		{"unknown discovery key", "discovery:\n  dht: true\n", "discovery.dht", `unknown key "discovery.dht"; allowed under discovery: mdns (line 2)`},
 		{"discovery list", "discovery: [mdns]\n", "discovery", "discovery: is a list; expected a mapping with keys mdns"},
-		{"runtime list", "runtime: [docker]\n", "runtime", "runtime: is a list; expected a mapping with keys exec, docker"},
+		{"runtime list", "runtime: [docker]\n", "runtime", "runtime: is a list; expected a mapping with keys exec, docker, record_gpus"},
+		{"record_gpus too many", "runtime:\n  record_gpus: 65\n", "runtime.record_gpus", "runtime.record_gpus: 65 is outside 0..64 (line 2)"},
+		{"record_gpus string", "runtime:\n  record_gpus: two\n", "runtime.record_gpus", "runtime.record_gpus"},
 		{"resources scalar", "resources: lots\n", "resources", `resources: is "lots" (a string); expected a mapping`},
 		{"name empty", "name: \"\"\n", "name", "name: is empty; give a name or remove the key (line 1)"},
 		{"name too long", "name: " + strings.Repeat("x", 65) + "\n", "name", "name: 65 characters; allowed: at most 64, one line of printable text (line 1)"},
@@ -398,5 +400,12 @@ func TestDiscovery(t *testing.T) {
 		if got := f.Discovery.MDNSEnabled(); got != tc.want {
 			t.Errorf("%q: MDNSEnabled = %v, want %v", tc.src, got, tc.want)
 		}
+	}
+}
+
+func TestRecordGPUs(t *testing.T) {
+	f, err := Parse([]byte("runtime:\n  record_gpus: 2\n"))
+	if err != nil || f.Runtime.RecordGPUs != 2 || !f.Runtime.DockerEnabled() {
+		t.Fatalf("%+v, %v", f.Runtime, err)
 	}
 }

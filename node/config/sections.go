@@ -6,6 +6,11 @@ import "gopkg.in/yaml.v3"
 type Runtime struct {
 	Exec   *bool // nil = false
 	Docker *bool // nil = true
+	// RecordGPUs (record_gpus: N) declares N GPUs this machine does not
+	// have (devices 0..N-1, "Recorded GPU", 16 GB) and makes the Docker
+	// driver record their device requests instead of sending them: for
+	// tests and demos of the market on machines without GPUs. 0: off.
+	RecordGPUs int
 }
 
 // Discovery is the discovery: section: how this machine finds the other
@@ -27,11 +32,22 @@ func (r Runtime) DockerEnabled() bool { return r.Docker == nil || *r.Docker }
 
 func (p *parser) runtime(n *yaml.Node, path string) (Runtime, error) {
 	var r Runtime
-	entries, err := p.mapping(n, path, "exec", "docker")
+	entries, err := p.mapping(n, path, "exec", "docker", "record_gpus")
 	if err != nil {
 		return r, err
 	}
 	for _, e := range entries {
+		if e.name == "record_gpus" {
+			v, err := p.bounded(e.value, e.path, "0..64")
+			if err != nil {
+				return r, err
+			}
+			if v < 0 || v > 64 {
+				return r, p.errf(e.value, e.path, "%d is outside 0..64", v)
+			}
+			r.RecordGPUs = int(v)
+			continue
+		}
 		if e.value.Kind != yaml.ScalarNode || e.value.ShortTag() != "!!bool" {
 			return r, p.errf(e.value, e.path, "%s is not true or false", kindName(e.value))
 		}

@@ -1,0 +1,180 @@
+package node
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/market"
+	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/runtime"
+)
+
+// TestPlanContracts: the pure comparison of instances with the ledger.
+func TestPlanContracts(t *testing.T) {
+	const now = 1_000_000
+	p := market.Policy{DeleteAfter: 1000}
+	mk := func(id string, seq int64, start, end int64, running bool, gpus ...int64) ledger.Contract {
+		return ledger.Contract{Contract: market.Contract{ID: id, Seq: seq, Accepted: true, Start: start, End: end, Running: running, Since: start,
+			Offer: market.Offer{ID: "o", Machine: "m", Until: end + 10_000}, Alloc: market.Alloc{GPUs: gpus}}}
+	}
+	cs := []ledger.Contract{
+		mk("run", 1, 10, now+100, true, 0),
+		mk("stopped", 2, 10, now+100, false, 1),
+		mk("ended", 3, 10, now-1, true, 2),
+		mk("gone", 4, 10, now-2000, true, 3),
+		mk("new", 5, 10, now+100, true, 4),
+	}
+	runs := []runtime.ContractRun{
+		{ID: "r1", Contract: "run", Running: true, GPUs: []string{"0"}},
+		{ID: "r1b", Contract: "run", Running: false},
+		{ID: "r2", Contract: "stopped", Running: true},
+		{ID: "r3", Contract: "ended", Running: true},
+		{ID: "r4", Contract: "gone", Running: false},
+		{ID: "r5", Contract: "unknown", Running: true},
+	}
+	pl := planContracts(cs, runs, now, p)
+	ids := func(rs []runtime.ContractRun) string {
+		var s []string
+		for _, r := range rs {
+			s = append(s, string(r.ID))
+		}
+		return strings.Join(s, ",")
+	}
+	var run []string
+	for _, c := range pl.run {
+		run = append(run, c.ID)
+	}
+	if got := fmt.Sprintf("remove %s; stop %s; keep %s; run %s", ids(pl.remove), ids(pl.stop), ids(pl.keep), strings.Join(run, ",")); got != "remove r1b,r4,r5; stop r2,r3; keep r1; run new" {
+		t.Fatal(got)
+	}
+	if d := nextBoundary(cs, now, p); d != 100*time.Millisecond+time.Millisecond {
+		t.Fatalf("next boundary %s", d)
+	}
+}
+
+func contractState(t *testing.T, n *Node, id string) api.ContractInfo {
+	t.Helper()
+	c, err := n.Contract(ctxT(t), id)
+	if err != nil {
+		t.Fatalf("contract %s: %v", id, err)
+	}
+	return c
+}
+
+// TestContractsOnTheHost: a renter's request for two GPUs is accepted by
+// the host's node and runs there (a fake instance holding both GPUs); a
+// second request for the same GPUs is rejected on every node; stop and
+// start move the instance; only the host extends; after the host's node
+// stops and finds a stray instance holding a GPU and its own instance
+// stopped, it removes the stray before giving the GPUs back to the
+// contract (the fake driver refuses a start on a held GPU).
+func TestContractsOnTheHost(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 2, interval: 200 * time.Millisecond, slots: 2, recordGPUs: 2})
+	m.formOrg()
+	host, renter := m.nodes[0], m.nodes[1]
+	var offer api.OfferInfo
+	eventually(t, 20*time.Second, "the host can offer its two GPUs", func() string {
+		var err error
+		offer, err = host.CreateOffer(ctxT(t), api.OfferCreate{Price: "2", ForMS: market.Day})
+		if err != nil {
+			return err.Error()
+		}
+		if len(offer.GPUs) != 2 {
+			return fmt.Sprintf("offer GPUs %v", offer.GPUs)
+		}
+		return ""
+	})
+	var a, b api.ContractInfo
+	eventually(t, 20*time.Second, "the renter hears of the offer and rents both GPUs", func() string {
+		var err error
+		a, err = renter.CreateContract(ctxT(t), api.ContractCreate{Offer: offer.ID[:6], Image: "img", GPUs: 2, ForMS: market.Hour})
+		if err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	b, err := renter.CreateContract(ctxT(t), api.ContractCreate{Offer: offer.ID, Image: "img", GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mn := range m.nodes {
+		eventually(t, 20*time.Second, mn.name+": the first runs, the second is rejected", func() string {
+			ca, err1 := mn.Contract(ctxT(t), a.ID)
+			cb, err2 := mn.Contract(ctxT(t), b.ID)
+			if err1 != nil || err2 != nil {
+				return fmt.Sprint(err1, err2)
+			}
+			if ca.State != market.StateRunning || cb.State != market.StateRejected || !strings.Contains(cb.Reason, a.ID) {
+				return fmt.Sprintf("a %s, b %s (%s)", ca.State, cb.State, cb.Reason)
+			}
+			return ""
+		})
+	}
+	instance := func(want bool) func() string {
+		return func() string {
+			s, running, ok := host.drv.ContractSpecOf(a.ID)
+			if !ok || running != want {
+				return fmt.Sprintf("instance exists %v running %v", ok, running)
+			}
+			if strings.Join(s.GPUs, ",") != "GPU-recorded-0,GPU-recorded-1" || s.CPUShares <= 0 || s.MemoryReservationBytes > s.MemoryBytes {
+				return fmt.Sprintf("spec %+v", s)
+			}
+			return ""
+		}
+	}
+	eventually(t, 20*time.Second, "the instance runs on the host", instance(true))
+	if _, err := renter.ContractAction(ctxT(t), a.ID, api.ContractStop); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the instance stopped", instance(false))
+	if _, err := host.ContractAction(ctxT(t), a.ID, api.ContractStart); statusCode(err) != 403 {
+		t.Fatalf("the host starts the renter's contract: %v", err)
+	}
+	eventually(t, 20*time.Second, "the renter's start reached the host", func() string {
+		if _, err := renter.ContractAction(ctxT(t), a.ID, api.ContractStart); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	eventually(t, 20*time.Second, "the instance runs again", instance(true))
+	if _, err := renter.ExtendContract(ctxT(t), a.ID, api.ContractExtendRequest{ForMS: market.Hour}); statusCode(err) != 403 || !strings.Contains(err.Error(), "only the host") {
+		t.Fatalf("the renter extends: %v", err)
+	}
+	before := contractState(t, host.Node, a.ID).End
+	if c, err := host.ExtendContract(ctxT(t), a.ID, api.ContractExtendRequest{ForMS: market.Hour}); err != nil || c.End == before {
+		t.Fatalf("the host extends: %+v %v", c, err)
+	}
+
+	// The host's node goes down; meanwhile its instance stops and a stray
+	// one (of a contract the ledger does not know) takes GPU 0.
+	m.stop(0)
+	ctx := ctxT(t)
+	runs, _ := host.drv.ListContracts(ctx, renter.orgID(), host.drv.machine)
+	for _, r := range runs {
+		_ = host.drv.StopContract(ctx, r.ID, 0)
+	}
+	stray, err := host.drv.CreateContract(ctx, runtime.ContractSpec{Org: renter.orgID(), Machine: host.drv.machine, Contract: "cstray", Image: "img", GPUs: []string{"GPU-recorded-0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.drv.StartContract(ctx, stray); err != nil {
+		t.Fatal(err)
+	}
+	m.restart(0)
+	eventually(t, 20*time.Second, "after the restart the contract runs again", instance(true))
+	if _, _, ok := host.drv.ContractSpecOf("cstray"); ok {
+		t.Fatal("the stray instance was not removed")
+	}
+	if _, err := renter.ContractAction(ctxT(t), a.ID, api.ContractRm); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the removed contract's instance is gone", func() string {
+		if _, _, ok := host.drv.ContractSpecOf(a.ID); ok {
+			return "still there"
+		}
+		return ""
+	})
+}

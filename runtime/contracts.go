@@ -1,0 +1,158 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Labels of a rental contract's instance (issue 18), beside LabelOrg and
+// LabelMachine (the host machine).
+const (
+	LabelContract = "cshare.contract"
+	// LabelGPUs lists the GPU devices the instance holds ("0,1"; "" for
+	// none), so the host finds which container holds which GPU after a
+	// restart without asking the ledger.
+	LabelGPUs = "cshare.gpus"
+	// LabelGPUMode is "record" on an instance whose device requests were
+	// recorded instead of sent (see Setup.RecordGPUs).
+	LabelGPUMode = "cshare.gpu_mode"
+	// LabelDiskMB is the disk the contract was created with, in MB.
+	LabelDiskMB = "cshare.disk_mb"
+)
+
+// EnvContract is set in a contract instance's environment to its ID.
+const EnvContract = "CSHARE_CONTRACT"
+
+// ContractSpec is a rental contract's instance: one container that lives
+// as long as the contract (stopped and started in place, so its disk
+// persists) and is removed with it.
+type ContractSpec struct {
+	Org, Machine, Contract string
+	Image                  string
+	// Cmd is the argv; empty means the image's own command (unless OnStart
+	// is set: then the instance stays up after it).
+	Cmd []string
+	Env map[string]string
+	// OnStart is a shell command run at each start, before Cmd.
+	OnStart string
+	// GPUs are the device IDs (indices or UUIDs) held exclusively.
+	GPUs []string
+	// CPUShares weighs the instance's CPU under contention (its baseline:
+	// 1024 per core); NanoCPUs caps it (the ceiling).
+	CPUShares, NanoCPUs int64
+	// MemoryReservationBytes is the baseline, MemoryBytes the ceiling.
+	MemoryReservationBytes, MemoryBytes int64
+	ShmBytes                            int64
+	// DiskBytes is the writable layer's size, fixed at creation (enforced
+	// where the engine's storage driver supports a size).
+	DiskBytes int64
+	Auth      *RegistryAuth
+}
+
+// ContractRun is a contract instance as the driver finds it.
+type ContractRun struct {
+	ID       RunID
+	Contract string
+	GPUs     []string
+	Running  bool
+}
+
+// ContractDriver runs contract instances. The docker and fake drivers
+// implement it.
+type ContractDriver interface {
+	// CreateContract creates the instance, stopped (pulling the image if
+	// needed).
+	CreateContract(ctx context.Context, s ContractSpec) (RunID, error)
+	// StartContract starts a created or stopped instance.
+	StartContract(ctx context.Context, id RunID) error
+	// StopContract stops it (SIGTERM, then SIGKILL after grace); stopping a
+	// stopped instance is not an error.
+	StopContract(ctx context.Context, id RunID, grace time.Duration) error
+	// ListContracts lists the instances of org's contracts hosted by
+	// machine, running or not, by contract ID then run ID.
+	ListContracts(ctx context.Context, org, machine string) ([]ContractRun, error)
+	// RemoveContract deletes the instance and its disk, stopping it first.
+	RemoveContract(ctx context.Context, id RunID) error
+}
+
+// Validate checks the fields every driver relies on; errors are one line,
+// name the field and match ErrInvalidSpec.
+func (s ContractSpec) Validate() error {
+	for _, f := range []struct{ name, v string }{{"org", s.Org}, {"machine", s.Machine}, {"contract", s.Contract}, {"image", s.Image}} {
+		if strings.TrimSpace(f.v) == "" {
+			return specErr(f.name, "is required")
+		}
+		if strings.ContainsAny(f.v, "\x00\n\r, ") {
+			return specErr(f.name, "%q contains a space, comma or control character", f.v)
+		}
+	}
+	run := Spec{Org: s.Org, Job: "contract", Instance: s.Contract, Machine: s.Machine, Cmd: s.Cmd, Env: s.Env, GPUUUIDs: s.GPUs,
+		MemoryBytes: s.MemoryBytes, MemoryReservationBytes: s.MemoryReservationBytes, ShmBytes: s.ShmBytes}
+	if err := run.Validate(); err != nil {
+		return err
+	}
+	if _, ok := s.Env[EnvContract]; ok {
+		return specErr("env", "%s is set by the driver and may not be overridden", EnvContract)
+	}
+	switch {
+	case s.CPUShares < 0 || s.NanoCPUs < 0 || s.DiskBytes < 0:
+		return specErr("cpus", "shares, nano-CPUs and disk may not be negative")
+	case strings.ContainsRune(s.OnStart, 0):
+		return specErr("onstart", "contains a NUL byte")
+	}
+	return nil
+}
+
+// Labels are the labels of s's instance.
+func (s ContractSpec) Labels() map[string]string {
+	return map[string]string{LabelOrg: s.Org, LabelMachine: s.Machine, LabelContract: s.Contract,
+		LabelGPUs: strings.Join(s.GPUs, ","), LabelDiskMB: strconv.FormatInt(s.DiskBytes>>20, 10)}
+}
+
+// Environ is the instance's environment as sorted KEY=VALUE pairs.
+func (s ContractSpec) Environ() []string {
+	out := make([]string, 0, len(s.Env)+1)
+	for k, v := range s.Env {
+		out = append(out, k+"="+v)
+	}
+	out = append(out, EnvContract+"="+s.Contract)
+	sort.Strings(out)
+	return out
+}
+
+// Entrypoint is what runs OnStart before the command: nil when there is
+// no OnStart (the image's own entrypoint and Cmd run). With OnStart, a
+// shell runs it, then the command if any, else it stays up (an instance
+// the renter uses interactively).
+func (s ContractSpec) Entrypoint() []string {
+	if s.OnStart == "" {
+		return nil
+	}
+	script := s.OnStart + "\nif [ $# -gt 0 ]; then exec \"$@\"; fi\nwhile :; do sleep 3600; done"
+	return []string{"/bin/sh", "-c", script, "onstart"}
+}
+
+func contractRunOf(id RunID, labels map[string]string, running bool) ContractRun {
+	r := ContractRun{ID: id, Contract: labels[LabelContract], Running: running}
+	if g := labels[LabelGPUs]; g != "" {
+		r.GPUs = strings.Split(g, ",")
+	}
+	return r
+}
+
+func sortContractRuns(rs []ContractRun) {
+	sort.Slice(rs, func(i, j int) bool {
+		if rs[i].Contract != rs[j].Contract {
+			return rs[i].Contract < rs[j].Contract
+		}
+		return rs[i].ID < rs[j].ID
+	})
+}
+
+func contractErr(verb string, id RunID, err error) error {
+	return fmt.Errorf("runtime: %s contract instance %s: %w", verb, idShort(id), err)
+}
