@@ -21,10 +21,11 @@ import (
 
 // The market's offers (issue 18): gossiped on the org's offers topic, never
 // written to the ledger. A host's node publishes its own offers at once and
-// republishes them every offerRepublish while they are open (so a newcomer
-// has them within one period); every node keeps the offers it has heard
-// from their host within offerStale, drops them at their end or on a
-// signed withdrawal, and lists them with the market's query language.
+// republishes them every offerRepublish while they are open, and at once
+// when a peer subscribes to the topic (so a newcomer gets the current
+// offers on join); every node keeps the offers it has heard from their
+// host within offerStale, drops them at their end or on a signed
+// withdrawal, and lists them with the market's query language.
 const (
 	offerRepublish = 10 * time.Second
 	offerStale     = 6 * offerRepublish
@@ -48,12 +49,20 @@ type offerBook struct {
 	withdrawn map[string]int64 // offer ID -> its end (ms): replays are dropped until then
 	mine      map[string]ledger.SignedOffer
 	beats     map[string][]time.Time
+	kick      chan struct{} // a peer joined the topic: republish now
+}
+
+func (b *offerBook) kickRepublish() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
 }
 
 func (n *Node) book() *offerBook {
 	n.offerOnce.Do(func() {
 		n.offerBk = &offerBook{since: time.Now(), offers: map[string]offerRec{}, withdrawn: map[string]int64{},
-			mine: map[string]ledger.SignedOffer{}, beats: map[string][]time.Time{}}
+			mine: map[string]ledger.SignedOffer{}, beats: map[string][]time.Time{}, kick: make(chan struct{}, 1)}
 	})
 	return n.offerBk
 }
@@ -67,6 +76,7 @@ func (n *Node) joinOffers(org string, o *p2p.Org) error {
 		return err
 	}
 	t.OnMessage(n.onOffer)
+	t.OnPeerJoin(func(peer.ID) { b.kickRepublish() })
 	o.OnHeartbeat(func(hb p2p.Heartbeat) { b.beat(hb.Machine, time.Now()) })
 	b.mu.Lock()
 	b.topic = t
@@ -83,6 +93,7 @@ func (n *Node) joinOffers(org string, o *p2p.Org) error {
 			case <-n.ctx.Done():
 				return
 			case <-tick.C:
+			case <-b.kick:
 			}
 		}
 	}()

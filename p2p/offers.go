@@ -57,10 +57,11 @@ type Offers struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu   sync.Mutex
-	fns  []func(OfferMsg)
-	seq  uint64
-	done bool
+	mu    sync.Mutex
+	fns   []func(OfferMsg)
+	joins []func(peer.ID)
+	seq   uint64
+	done  bool
 }
 
 // JoinOffers joins org's offers topic, with a validator that decodes each
@@ -92,9 +93,44 @@ func (h *Host) JoinOffers(org string, check OfferCheck) (*Offers, error) {
 		t.Close()
 		return nil, err
 	}
-	t.wg.Add(1)
+	ev, err := t.topic.EventHandler()
+	if err != nil {
+		t.Close()
+		return nil, err
+	}
+	t.wg.Add(2)
 	go t.loop()
+	go t.peerLoop(ev)
 	return t, nil
+}
+
+// OnPeerJoin registers fn for every peer that subscribes to the topic
+// (a newcomer, or a peer back after a disconnection): the node sends it
+// its offers at once rather than at its next republication.
+func (t *Offers) OnPeerJoin(fn func(peer.ID)) {
+	t.mu.Lock()
+	t.joins = append(t.joins, fn)
+	t.mu.Unlock()
+}
+
+func (t *Offers) peerLoop(ev *pubsub.TopicEventHandler) {
+	defer t.wg.Done()
+	defer ev.Cancel()
+	for {
+		e, err := ev.NextPeerEvent(t.ctx)
+		if err != nil {
+			return
+		}
+		if e.Type != pubsub.PeerJoin {
+			continue
+		}
+		t.mu.Lock()
+		fns := t.joins
+		t.mu.Unlock()
+		for _, fn := range fns {
+			fn(e.Peer)
+		}
+	}
 }
 
 // OnMessage registers fn for every accepted message, others' and our own.
