@@ -125,7 +125,8 @@ func containerState(t *testing.T, id string) (string, map[string]string) {
 // records the device requests). An offer made on one node reaches the
 // others and a newcomer; two renters race for the same two GPUs and
 // exactly one wins, the same on every node; the winner's contract runs in
-// a container on the host, is stopped and started by its renter, extended
+// a container on the host, is stopped and started by its renter (also
+// while the host's node is down after a kill -9), extended
 // by the host (refused to the renter), reaches its end and cannot start,
 // and is deleted after a short market.delete_after, with its container.
 // Every node prints the same usage.
@@ -185,7 +186,7 @@ func TestMarketContracts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, errs, code := p.cli("contract", "create", offer[:8], "--image", "cshare-busybox:latest", "--gpus", "2", "--for", "40s",
+			out, errs, code := p.cli("contract", "create", offer[:8], "--image", "cshare-busybox:latest", "--gpus", "2", "--for", "60s",
 				"--env", "WHO=renter", "--onstart", "echo up", "--", "sleep", "3600")
 			if code != 0 {
 				t.Errorf("renter %d: contract create: %s", i+1, errs)
@@ -243,6 +244,26 @@ func TestMarketContracts(t *testing.T) {
 		return code == 0
 	})
 	eventually(t, 30*time.Second, "the container runs again", running("running"))
+
+	// kill -9 of the host's node: while it is down the renter stops the
+	// contract and a stray container (of a contract the ledger does not
+	// know) appears with the host's labels; after the restart the host's
+	// node stops the contract's container and removes the stray one.
+	host.kill9()
+	renter.must("contract", "stop", id)
+	stray := "cshare-stray-" + hostSt.ID[len(hostSt.ID)-8:]
+	if out, err := exec.Command("docker", "run", "-d", "--name", stray, "--label", "cshare.contract=cffffffffffff", "--label", "cshare.org="+hostSt.Org,
+		"--label", "cshare.machine="+hostSt.ID, "--label", "cshare.gpus=GPU-recorded-0", "cshare-busybox:latest", "sleep", "3600").CombinedOutput(); err != nil {
+		t.Fatalf("docker run the stray: %v: %s", err, out)
+	}
+	host.start()
+	eventually(t, 30*time.Second, "after the restart the stopped contract's container is stopped", running("exited"))
+	eventually(t, 30*time.Second, "after the restart the stray container is gone", func() bool {
+		return exec.Command("docker", "inspect", stray).Run() != nil
+	})
+	renter.must("contract", "start", id)
+	eventually(t, 30*time.Second, "the container runs once more", running("running"))
+
 	_, errs, code := renter.cli("contract", "extend", id, "--for", "1h")
 	if code == 0 || strings.Count(strings.TrimSpace(errs), "\n") != 0 || !strings.Contains(errs, "only the host") {
 		t.Fatalf("the renter extends: exit %d, stderr %q", code, errs)
