@@ -61,7 +61,7 @@ func (d *Docker) CreateContract(ctx context.Context, s ContractSpec) (RunID, err
 	if len(s.Cmd) > 0 {
 		cfg.Cmd = append([]string(nil), s.Cmd...)
 	}
-	name := "cshare-contract-" + s.Contract + "-" + truncate(s.Machine, 12)
+	name := "cshare-contract-" + s.Contract + "-" + s.Machine[max(0, len(s.Machine)-8):]
 	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil && hc.StorageOpt != nil && strings.Contains(err.Error(), "storage-opt") {
 		hc.StorageOpt = nil

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make demo: three cshare nodes on loopback in a temporary dir. Creates an org,
 # joins and approves two machines, shows the org from every node, runs a job
-# across all three, lets a second job take its share, and stops. KEEP=1 leaves
-# the nodes running.
+# across all three, lets a second job take its share, rents one of node 1's
+# (recorded) GPUs through an offer and a contract when Docker is there, and
+# stops. KEEP=1 leaves the nodes running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B="$PWD/bin/cshare"
@@ -12,10 +13,14 @@ BASE=${DEMO_PORT:-$((20000 + RANDOM % 20000))}
 PIDS=()
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
+N1ID=""
 cleanup() {
   if [ "${KEEP:-0}" = 1 ]; then return; fi
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  if [ -n "$N1ID" ]; then
+    docker ps -aq --filter "label=cshare.machine=$N1ID" --filter label=cshare.contract | xargs -r docker rm -f -v >/dev/null 2>&1 || true
+  fi
 }
 trap cleanup EXIT
 
@@ -34,6 +39,8 @@ resources:
 runtime:
   exec: true
 EOF
+  # Node 1 rents out two GPUs it does not have: their device requests are recorded.
+  if [ "$i" = 1 ] && [ "$DRIVER" = docker ]; then echo "  record_gpus: 2" >> "$DIR/node$i/node.yaml"; fi
   "$B" node run --data-dir "$DIR/node$i" --api 127.0.0.1:0 \
     --listen /ip4/127.0.0.1/tcp/$((BASE + i)) --listen /ip4/127.0.0.1/udp/$((BASE + i))/quic-v1 \
     --config "$DIR/node$i/node.yaml" --heartbeat-interval 2s >"$DIR/node$i.log" 2>&1 &
@@ -124,6 +131,27 @@ c 1 machine ls
 echo "--- output of item 7 of job $J1, asked of node 1 (kept on the machine that ran it, fetched from there):"
 c 1 job logs "$J1" --item 7
 [ "$s1$s2" = donedone ] || { echo "demo: jobs did not finish" >&2; exit 1; }
+
+if [ "$DRIVER" = docker ]; then
+  step "the market: olive offers node 1's two GPUs (recorded: no GPU here); mo rents one from node 3"
+  N1ID=$(c 1 node status --json | sed -n 's/.*"id": "\([^"]*\)".*/\1/p' | head -n 1)
+  printf '$ cshare offer create --price 1.2 --gpus 2 --cpus 1 --memory 512m --disk 1g --for 2h   (node 1)\n'
+  OFFER=$(c 1 offer create --price 1.2 --gpus 2 --cpus 1 --memory 512m --disk 1g --for 2h | tail -n 1)
+  for _ in $(seq 100); do c 3 offer ls --json | grep -q "$OFFER" && break; sleep 0.1; done
+  printf '$ cshare offer ls gpus>=1 price<2   (node 3)\n'
+  c 3 offer ls 'gpus>=1' 'price<2'
+  printf '$ cshare contract create %s --image cshare-busybox:latest --gpus 1 --for 1h -- sleep 3600   (node 3)\n' "$OFFER"
+  CT=$(c 3 contract create "$OFFER" --image cshare-busybox:latest --gpus 1 --for 1h -- sleep 3600 | tail -n 1)
+  for _ in $(seq 100); do c 1 contract show "$CT" --json | grep -q '"state": "running"' && break; sleep 0.2; done
+  for _ in $(seq 100); do [ -n "$(docker ps -q --filter "label=cshare.contract=$CT")" ] && break; sleep 0.2; done
+  c 1 contract show "$CT"
+  echo "--- its container on node 1's Docker engine:"
+  docker ps --filter "label=cshare.contract=$CT" --format '{{.Names}}  {{.Status}}  gpus={{.Label "cshare.gpus"}} ({{.Label "cshare.gpu_mode"}})'
+  printf '$ cshare contract rm %s   (node 3)\n' "$CT"
+  c 3 contract rm "$CT"
+  for _ in $(seq 100); do [ -z "$(docker ps -aq --filter "label=cshare.contract=$CT")" ] && break; sleep 0.2; done
+  c 1 contract usage
+fi
 
 step "plan agreement: every node computed the same SmartShare plan"
 for _ in $(seq 100); do
