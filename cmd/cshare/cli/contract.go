@@ -96,7 +96,9 @@ func (a *app) contractCreateCmd() *cobra.Command {
 func (a *app) contractLsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "List the org's contracts", Args: exactArgs()}
 	return viewCmd(a, c, "print the contracts as a JSON array",
-		func(ctx context.Context, cl *api.Client, _ []string) ([]api.ContractInfo, error) { return cl.Contracts(ctx) },
+		func(ctx context.Context, cl *api.Client, _ []string) ([]api.ContractInfo, error) {
+			return cl.Contracts(ctx)
+		},
 		func(cs []api.ContractInfo) error {
 			var t table
 			t.row("ID", "STATE", "HOST", "RENTER", "GPUS", "CPUS", "MEM", "DISK", "END", "COST", "REASON")
@@ -111,7 +113,9 @@ func (a *app) contractLsCmd() *cobra.Command {
 func (a *app) contractShowCmd() *cobra.Command {
 	c := &cobra.Command{Use: "show ID", Short: "Show a contract: state, resources, times, cost, and the risk of bursting", Args: exactArgs("ID")}
 	return viewCmd(a, c, "print the contract as JSON",
-		func(ctx context.Context, cl *api.Client, args []string) (api.ContractInfo, error) { return cl.Contract(ctx, args[0]) },
+		func(ctx context.Context, cl *api.Client, args []string) (api.ContractInfo, error) {
+			return cl.Contract(ctx, args[0])
+		},
 		a.printContract)
 }
 
