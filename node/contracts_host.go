@@ -37,6 +37,9 @@ const (
 type contractHost struct {
 	mu      sync.Mutex
 	started map[string]int64
+	// idle: the last pass found no instance and the ledger no contract
+	// hosted here, so passes skip the engine until the ledger has one.
+	idle bool
 }
 
 // recordedGPUs adds the n GPUs node.yaml's runtime.record_gpus declares to
@@ -184,8 +187,13 @@ func (n *Node) reconcileContracts(ctx context.Context) time.Duration {
 		return contractTick
 	}
 	cs, p, _ := n.hostedContracts()
-	nowT := n.opts.Now()
-	now := nowT.UnixMilli()
+	now := n.opts.Now().UnixMilli()
+	h := n.contractHost()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.idle && len(cs) == 0 {
+		return contractTick
+	}
 	runs, err := d.ListContracts(ctx, n.orgID(), n.idStr)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -193,10 +201,8 @@ func (n *Node) reconcileContracts(ctx context.Context) time.Duration {
 		}
 		return contractTick
 	}
+	h.idle = len(cs) == 0 && len(runs) == 0
 	plan := planContracts(cs, runs, now, p)
-	h := n.contractHost()
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	for _, r := range plan.remove {
 		if err := d.RemoveContract(ctx, r.ID); err != nil {
 			n.log.Warn("cannot remove a contract instance", "contract", r.Contract, "err", err)

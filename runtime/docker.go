@@ -77,10 +77,15 @@ func NewDockerFromEnv() (*Docker, error) {
 // Name returns "docker".
 func (d *Docker) Name() string { return "docker" }
 
-// Ping checks that the engine answers.
+// Ping checks that the engine answers, and settles the API version now:
+// the SDK client negotiates it lazily, writing it under a lock that its
+// readers do not take, so two first calls at once would race.
 func (d *Docker) Ping(ctx context.Context) error {
 	if _, err := d.cli.Ping(ctx); err != nil {
 		return fmt.Errorf("runtime: docker engine unreachable: %w", err)
+	}
+	if n, ok := d.cli.(interface{ NegotiateAPIVersion(context.Context) }); ok {
+		n.NegotiateAPIVersion(ctx)
 	}
 	return nil
 }
