@@ -40,6 +40,9 @@ type contractHost struct {
 	// idle: the last pass found no instance and the ledger no contract
 	// hosted here, so passes skip the engine until the ledger has one.
 	idle bool
+	// answered: requests this process wrote an answer to; an answer the
+	// fold kept without effect is not written again every second.
+	answered map[string]bool
 }
 
 // recordedGPUs adds the n GPUs node.yaml's runtime.record_gpus declares to
@@ -107,20 +110,30 @@ func (n *Node) hostedContracts() ([]ledger.Contract, market.Policy, ledger.Hardw
 func (n *Node) answerRequests(ctx context.Context) {
 	cs, p, hwr := n.hostedContracts()
 	now := n.opts.Now().UnixMilli()
+	h := n.contractHost()
 	for i := range cs {
 		c := &cs[i]
-		if c.Accepted || c.State(now, p) != market.StateRequested {
+		h.mu.Lock()
+		done := h.answered[c.ID]
+		h.mu.Unlock()
+		if done || c.Accepted || c.State(now, p) != market.StateRequested {
 			continue
 		}
 		reason := n.refusal(ctx, c, cs, hwr, now, p)
+		var e *ledger.Entry
 		var err error
 		if reason == "" {
-			_, err = n.write(ctx, ledger.KindContractAccept, ledger.ContractRef{Contract: c.ID})
+			e, err = n.write(ctx, ledger.KindContractAccept, ledger.ContractRef{Contract: c.ID})
 		} else {
-			_, err = n.write(ctx, ledger.KindContractReject, ledger.ContractReject{Contract: c.ID, Reason: reason})
+			e, err = n.write(ctx, ledger.KindContractReject, ledger.ContractReject{Contract: c.ID, Reason: reason})
+		}
+		if e != nil { // written (err: the fold kept it without effect)
+			h.mu.Lock()
+			h.answered[c.ID] = true
+			h.mu.Unlock()
 		}
 		if err != nil && ctx.Err() == nil {
-			n.log.Info("contract answer had no effect", "contract", c.ID, "err", err)
+			n.log.Info("contract answer not written or without effect", "contract", c.ID, "err", err)
 		}
 		n.log.Info("contract answered", "contract", c.ID, "accepted", reason == "", "reason", reason)
 	}
@@ -254,7 +267,7 @@ func (n *Node) reconcileContracts(ctx context.Context) time.Duration {
 }
 
 func (n *Node) contractHost() *contractHost {
-	n.ctrOnce.Do(func() { n.ctrHost = &contractHost{started: map[string]int64{}} })
+	n.ctrOnce.Do(func() { n.ctrHost = &contractHost{started: map[string]int64{}, answered: map[string]bool{}} })
 	return n.ctrHost
 }
 
