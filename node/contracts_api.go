@@ -62,6 +62,9 @@ func (n *Node) CreateContract(ctx context.Context, req api.ContractCreate) (api.
 // findOffer is the signed offer that ref names among the offers this node
 // has heard of (full ID, or a unique prefix or suffix).
 func (n *Node) findOffer(ref string) (ledger.SignedOffer, error) {
+	if strings.TrimSpace(ref) == "" {
+		return ledger.SignedOffer{}, api.FieldErrorf(http.StatusBadRequest, "offer", "offer: give an offer ID (see cshare offer ls)")
+	}
 	now := n.opts.Now()
 	b := n.book()
 	b.mu.Lock()

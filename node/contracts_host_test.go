@@ -96,6 +96,23 @@ func TestContractsOnTheHost(t *testing.T) {
 		}
 		return ""
 	})
+	for _, bad := range []struct {
+		req  api.ContractCreate
+		code int
+		want string
+	}{
+		{api.ContractCreate{Image: "img"}, 400, "give an offer ID"},
+		{api.ContractCreate{Offer: "zzzzzz", Image: "img"}, 404, "no such offer"},
+		{api.ContractCreate{Offer: offer.ID}, 400, "image"},
+		{api.ContractCreate{Offer: offer.ID, Image: "img", GPUs: 3}, 400, "gpus: 3; the offer has 2 GPUs"},
+		{api.ContractCreate{Offer: offer.ID, Image: "img", CPUs: 1}, 400, "cpus: the offer has GPUs"},
+		{api.ContractCreate{Offer: offer.ID, Image: "img", ForMS: -1}, 400, "for"},
+		{api.ContractCreate{Offer: offer.ID, Image: "img", Env: map[string]string{"1X": "y"}}, 400, "1X"},
+	} {
+		if _, err := renter.CreateContract(ctxT(t), bad.req); statusCode(err) != bad.code || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%+v: %v; want %d with %q", bad.req, err, bad.code, bad.want)
+		}
+	}
 	b, err := renter.CreateContract(ctxT(t), api.ContractCreate{Offer: offer.ID, Image: "img", GPUs: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -171,6 +188,16 @@ func TestContractsOnTheHost(t *testing.T) {
 	if _, err := renter.ContractAction(ctxT(t), a.ID, api.ContractRm); err != nil {
 		t.Fatal(err)
 	}
+	// Usage at a given time is the same on both nodes once they agree.
+	at := time.Now().Add(time.Hour).UnixMilli()
+	eventually(t, 20*time.Second, "both nodes print the same usage", func() string {
+		u0, err0 := host.ContractUsage(ctxT(t), at)
+		u1, err1 := renter.ContractUsage(ctxT(t), at)
+		if err0 != nil || err1 != nil || fmt.Sprint(u0) != fmt.Sprint(u1) || len(u0.Renters) != 1 || u0.Renters[0].Cost <= 0 || u0.Renters[0].Cost != u0.Hosts[0].Cost {
+			return fmt.Sprintf("%+v %v / %+v %v", u0, err0, u1, err1)
+		}
+		return ""
+	})
 	eventually(t, 20*time.Second, "the removed contract's instance is gone", func() string {
 		if _, _, ok := host.drv.ContractSpecOf(a.ID); ok {
 			return "still there"
