@@ -98,9 +98,15 @@ func TestDockerContractLifecycle(t *testing.T) {
 	if err := d.StartContract(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	out := execOut(t, ctx, string(id), "cat", "/root/starts")
-	if strings.Count(out, "started") != 3 {
-		t.Fatalf("starts file %q", out)
+	// onstart runs in the container after the start returns: poll for it.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		out := execOut(t, ctx, string(id), "cat", "/root/starts")
+		if n := strings.Count(out, "started"); n == 3 {
+			break
+		} else if n > 3 || time.Now().After(deadline) {
+			t.Fatalf("starts file %q; want three starts", out)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if env := execOut(t, ctx, string(id), "sh", "-c", "echo $CSHARE_CONTRACT $A"); strings.TrimSpace(env) != s.Contract+" 1" {
 		t.Fatalf("env %q", env)
