@@ -266,6 +266,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	p2p.ServeSync(n.host.LibP2P(), n.rep)
 	p2p.ServeLogs(n.host.LibP2P(), (*logSource)(n))
 	p2p.ServeWitness(n.host.LibP2P(), (*witnessSource)(n))
+	n.host.ServeAdmit((*witnessSource)(n))
 	p2p.ServeTombstones(n.host.LibP2P(), tombstoneDir(filepath.Join(opts.DataDir, tombstonesDir)))
 	n.startExchange()
 	if err := n.initRuntime(); err != nil {

@@ -63,7 +63,9 @@ type Host struct {
 	ignored  *prometheus.CounterVec
 	accepted *prometheus.CounterVec
 	dropped  *prometheus.CounterVec
+	refused  *prometheus.CounterVec
 	traffic  *traffic
+	gate     *Gate
 
 	mu     sync.Mutex
 	mdns   mdns.Service // nil unless StartMDNS
@@ -100,15 +102,28 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	gate := newGate(nil)
+	hctx, cancel := context.WithCancel(context.Background())
+	h := &Host{
+		log:    logger,
+		ctx:    hctx,
+		cancel: cancel,
+		key:    cfg.Key,
+		orgs:   make(map[string]*Org),
+		scores: make(map[peer.ID]float64),
+		gate:   gate,
+	}
+	gate.h = h // before the host exists: a connection may come at once
 	opts := []libp2p.Option{
 		libp2p.Identity(cfg.Key),
+		libp2p.ConnectionGater(gate),
 		libp2p.ListenAddrStrings(listen...),
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Transport(quic.NewTransport),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.ConnectionManager(cm),
-		libp2p.ResourceManager(rm),
+		libp2p.ResourceManager(gatedRM{ResourceManager: rm, g: gate}),
 		libp2p.DisableRelay(),
 		libp2p.UserAgent("cshare"),
 	}
@@ -119,19 +134,13 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	lh, err := libp2p.New(opts...)
 	if err != nil {
+		cancel()
 		rm.Close()
 		return nil, fmt.Errorf("p2p: start host: %w", err)
 	}
-	hctx, cancel := context.WithCancel(context.Background())
-	h := &Host{
-		h:      lh,
-		log:    logger,
-		ctx:    hctx,
-		cancel: cancel,
-		key:    cfg.Key,
-		orgs:   make(map[string]*Org),
-		scores: make(map[peer.ID]float64),
-	}
+	h.mu.Lock()
+	h.h = lh
+	h.mu.Unlock()
 	h.rejected, h.ignored, h.accepted = newCounters(cfg.Metrics)
 	h.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cshare_gossip_dropped_total",
@@ -141,6 +150,13 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.dropped = registerOrExisting(cfg.Metrics, h.dropped)
 	}
 	h.traffic = newTraffic(cfg.Metrics)
+	h.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cshare_p2p_refused_total",
+		Help: "What this host refused to peers outside the org: streams by protocol, joiners' admissions, connections.",
+	}, []string{"what"})
+	if cfg.Metrics != nil {
+		h.refused = registerOrExisting(cfg.Metrics, h.refused)
+	}
 
 	ps, err := pubsub.NewGossipSub(hctx, lh,
 		pubsub.WithMessageIdFn(contentID),
@@ -153,6 +169,11 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		pubsub.WithPeerScore(peerScoreParams(), peerScoreThresholds()),
 		pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(h.inspectScores), scoreInspectPeriod),
 		pubsub.WithFloodPublish(true),
+		// The closed org (gate.go): only those who may have an org's
+		// topic are recorded as its subscribers (flood publishing sends
+		// to every subscriber) or taken into its mesh.
+		pubsub.WithSubscriptionFilter(subFilter{gate}),
+		pubsub.WithPeerFilter(gate.peerFilter),
 		pubsub.WithGossipSubParams(gossipParams()),
 		// Bursts (a wide job starting on every machine at once) overflow
 		// the defaults (32), and a dropped announcement is only repaired by
@@ -169,6 +190,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.ps = ps
 	lh.SetStreamHandler(HeartbeatProtocol, h.handleHeartbeatStream)
+	go gate.sweepLoop()
 	return h, nil
 }
 
