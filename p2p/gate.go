@@ -33,14 +33,17 @@ import (
 // after their grace. (2) Streams: every inbound stream's protocol is
 // checked when it is negotiated (the resource manager's SetProtocol, so it
 // covers every protocol, the dataset exchange's too): see streamNeed.
-// (3) Gossip: a subscription filter drops a peer's subscriptions to this
-// org's topics unless it may have them (ledger: machines and joiners;
-// heartbeat, offers and any other topic of the org: approved machines),
-// so nothing is published to it (flood publishing sends to every
-// subscriber), and a peer filter keeps it out of the topic's mesh and
-// gossip. A peer whose subscription was dropped and who may now have it
-// (a joiner approved) has its inbound pubsub stream reset, so that it opens
-// a new one and announces its subscriptions again.
+// (3) Gossip: a subscription filter drops a stranger's subscriptions to
+// this org's topics, so nothing is published to it (flood publishing sends
+// to every subscriber); a peer filter keeps all but approved machines out
+// of the mesh and gossip of the org's topics other than the ledger's
+// (heartbeat, offers). Machines and joiners may subscribe to every topic of
+// the org: a pending machine or a joiner holds a valid org key, and its
+// subscription, once dropped, would not be announced again when it is
+// approved (so it gets what the machines it is connected to publish
+// themselves). A peer whose subscription was dropped and who may now have
+// it (a stranger whose register this node lagged behind) has its pubsub
+// streams reset, so that both sides announce their subscriptions again.
 //
 // Before the host has joined an org the gate is open: such a node holds
 // nothing of an org, and is itself the joiner.
@@ -248,7 +251,7 @@ func (f subFilter) FilterIncomingSubscriptions(from peer.ID, subs []*pb.RPC_SubO
 	}
 	out := subs[:0:0]
 	for _, s := range subs {
-		if s.GetSubscribe() && !f.g.peerFilter(from, s.GetTopicid()) {
+		if s.GetSubscribe() && !f.g.allows(from, min(f.g.topicNeed(s.GetTopicid()), needJoiner)) {
 			f.g.mu.Lock()
 			d := f.g.dropped[from]
 			if d == nil {
@@ -362,7 +365,7 @@ func (g *Gate) sweep(now time.Time) {
 	g.mu.Unlock()
 	for p, topics := range dropped {
 		for _, t := range topics {
-			if g.peerFilter(p, t) {
+			if g.allows(p, min(g.topicNeed(t), needJoiner)) {
 				g.mu.Lock()
 				delete(g.dropped, p)
 				g.mu.Unlock()
@@ -373,12 +376,12 @@ func (g *Gate) sweep(now time.Time) {
 	}
 }
 
-// resubscribe resets p's inbound pubsub streams: p's pubsub then opens a new
-// stream, whose first message lists its subscriptions.
+// resubscribe resets p's pubsub streams: each side's pubsub then opens a
+// new stream, whose first message lists its subscriptions.
 func (g *Gate) resubscribe(p peer.ID) {
 	for _, c := range g.h.h.Network().ConnsToPeer(p) {
 		for _, s := range c.GetStreams() {
-			if s.Stat().Direction == network.DirInbound && strings.HasPrefix(string(s.Protocol()), "/meshsub/") {
+			if strings.HasPrefix(string(s.Protocol()), "/meshsub/") {
 				_ = s.Reset()
 			}
 		}

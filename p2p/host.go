@@ -66,6 +66,7 @@ type Host struct {
 	refused  *prometheus.CounterVec
 	traffic  *traffic
 	gate     *Gate
+	floods   *floods
 
 	mu     sync.Mutex
 	mdns   mdns.Service // nil unless StartMDNS
@@ -112,6 +113,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		orgs:   make(map[string]*Org),
 		scores: make(map[peer.ID]float64),
 		gate:   gate,
+		floods: newFloods(),
 	}
 	gate.h = h // before the host exists: a connection may come at once
 	opts := []libp2p.Option{
@@ -166,7 +168,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		// libp2p's envelope signature would be a second Ed25519 verify per
 		// message per node, the largest cost of a big org's gossip.
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
-		pubsub.WithPeerScore(peerScoreParams(), peerScoreThresholds()),
+		pubsub.WithPeerScore(peerScoreParams(h.floods.score), peerScoreThresholds()),
 		pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(h.inspectScores), scoreInspectPeriod),
 		pubsub.WithFloodPublish(true),
 		// The closed org (gate.go): only those who may have an org's
@@ -423,13 +425,13 @@ func gossipParams() pubsub.GossipSubParams {
 	return p
 }
 
-func peerScoreParams() *pubsub.PeerScoreParams {
+// peerScoreParams: app is the application-specific score (the flood
+// penalty, see ratelimit.go).
+func peerScoreParams(app func(peer.ID) float64) *pubsub.PeerScoreParams {
 	return &pubsub.PeerScoreParams{
-		Topics:        map[string]*pubsub.TopicScoreParams{}, // set per org by JoinOrg
-		TopicScoreCap: 100,
-		AppSpecificScore: func(peer.ID) float64 {
-			return 0
-		},
+		Topics:            map[string]*pubsub.TopicScoreParams{}, // set per org by JoinOrg
+		TopicScoreCap:     100,
+		AppSpecificScore:  app,
 		AppSpecificWeight: 1,
 		// Disabled: the machines of one office share a public IP behind NAT,
 		// and in-process test meshes all share 127.0.0.1.

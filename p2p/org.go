@@ -58,7 +58,6 @@ const (
 	ReasonNotApproved  = "not_approved"  // heartbeat from a machine that is not approved
 	ReasonNotMachine   = "not_machine"   // heads from a peer that is not a machine of the org
 	ReasonReplay       = "replay"        // heartbeat Seq == last accepted, or older than it by more than ReorderWindow
-	ReasonRate         = "rate"          // its sender, delivering it itself, is over the topic's rate limit
 )
 
 // Reasons for ignoring (cshare_gossip_ignored_total): no penalty, not delivered.

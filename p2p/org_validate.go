@@ -80,11 +80,12 @@ func (o *Org) validateHeartbeat(_ context.Context, src peer.ID, msg *pubsub.Mess
 }
 
 // overRate handles a message whose sender is over the topic's rate limit:
-// rejected (costing the sender score) when the sender delivered it itself,
-// ignored when an honest peer forwarded it.
+// ignored (a rejection would also cost every honest peer that forwarded a
+// copy), and a strike against the sender when it delivered it itself (see
+// floods).
 func (o *Org) overRate(kind string, sender peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	if msg.ReceivedFrom == sender {
-		return o.reject(kind, ReasonRate)
+		o.h.floods.strike(sender, time.Now())
 	}
 	return o.ignore(kind, IgnoreRate)
 }

@@ -3,16 +3,20 @@ package p2p
 import (
 	"sync"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // Per-sender rate limits of the org topics (a token bucket per machine):
-// a member that floods a topic has its excess messages rejected when it
-// delivers them itself (each rejection costs it peer score, and about five
-// get it graylisted: every RPC of it ignored) and ignored when another peer
-// forwards them (that peer is honest: it accepted them at its own pace).
-// The limits are far above what a node sends: a heartbeat per interval
-// plus a beat per peer joining (at most one a second), and a heads
-// announcement per ledger write.
+// a member's messages over the limit are ignored (not delivered; not
+// rejected, since pubsub would then also penalise every honest peer that
+// forwarded a copy), and each one it delivered itself is a strike against
+// it. FloodStrikes strikes within a minute give it an application score of
+// FloodScore for FloodPenalty: below the graylist threshold, so every RPC
+// of it is ignored by this host's pubsub, on every topic. The limits are
+// far above what a node sends: a heartbeat per interval plus a beat per
+// peer joining (at most one a second), and a heads announcement per ledger
+// write.
 type RateLimit struct {
 	PerSecond float64
 	Burst     float64
@@ -24,6 +28,65 @@ var (
 	HeadsRate     = RateLimit{PerSecond: 200, Burst: 2000}
 	OfferRate     = RateLimit{PerSecond: 50, Burst: 500}
 )
+
+// Flood penalty.
+var (
+	FloodStrikes = 20
+	FloodPenalty = 10 * time.Minute
+)
+
+// FloodScore is a flooder's application score: far below the graylist
+// threshold (peerScoreThresholds).
+const FloodScore = -100000
+
+// floods counts strikes and keeps the penalised peers.
+type floods struct {
+	mu      sync.Mutex
+	strikes map[peer.ID][]time.Time
+	until   map[peer.ID]time.Time
+}
+
+func newFloods() *floods {
+	return &floods{strikes: map[peer.ID][]time.Time{}, until: map[peer.ID]time.Time{}}
+}
+
+// strike records one over-limit message p delivered itself at now.
+func (f *floods) strike(p peer.ID, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.strikes[p]
+	for len(s) > 0 && now.Sub(s[0]) > time.Minute {
+		s = s[1:]
+	}
+	s = append(s, now)
+	if len(s) >= FloodStrikes {
+		f.until[p] = now.Add(FloodPenalty)
+		s = nil
+	}
+	if len(s) == 0 {
+		delete(f.strikes, p)
+	} else {
+		f.strikes[p] = s
+	}
+	if len(f.strikes) > maxBuckets {
+		clear(f.strikes)
+	}
+}
+
+// score is pubsub's AppSpecificScore.
+func (f *floods) score(p peer.ID) float64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.until[p]
+	if !ok {
+		return 0
+	}
+	if time.Now().After(t) {
+		delete(f.until, p)
+		return 0
+	}
+	return FloodScore
+}
 
 // maxBuckets bounds a limiter's memory; full buckets are forgotten first.
 const maxBuckets = 4096
