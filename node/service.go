@@ -375,7 +375,7 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := n.host.Connect(cctx, tok.Addrs); err != nil {
-		return api.JoinResult{}, api.Errorf(http.StatusBadGateway, "could not reach any bootstrap address in the org key (%v); is the issuing node running and reachable?", err)
+		return api.JoinResult{}, api.Errorf(http.StatusBadGateway, "could not reach any bootstrap address in the org key (%v); is the issuing node running and reachable? (a machine that refused a key refuses that joiner for a minute)", err)
 	}
 	var peers []peer.ID
 	for _, a := range tok.Addrs {

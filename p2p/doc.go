@@ -25,9 +25,9 @@
 // joiners and departing machines; heartbeat fetch to machines; logs, the
 // dataset exchange and anything else to approved machines; admission,
 // witnessing, tombstones, identify, ping and pubsub itself to anyone
-// connected. Pubsub's subscription and peer filters keep the org's ledger
-// topic to machines and joiners and its other topics (heartbeat, offers)
-// to approved machines. A sender over a topic's rate limit (ratelimit.go)
+// connected. Pubsub's subscription filter ignores strangers' subscriptions
+// to the org's topics (so nothing is published to them) and its peer filter
+// keeps joiners out of the mesh of every topic but the ledger's. A sender over a topic's rate limit (ratelimit.go)
 // has its excess ignored and, when it floods, is graylisted.
 //
 // # Gossip

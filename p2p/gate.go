@@ -35,13 +35,12 @@ import (
 // covers every protocol, the dataset exchange's too): see streamNeed.
 // (3) Gossip: a subscription filter drops a stranger's subscriptions to
 // this org's topics, so nothing is published to it (flood publishing sends
-// to every subscriber); a peer filter keeps all but approved machines out
-// of the mesh and gossip of the org's topics other than the ledger's
-// (heartbeat, offers). Machines and joiners may subscribe to every topic of
-// the org: a pending machine or a joiner holds a valid org key, and its
-// subscription, once dropped, would not be announced again when it is
-// approved (so it gets what the machines it is connected to publish
-// themselves). A peer whose subscription was dropped and who may now have
+// to every subscriber); a peer filter keeps joiners out of the mesh and
+// gossip of the org's topics other than the ledger's (heartbeat, offers).
+// Joiners may subscribe to every topic of the org (they hold a valid key,
+// and a subscription once dropped would not be announced again when they
+// are registered), so they get what the machines they are connected to
+// publish themselves. A peer whose subscription was dropped and who may now have
 // it (a stranger whose register this node lagged behind) has its pubsub
 // streams reset, so that both sides announce their subscriptions again.
 //
@@ -231,7 +230,7 @@ func (g *Gate) topicNeed(topic string) need {
 	case kind == KindLedger:
 		return needJoiner
 	}
-	return needApproved
+	return needMachine
 }
 
 // peerFilter is pubsub's WithPeerFilter.
