@@ -133,7 +133,7 @@ func (h *Host) ServeAdmit(src AdmitSource) {
 			// has read it), then cut it off.
 			_ = s.SetReadDeadline(time.Now().Add(2 * time.Second))
 			_, _ = io.Copy(io.Discard, io.LimitReader(s, maxAdmitFrame))
-			h.gate.cut(from, BlockFor)
+			h.gate.cut(from, h.gate.t.blockFor)
 		}
 		req, err := decodeAdmitRequest(b)
 		if err != nil {

@@ -47,7 +47,7 @@ import (
 // Before the host has joined an org the gate is open: such a node holds
 // nothing of an org, and is itself the joiner.
 
-// Gate timings (variables for tests).
+// Gate timings (variables for tests; a host takes them when it starts).
 var (
 	Probation     = 10 * time.Second
 	JoinWindow    = 10 * time.Minute
@@ -71,6 +71,7 @@ const (
 // Gate is a host's admission policy; see the comment at the top of gate.go.
 type Gate struct {
 	h *Host
+	t gateTimings
 
 	mu        sync.Mutex
 	joiners   map[peer.ID]time.Time // admitted joiner -> until
@@ -80,8 +81,14 @@ type Gate struct {
 	dropped   map[peer.ID]map[string]bool
 }
 
+type gateTimings struct {
+	probation, joinWindow, departGrace, blockFor, strangerBlock, sweepEvery time.Duration
+}
+
 func newGate(h *Host) *Gate {
 	return &Gate{h: h,
+		t: gateTimings{probation: Probation, joinWindow: JoinWindow, departGrace: DepartGrace,
+			blockFor: BlockFor, strangerBlock: StrangerBlock, sweepEvery: SweepEvery},
 		joiners:   map[peer.ID]time.Time{},
 		departing: map[peer.ID]time.Time{},
 		members:   map[peer.ID]bool{},
@@ -156,7 +163,7 @@ func (g *Gate) allows(p peer.ID, n need) bool {
 func (g *Gate) admitted(p peer.ID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.joiners[p] = time.Now().Add(JoinWindow)
+	g.joiners[p] = time.Now().Add(g.t.joinWindow)
 	delete(g.blocked, p)
 }
 
@@ -280,7 +287,7 @@ func (g *Gate) InterceptSecured(_ network.Direction, p peer.ID, _ network.ConnMu
 
 // sweepLoop runs sweep every SweepEvery until the host closes.
 func (g *Gate) sweepLoop() {
-	t := time.NewTicker(SweepEvery)
+	t := time.NewTicker(g.t.sweepEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -311,7 +318,7 @@ func (g *Gate) sweep(now time.Time) {
 		if machine {
 			delete(g.departing, p)
 		} else if was {
-			g.departing[p] = now.Add(DepartGrace)
+			g.departing[p] = now.Add(g.t.departGrace)
 		}
 		dep, isDep := g.departing[p]
 		join, isJoin := g.joiners[p]
@@ -333,9 +340,9 @@ func (g *Gate) sweep(now time.Time) {
 				oldest = o
 			}
 		}
-		if now.Sub(oldest) >= Probation {
+		if now.Sub(oldest) >= g.t.probation {
 			g.h.log.Info("closing the connections of a peer that is not in the org", "peer", p)
-			g.cut(p, StrangerBlock)
+			g.cut(p, g.t.strangerBlock)
 		}
 	}
 	g.mu.Lock()

@@ -313,3 +313,38 @@ func TestMemberFloodCutOff(t *testing.T) {
 		return got.has(func(h Heartbeat) bool { return h.Machine == honest.ID().String() && h.Name == "honest" })
 	})
 }
+
+// TestDepartingMachineCutOff: a machine removed while connected may still
+// fetch the ledger for DepartGrace (to learn that it is out), not a log;
+// then its connection is closed.
+func TestDepartingMachineCutOff(t *testing.T) {
+	ptShortGate(t)
+	dg := DepartGrace
+	DepartGrace = time.Second
+	t.Cleanup(func() { DepartGrace = dg })
+	a, b, _, _, m := ptPair(t)
+	ptServe(a, &ptLedger{org: ptOrg})
+	ptConnect(t, b, a)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	g := a.Gate()
+	ptEventually(t, 5*time.Second, "a sweep to see b as a machine", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.members[b.ID()]
+	})
+	m.remove(b.ID())
+	ptEventually(t, 5*time.Second, "the removed machine departing", func() bool {
+		return a.Gate().until(a.Gate().departing, b.ID(), time.Now())
+	})
+	n := 0
+	if err := FetchBlocks(ctx, b.LibP2P(), a.ID(), ptOrg, nil, 0, func(bl [][]byte) error { n += len(bl); return nil }); err != nil || n == 0 {
+		t.Fatalf("the departing machine's fetch: %d blocks, %v", n, err)
+	}
+	if _, err := FetchLog(ctx, b.LibP2P(), a.ID(), LogsRequest{Org: ptOrg, Job: "j", Item: 1}, 1<<10); err == nil {
+		t.Fatal("the departing machine got a log")
+	}
+	ptEventually(t, 10*time.Second, "the removed machine cut off", func() bool {
+		return a.LibP2P().Network().Connectedness(b.ID()) != network.Connected
+	})
+}

@@ -29,7 +29,7 @@ var (
 	OfferRate     = RateLimit{PerSecond: 50, Burst: 500}
 )
 
-// Flood penalty.
+// Flood penalty (variables for tests; a host takes them when it starts).
 var (
 	FloodStrikes = 20
 	FloodPenalty = 10 * time.Minute
@@ -41,13 +41,15 @@ const FloodScore = -100000
 
 // floods counts strikes and keeps the penalised peers.
 type floods struct {
-	mu      sync.Mutex
-	strikes map[peer.ID][]time.Time
-	until   map[peer.ID]time.Time
+	strikes0 int           // FloodStrikes when the host started
+	penalty  time.Duration // FloodPenalty when the host started
+	mu       sync.Mutex
+	strikes  map[peer.ID][]time.Time
+	until    map[peer.ID]time.Time
 }
 
 func newFloods() *floods {
-	return &floods{strikes: map[peer.ID][]time.Time{}, until: map[peer.ID]time.Time{}}
+	return &floods{strikes0: FloodStrikes, penalty: FloodPenalty, strikes: map[peer.ID][]time.Time{}, until: map[peer.ID]time.Time{}}
 }
 
 // strike records one over-limit message p delivered itself at now.
@@ -59,8 +61,8 @@ func (f *floods) strike(p peer.ID, now time.Time) {
 		s = s[1:]
 	}
 	s = append(s, now)
-	if len(s) >= FloodStrikes {
-		f.until[p] = now.Add(FloodPenalty)
+	if len(s) >= f.strikes0 {
+		f.until[p] = now.Add(f.penalty)
 		s = nil
 	}
 	if len(s) == 0 {
