@@ -3,6 +3,7 @@ package p2p
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -70,8 +71,9 @@ const (
 
 // Gate is a host's admission policy; see the comment at the top of gate.go.
 type Gate struct {
-	h *Host
-	t gateTimings
+	h     *Host
+	t     gateTimings
+	holds atomic.Pointer[func() bool] // see HoldsOrg
 
 	mu        sync.Mutex
 	joiners   map[peer.ID]time.Time // admitted joiner -> until
@@ -108,8 +110,23 @@ func (h *Host) memberships() map[string]Membership {
 	return out
 }
 
-// open: no org joined, nothing to guard.
+// HoldsOrg tells the gate how to know that the node holds an org's ledger
+// before it has joined the org's topics (at start, and in a join between
+// fetching the ledger and JoinOrg): the gate is then closed to everyone but
+// for what anyone may use (admission, witness, tombstones, libp2p's own).
+func (g *Gate) HoldsOrg(fn func() bool) { g.holds.Store(&fn) }
+
+// open: no org joined and none held, nothing to guard.
 func (g *Gate) open() bool {
+	if !g.joinedNone() {
+		return false
+	}
+	fn := g.holds.Load()
+	return fn == nil || !(*fn)()
+}
+
+// joinedNone: the host has joined no org.
+func (g *Gate) joinedNone() bool {
 	g.h.mu.Lock()
 	defer g.h.mu.Unlock()
 	return len(g.h.orgs) == 0
@@ -304,7 +321,7 @@ func (g *Gate) sweepLoop() {
 // peers whose subscriptions were dropped and who may now have them
 // announce them again.
 func (g *Gate) sweep(now time.Time) {
-	if g.open() {
+	if g.joinedNone() {
 		return
 	}
 	nw := g.h.h.Network()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -347,4 +348,30 @@ func TestDepartingMachineCutOff(t *testing.T) {
 	ptEventually(t, 10*time.Second, "the removed machine cut off", func() bool {
 		return a.LibP2P().Network().Connectedness(b.ID()) != network.Connected
 	})
+}
+
+// TestGateClosedWhileHoldingOrg: a host that holds an org's ledger but has
+// not joined its topics yet (a node starting, a join between fetching the
+// ledger and JoinOrg) serves no block; with no org at all it is open.
+func TestGateClosedWhileHoldingOrg(t *testing.T) {
+	a := ptHost(t, nil)
+	ServeSync(a.LibP2P(), &ptLedger{org: ptOrg})
+	var holds atomic.Bool
+	a.Gate().HoldsOrg(holds.Load)
+	s := ptHost(t, nil)
+	ptConnect(t, s, a)
+	fetch := func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		n := 0
+		_ = FetchBlocks(ctx, s.LibP2P(), a.ID(), ptOrg, nil, 0, func(b [][]byte) error { n += len(b); return nil })
+		return n
+	}
+	if n := fetch(); n == 0 {
+		t.Fatal("an open gate served nothing (the control)")
+	}
+	holds.Store(true)
+	if n := fetch(); n != 0 {
+		t.Fatalf("a stranger got %d blocks from a host holding an org", n)
+	}
 }
