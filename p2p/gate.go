@@ -42,8 +42,9 @@ import (
 // and a subscription once dropped would not be announced again when they
 // are registered), so they get what the machines they are connected to
 // publish themselves. A peer whose subscription was dropped and who may now have
-// it (a stranger whose register this node lagged behind) has its pubsub
-// streams reset, so that both sides announce their subscriptions again.
+// it (a stranger whose register this node lagged behind) has its
+// connection closed, so that the next one (the node redials its machines)
+// announces the subscriptions again.
 //
 // Before the host has joined an org the gate is open: such a node holds
 // nothing of an org, and is itself the joiner.
@@ -317,9 +318,9 @@ func (g *Gate) sweepLoop() {
 }
 
 // sweep closes the connections of peers that may no longer stay, starts
-// departing machines' grace, forgets what it kept of gone peers, and has
-// peers whose subscriptions were dropped and who may now have them
-// announce them again.
+// departing machines' grace, forgets what it kept of gone peers, and closes
+// the connections of peers whose subscriptions were dropped and who may now
+// have them (to be announced again on a new connection).
 func (g *Gate) sweep(now time.Time) {
 	if g.joinedNone() {
 		return
@@ -392,20 +393,14 @@ func (g *Gate) sweep(now time.Time) {
 				g.mu.Lock()
 				delete(g.dropped, p)
 				g.mu.Unlock()
-				g.resubscribe(p)
+				// Pubsub takes a peer's subscriptions only from the first
+				// message of its stream, which a reset does not resend
+				// reliably (each side's dead-peer handling forgets the
+				// other's): a new connection (the node redials its
+				// machines) announces them again.
+				g.h.log.Info("reconnecting a peer whose subscriptions were ignored, now a machine of the org", "peer", p)
+				_ = g.h.h.Network().ClosePeer(p)
 				break
-			}
-		}
-	}
-}
-
-// resubscribe resets p's pubsub streams: each side's pubsub then opens a
-// new stream, whose first message lists its subscriptions.
-func (g *Gate) resubscribe(p peer.ID) {
-	for _, c := range g.h.h.Network().ConnsToPeer(p) {
-		for _, s := range c.GetStreams() {
-			if strings.HasPrefix(string(s.Protocol()), "/meshsub/") {
-				_ = s.Reset()
 			}
 		}
 	}

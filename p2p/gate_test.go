@@ -375,3 +375,45 @@ func TestGateClosedWhileHoldingOrg(t *testing.T) {
 		t.Fatalf("a stranger got %d blocks from a host holding an org", n)
 	}
 }
+
+// TestLaggingNodeTakesSubscriptionsLater: a node that does not know a peer
+// yet (its ledger lags) ignores the peer's subscriptions; once the peer is a
+// machine in its view, it closes the connection, and on the next one each
+// lists the other on the org's topics.
+func TestLaggingNodeTakesSubscriptionsLater(t *testing.T) {
+	ptShortGate(t)
+	pr := Probation
+	Probation = time.Minute // not cut off meanwhile
+	a, b := ptHost(t, nil), ptHost(t, nil)
+	Probation = pr
+	ma := newPtMembers(a.ID())
+	oa, err := a.JoinOrg(ptOrg, ma)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := b.JoinOrg(ptOrg, newPtMembers(a.ID(), b.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ptConnect(t, b, a)
+	ptWaitTopicPeer(t, ob.hbTopic, a.ID())
+	ptEventually(t, 5*time.Second, "a to drop b's subscriptions", func() bool {
+		g := a.Gate()
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.dropped[b.ID()]) > 0
+	})
+	if containsPeer(oa.hbTopic.ListPeers(), b.ID()) {
+		t.Fatal("a lists b, a stranger to it, on the heartbeat topic")
+	}
+	ma.add(b.ID(), true)
+	// a closes the connection; b (its node would redial a) connects again.
+	ptEventually(t, 10*time.Second, "a to close the connection", func() bool {
+		return a.LibP2P().Network().Connectedness(b.ID()) != network.Connected
+	})
+	ptConnect(t, b, a)
+	ptWaitTopicPeer(t, oa.hbTopic, b.ID())
+	ptWaitTopicPeer(t, oa.ledgerTopic, b.ID())
+	ptWaitTopicPeer(t, ob.hbTopic, a.ID())
+	ptWaitTopicPeer(t, ob.ledgerTopic, a.ID())
+}
