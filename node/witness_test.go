@@ -226,6 +226,9 @@ func TestWitnessExpiredInvite(t *testing.T) {
 	if err := j.rep.CatchUp(ctx, n0.ID(), org); err != nil {
 		t.Fatalf("catch up: %v", err)
 	}
+	if err := j.joinTopics(org); err != nil { // as Join does: the machines fetch from it
+		t.Fatalf("join topics: %v", err)
+	}
 	before := j.now().UnixMilli()
 	if before > expires {
 		t.Fatalf("the joiner's clock reads %d, after the expiry %d", before, expires)

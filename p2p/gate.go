@@ -185,11 +185,15 @@ func (g *Gate) admitted(p peer.ID) {
 	delete(g.blocked, p)
 }
 
+// maxBlocked bounds the peers refused at once (each cost its sender a
+// connection; past the bound a cut peer is only disconnected).
+const maxBlocked = 1 << 16
+
 // cut closes p's connections and refuses it for d (unless it is, or
 // becomes, a machine of the org).
 func (g *Gate) cut(p peer.ID, d time.Duration) {
 	g.mu.Lock()
-	if d > 0 {
+	if d > 0 && len(g.blocked) < maxBlocked {
 		g.blocked[p] = time.Now().Add(d)
 	}
 	delete(g.joiners, p)

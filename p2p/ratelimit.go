@@ -14,9 +14,10 @@ import (
 // it. FloodStrikes strikes within a minute give it an application score of
 // FloodScore for FloodPenalty: below the graylist threshold, so every RPC
 // of it is ignored by this host's pubsub, on every topic. The limits are
-// far above what a node sends: a heartbeat per interval plus a beat per
-// peer joining (at most one a second), and a heads announcement per ledger
-// write.
+// far above what a node sends: a heartbeat per interval, a beat per peer
+// joining (at most one a second) and one per change of its instances (at
+// most ten a second): some 16 a second at most with the shortest test
+// interval; and a heads announcement per ledger write.
 type RateLimit struct {
 	PerSecond float64
 	Burst     float64
@@ -24,7 +25,7 @@ type RateLimit struct {
 
 // Limits per sender (variables for tests).
 var (
-	HeartbeatRate = RateLimit{PerSecond: 20, Burst: 100}
+	HeartbeatRate = RateLimit{PerSecond: 50, Burst: 250}
 	HeadsRate     = RateLimit{PerSecond: 200, Burst: 2000}
 	OfferRate     = RateLimit{PerSecond: 50, Burst: 500}
 )
