@@ -375,7 +375,7 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := n.host.Connect(cctx, tok.Addrs); err != nil {
-		return api.JoinResult{}, api.Errorf(http.StatusBadGateway, "could not reach any bootstrap address in the org key (%v); is the issuing node running and reachable? (a machine that refused a key refuses that joiner for a minute)", err)
+		return api.JoinResult{}, api.Errorf(http.StatusBadGateway, "could not reach any bootstrap address in the org key (%v); is the issuing node running and reachable? (a machine that refused three keys from a joiner refuses it for a minute)", err)
 	}
 	var peers []peer.ID
 	for _, a := range tok.Addrs {
@@ -486,7 +486,7 @@ func (n *Node) admitAt(ctx context.Context, peers []peer.ID, c ledger.Capability
 	case refusal != nil:
 		return nil, api.Errorf(http.StatusForbidden, "%s: refused by the org's machines: %s", capName(c), strings.TrimPrefix(strings.TrimPrefix(refusal.Error(), p2p.ErrAdmitRefused.Error()), ": "))
 	case lastErr != nil:
-		return nil, api.Errorf(http.StatusBadGateway, "%s: no machine of the org could check it (%v); is the issuing node running and reachable? (a machine that refused a key refuses that joiner for a minute)", capName(c), lastErr)
+		return nil, api.Errorf(http.StatusBadGateway, "%s: no machine of the org could check it (%v); is the issuing node running and reachable? (a machine that refused three keys from a joiner refuses it for a minute)", capName(c), lastErr)
 	}
 	return nil, api.Errorf(http.StatusBadGateway, "%s: it names no machine to join through; ask an admin for a new one", capName(c))
 }

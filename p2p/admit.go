@@ -35,8 +35,9 @@ import (
 // peer IDs), which as machines of the org may see it.
 //
 // A joiner refused (bad proof, unsigned or foreign capability, a rotated
-// org key, an expired or spent invite) has its connections closed and is
-// refused by the gater for BlockFor.
+// org key, an expired or spent invite) has its connections closed; refused
+// AdmitTries times within BlockFor, it is refused by the gater for
+// BlockFor.
 const AdmitProtocol = protocol.ID("/cshare/admit/1.0.0")
 
 // Admission limits.
@@ -133,7 +134,7 @@ func (h *Host) ServeAdmit(src AdmitSource) {
 			// has read it), then cut it off.
 			_ = s.SetReadDeadline(time.Now().Add(2 * time.Second))
 			_, _ = io.Copy(io.Discard, io.LimitReader(s, maxAdmitFrame))
-			h.gate.cut(from, h.gate.t.blockFor)
+			h.gate.refusedAdmission(from, time.Now())
 		}
 		req, err := decodeAdmitRequest(b)
 		if err != nil {

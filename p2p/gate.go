@@ -28,23 +28,23 @@ import (
 //
 // The Gate enforces that at three points. (1) Connections: a connection
 // gater refuses peers that failed admission or were cut off, for a while
-// (BlockFor, StrangerBlock), unless they are machines of the org; and a
-// sweep every SweepEvery closes the connections of strangers older than
+// (BlockFor after AdmitTries refused admissions, StrangerBlock), unless
+// they are machines of the org; and a sweep every SweepEvery closes the connections of strangers older than
 // Probation (time enough to prove a capability) and of departing machines
 // after their grace. (2) Streams: every inbound stream's protocol is
 // checked when it is negotiated (the resource manager's SetProtocol, so it
 // covers every protocol, the dataset exchange's too): see streamNeed.
-// (3) Gossip: a subscription filter drops a stranger's subscriptions to
-// this org's topics, so nothing is published to it (flood publishing sends
-// to every subscriber); a peer filter keeps joiners out of the mesh and
+// (3) Gossip: a peer that may not even sync (a stranger) has an
+// application score of StrangerScore: below the publish and gossip
+// thresholds, so this host's pubsub sends it nothing (no message, flood
+// published or forwarded, no IHAVE, no IWANT answer) and keeps it out of
+// every mesh, yet above the graylist, so what it sends is still validated
+// (and rejected). The score follows the ledger at once: a machine this
+// node learns of a moment after it connected gets gossip from then on. A
+// subscription filter takes a peer's subscriptions to the org's topics only
+// from machines, joiners and peers within their probation (a machine this
+// node lags behind on), and a peer filter keeps joiners out of the mesh and
 // gossip of the org's topics other than the ledger's (heartbeat, offers).
-// Joiners may subscribe to every topic of the org (they hold a valid key,
-// and a subscription once dropped would not be announced again when they
-// are registered), so they get what the machines they are connected to
-// publish themselves. A peer whose subscription was dropped and who may now have
-// it (a stranger whose register this node lagged behind) has its
-// connection closed, so that the next one (the node redials its machines)
-// announces the subscriptions again.
 //
 // Before the host has joined an org the gate is open: such a node holds
 // nothing of an org, and is itself the joiner.
@@ -52,6 +52,7 @@ import (
 // Gate timings (variables for tests; a host takes them when it starts).
 var (
 	Probation     = 10 * time.Second
+	AdmitTries    = 3 // refused admissions within BlockFor before the gater refuses the peer
 	JoinWindow    = 10 * time.Minute
 	DepartGrace   = 30 * time.Second
 	BlockFor      = time.Minute
@@ -77,11 +78,11 @@ type Gate struct {
 	holds atomic.Pointer[func() bool] // see HoldsOrg
 
 	mu        sync.Mutex
-	joiners   map[peer.ID]time.Time // admitted joiner -> until
-	departing map[peer.ID]time.Time // departing machine -> until
-	members   map[peer.ID]bool      // connected peers that were machines at the last sweep
-	blocked   map[peer.ID]time.Time // refused until
-	dropped   map[peer.ID]map[string]bool
+	joiners   map[peer.ID]time.Time   // admitted joiner -> until
+	departing map[peer.ID]time.Time   // departing machine -> until
+	members   map[peer.ID]bool        // connected peers that were machines at the last sweep
+	blocked   map[peer.ID]time.Time   // refused until
+	refusals  map[peer.ID][]time.Time // refused admissions, within blockFor
 }
 
 type gateTimings struct {
@@ -96,7 +97,7 @@ func newGate(h *Host) *Gate {
 		departing: map[peer.ID]time.Time{},
 		members:   map[peer.ID]bool{},
 		blocked:   map[peer.ID]time.Time{},
-		dropped:   map[peer.ID]map[string]bool{},
+		refusals:  map[peer.ID][]time.Time{},
 	}
 }
 
@@ -183,6 +184,32 @@ func (g *Gate) admitted(p peer.ID) {
 	defer g.mu.Unlock()
 	g.joiners[p] = time.Now().Add(g.t.joinWindow)
 	delete(g.blocked, p)
+}
+
+// refusedAdmission closes p's connections after a refused admission, and
+// refuses p for BlockFor once it was refused AdmitTries times within
+// BlockFor (a joiner that got a key wrong may try the right one at once;
+// one that keeps trying keys is shut out).
+func (g *Gate) refusedAdmission(p peer.ID, now time.Time) {
+	g.mu.Lock()
+	ts := g.refusals[p]
+	for len(ts) > 0 && now.Sub(ts[0]) > g.t.blockFor {
+		ts = ts[1:]
+	}
+	ts = append(ts, now)
+	block := len(ts) >= AdmitTries
+	if block {
+		ts = nil
+	}
+	if len(g.refusals) < maxBlocked {
+		g.refusals[p] = ts
+	}
+	g.mu.Unlock()
+	if block {
+		g.cut(p, g.t.blockFor)
+	} else {
+		g.cut(p, 0)
+	}
 }
 
 // maxBlocked bounds the peers refused at once (each cost its sender a
@@ -279,22 +306,37 @@ func (f subFilter) FilterIncomingSubscriptions(from peer.ID, subs []*pb.RPC_SubO
 	}
 	out := subs[:0:0]
 	for _, s := range subs {
-		if s.GetSubscribe() && !f.g.allows(from, min(f.g.topicNeed(s.GetTopicid()), needJoiner)) {
-			f.g.mu.Lock()
-			d := f.g.dropped[from]
-			if d == nil {
-				d = map[string]bool{}
-				f.g.dropped[from] = d
-			}
-			if len(d) < 16 {
-				d[s.GetTopicid()] = true
-			}
-			f.g.mu.Unlock()
+		n := min(f.g.topicNeed(s.GetTopicid()), needJoiner)
+		if s.GetSubscribe() && !f.g.allows(from, n) && !f.g.young(from, time.Now()) {
 			continue
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// StrangerScore is the application score of a peer that may not sync (see
+// the comment at the top of gate.go): between the publish threshold and the
+// graylist threshold of peerScoreThresholds.
+const StrangerScore = -2000
+
+// appScore is the gate's part of pubsub's application score.
+func (g *Gate) appScore(p peer.ID) float64 {
+	if g.allows(p, needSync) {
+		return 0
+	}
+	return StrangerScore
+}
+
+// young: p's oldest connection is within its probation.
+func (g *Gate) young(p peer.ID, now time.Time) bool {
+	oldest := now
+	for _, c := range g.h.h.Network().ConnsToPeer(p) {
+		if o := c.Stat().Opened; !o.IsZero() && o.Before(oldest) {
+			oldest = o
+		}
+	}
+	return now.Sub(oldest) < g.t.probation
 }
 
 // Connection gater (connmgr.ConnectionGater).
@@ -322,9 +364,7 @@ func (g *Gate) sweepLoop() {
 }
 
 // sweep closes the connections of peers that may no longer stay, starts
-// departing machines' grace, forgets what it kept of gone peers, and closes
-// the connections of peers whose subscriptions were dropped and who may now
-// have them (to be announced again on a new connection).
+// departing machines' grace, and forgets what it kept of gone peers.
 func (g *Gate) sweep(now time.Time) {
 	if g.joinedNone() {
 		return
@@ -356,31 +396,20 @@ func (g *Gate) sweep(now time.Time) {
 			g.cut(p, 0)
 			continue
 		}
-		oldest := now
-		for _, c := range nw.ConnsToPeer(p) {
-			if o := c.Stat().Opened; !o.IsZero() && o.Before(oldest) {
-				oldest = o
-			}
-		}
-		if now.Sub(oldest) >= g.t.probation {
+		if !g.young(p, now) {
 			g.h.log.Info("closing the connections of a peer that is not in the org", "peer", p)
 			g.cut(p, g.t.strangerBlock)
 		}
 	}
 	g.mu.Lock()
-	dropped := make(map[peer.ID][]string, len(g.dropped))
-	for p, topics := range g.dropped {
-		if !connected[p] {
-			delete(g.dropped, p)
-			continue
-		}
-		for t := range topics {
-			dropped[p] = append(dropped[p], t)
-		}
-	}
 	for p := range g.members {
 		if !connected[p] {
 			delete(g.members, p)
+		}
+	}
+	for p, ts := range g.refusals {
+		if !connected[p] && (len(ts) == 0 || now.Sub(ts[len(ts)-1]) > g.t.blockFor) {
+			delete(g.refusals, p)
 		}
 	}
 	for _, set := range []map[peer.ID]time.Time{g.joiners, g.departing, g.blocked} {
@@ -391,21 +420,4 @@ func (g *Gate) sweep(now time.Time) {
 		}
 	}
 	g.mu.Unlock()
-	for p, topics := range dropped {
-		for _, t := range topics {
-			if g.allows(p, min(g.topicNeed(t), needJoiner)) {
-				g.mu.Lock()
-				delete(g.dropped, p)
-				g.mu.Unlock()
-				// Pubsub takes a peer's subscriptions only from the first
-				// message of its stream, which a reset does not resend
-				// reliably (each side's dead-peer handling forgets the
-				// other's): a new connection (the node redials its
-				// machines) announces them again.
-				g.h.log.Info("reconnecting a peer whose subscriptions were ignored, now a machine of the org", "peer", p)
-				_ = g.h.h.Network().ClosePeer(p)
-				break
-			}
-		}
-	}
 }

@@ -168,7 +168,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		// libp2p's envelope signature would be a second Ed25519 verify per
 		// message per node, the largest cost of a big org's gossip.
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
-		pubsub.WithPeerScore(peerScoreParams(h.floods.score), peerScoreThresholds()),
+		pubsub.WithPeerScore(peerScoreParams(func(p peer.ID) float64 { return h.floods.score(p) + gate.appScore(p) }), peerScoreThresholds()),
 		pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(h.inspectScores), scoreInspectPeriod),
 		pubsub.WithFloodPublish(true),
 		// The closed org (gate.go): only those who may have an org's
@@ -426,7 +426,7 @@ func gossipParams() pubsub.GossipSubParams {
 }
 
 // peerScoreParams: app is the application-specific score (the flood
-// penalty, see ratelimit.go).
+// penalty, see ratelimit.go, and strangers', see gate.go).
 func peerScoreParams(app func(peer.ID) float64) *pubsub.PeerScoreParams {
 	return &pubsub.PeerScoreParams{
 		Topics:            map[string]*pubsub.TopicScoreParams{}, // set per org by JoinOrg
