@@ -318,9 +318,6 @@ func TestMemberFloodCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() {
-		if !t.Failed() {
-			return
-		}
 		sh, _ := v.PeerScore(honest.ID())
 		sf, _ := v.PeerScore(flooder.ID())
 		t.Logf("scores honest %v flooder %v; rejected %v ignored %v; delivered from flooder %d", sh, sf, ov.Rejected(), ov.Ignored(), got.count(fromF))
