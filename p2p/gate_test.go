@@ -147,15 +147,6 @@ func TestStrangerGetsNothing(t *testing.T) {
 	}
 }
 
-func containsPeer(ps []peer.ID, p peer.ID) bool {
-	for _, x := range ps {
-		if x == p {
-			return true
-		}
-	}
-	return false
-}
-
 // TestRotatedKeyAdmission: a joiner with a rotated org key is refused,
 // gets no block and is cut off; one with the current key is admitted and
 // gets the ledger (only: no heartbeats, no logs).
