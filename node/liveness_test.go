@@ -7,6 +7,7 @@ import (
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/cshare/cshare/ledger"
@@ -116,8 +117,16 @@ func TestMeshLiveness(t *testing.T) {
 	// arbitrary bytes on the heartbeat topic as a machine of the org.
 	n0 := m.nodes[0]
 	org := n0.orgID()
-	rogue, rkey := newRogue(t, m)
-	rid := rogue.ID().String()
+	// (It connects once approved: a stranger's connections are closed.)
+	rkey, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rpid, err := peer.IDFromPrivateKey(rkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rid := rpid.String()
 	okey, err := n0.OrgKey(ctxT(t), false)
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +149,7 @@ func TestMeshLiveness(t *testing.T) {
 	}
 	m.approve(n0.Node, rid)
 	m.waitConverged(30 * time.Second)
+	rogue := newRogueKey(t, m, rkey)
 	hbTopic, err := rogue.PubSub().Join(p2p.TopicHeartbeat(org))
 	if err != nil {
 		t.Fatal(err)

@@ -36,6 +36,12 @@ func newRogue(t testing.TB, m *mesh) (*p2p.Host, crypto.PrivKey) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newRogueKey(t, m, k), k
+}
+
+// newRogueKey is newRogue with the host's key.
+func newRogueKey(t testing.TB, m *mesh, k crypto.PrivKey) *p2p.Host {
+	t.Helper()
 	h, err := p2p.New(context.Background(), p2p.Config{Key: k, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}})
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +52,7 @@ func newRogue(t testing.TB, m *mesh) (*p2p.Host, crypto.PrivKey) {
 			t.Fatalf("rogue connect to %s: %v", mn.name, err)
 		}
 	}
-	return h, k
+	return h
 }
 
 // forge returns e's bytes with one bit of its signature flipped (the
@@ -145,15 +151,29 @@ func TestMeshOrg(t *testing.T) {
 	}
 	rogue, _ := newRogue(t, m)
 	p2p.ServeSync(rogue.LibP2P(), &rogueSource{org: org, blocks: [][]byte{regBytes, forged}})
+	// A stranger may not even announce (the closed org, issue 20)...
+	if err := p2p.AnnounceHeads(ctx, rogue.LibP2P(), n0.ID(), org, []cid.Cid{forgedCID}); err == nil {
+		t.Fatal("a stranger's announcement was taken")
+	}
+	// ...a holder of the org key (a joiner, admitted by the approved
+	// machines) may, and its forged block is dropped at the door.
+	tok, err := ledger.ParseToken(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approved := m.nodes[:5]
 	badBefore := map[string]float64{}
-	for _, mn := range m.nodes {
+	for _, mn := range approved {
 		badBefore[mn.name] = droppedCount(mn.Node, "bad_block")
+		if err := rogue.Admit(ctx, mn.ID(), org, tok.Cap); err != nil {
+			t.Fatalf("admission at %s: %v", mn.name, err)
+		}
 		if err := p2p.AnnounceHeads(ctx, rogue.LibP2P(), mn.ID(), org, []cid.Cid{forgedCID}); err != nil {
 			t.Fatalf("announce to %s: %v", mn.name, err)
 		}
 	}
 	eventually(t, 20*time.Second, "every node to drop the forged block", func() string {
-		for _, mn := range m.nodes {
+		for _, mn := range approved {
 			if droppedCount(mn.Node, "bad_block") <= badBefore[mn.name] {
 				return mn.name + " has not dropped it yet"
 			}

@@ -267,9 +267,11 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := saveListen(opts.DataDir, opts.Listen, n.host.ListenAddrs()); err != nil {
 		log.Warn("could not remember the listen ports", "err", err)
 	}
+	n.host.Gate().HoldsOrg(func() bool { return n.orgID() != "" })
 	p2p.ServeSync(n.host.LibP2P(), n.rep)
 	p2p.ServeLogs(n.host.LibP2P(), (*logSource)(n))
 	p2p.ServeWitness(n.host.LibP2P(), (*witnessSource)(n))
+	n.host.ServeAdmit((*witnessSource)(n))
 	p2p.ServeTombstones(n.host.LibP2P(), tombstoneDir(filepath.Join(opts.DataDir, tombstonesDir)))
 	n.startExchange()
 	if err := n.initRuntime(); err != nil {

@@ -381,7 +381,7 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := n.host.Connect(cctx, tok.Addrs); err != nil {
-		return api.JoinResult{}, api.Errorf(http.StatusBadGateway, "could not reach any bootstrap address in the org key (%v); is the issuing node running and reachable?", err)
+		return api.JoinResult{}, api.Errorf(http.StatusBadGateway, "could not reach any bootstrap address in the org key (%v); is the issuing node running and reachable? (a machine that refused three keys from a joiner refuses it for a minute)", err)
 	}
 	var peers []peer.ID
 	for _, a := range tok.Addrs {
@@ -389,6 +389,12 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 			peers = append(peers, id)
 			n.rememberPeer(id.String(), []string{a})
 		}
+	}
+	// The closed org: each bootstrap machine serves the ledger only once
+	// this machine proves it holds the key (p2p.AdmitProtocol).
+	peers, err = n.admitAt(ctx, peers, tok.Cap)
+	if err != nil {
+		return api.JoinResult{}, err
 	}
 	var synced peer.ID
 	var lastErr error
@@ -454,6 +460,41 @@ func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, e
 		res.Role = st.Role(n.personIn(st))
 	})
 	return res, nil
+}
+
+// admitAt proves this machine's hold of c to each of peers and returns
+// those that admitted it; it fails with one line when none did: the first
+// refusal (it says why and what to do), or why none could be asked.
+func (n *Node) admitAt(ctx context.Context, peers []peer.ID, c ledger.Capability) ([]peer.ID, error) {
+	var ok []peer.ID
+	var refusal, lastErr error
+	for _, p := range peers {
+		actx, cancel := context.WithTimeout(ctx, witnessAskTimeout)
+		err := n.host.Admit(actx, p, c.Org, c)
+		cancel()
+		switch {
+		case err == nil:
+			ok = append(ok, p)
+		case errors.Is(err, p2p.ErrAdmitRefused):
+			if refusal == nil {
+				refusal = err
+			}
+		default:
+			lastErr = err
+		}
+		if err != nil {
+			n.log.Info("admission failed", "peer", p.String(), "err", err)
+		}
+	}
+	switch {
+	case len(ok) > 0:
+		return ok, nil
+	case refusal != nil:
+		return nil, api.Errorf(http.StatusForbidden, "%s: refused by the org's machines: %s", capName(c), strings.TrimPrefix(strings.TrimPrefix(refusal.Error(), p2p.ErrAdmitRefused.Error()), ": "))
+	case lastErr != nil:
+		return nil, api.Errorf(http.StatusBadGateway, "%s: no machine of the org could check it (%v); is the issuing node running and reachable? (a machine that refused three keys from a joiner refuses it for a minute)", capName(c), lastErr)
+	}
+	return nil, api.Errorf(http.StatusBadGateway, "%s: it names no machine to join through; ask an admin for a new one", capName(c))
 }
 
 // alreadyJoined refuses a join of an org this machine is already in (its

@@ -97,6 +97,36 @@ func (s *witnessSource) Witness(org string, c ledger.Capability, joiner peer.ID)
 	return n.signer.SignWitness(c, j, now.UnixMilli()), nil
 }
 
+// Admit implements p2p.AdmitSource: a joiner that presents c may fetch
+// the ledger to join org if this machine is an approved machine of org and
+// c could be redeemed now (as Witness checks it, uses held aside). A
+// rotated org key, an expired or spent invite, or one not signed by an
+// admin is refused, with a one-line reason.
+func (s *witnessSource) Admit(org string, c ledger.Capability, joiner peer.ID) error {
+	n := (*Node)(s)
+	now := n.now()
+	var refusal error
+	n.snapshot(func(st *ledger.State) {
+		me := st.Machines[n.idStr]
+		switch {
+		case st.Org == "" || st.Org != org:
+			refusal = fmt.Errorf("machine %s is not in org %s; ask a machine of that org", n.idStr, org)
+		case me == nil || me.Status != ledger.MachineApproved:
+			refusal = fmt.Errorf("machine %s is not an approved machine of org %s; ask another machine of the org", n.idStr, org)
+		case st.Deleted:
+			refusal = fmt.Errorf("org %s was deleted; there is nothing to join", st.Name)
+		default:
+			if why := checkRedeemable(st, c, me.Name, now); why != "" {
+				refusal = errors.New(why)
+			}
+		}
+	})
+	if refusal != nil {
+		n.log.Info("refused a joiner", "joiner", joiner.String(), "kind", c.Kind, "cap", c.ID, "why", refusal)
+	}
+	return refusal
+}
+
 // checkRedeemable is why c cannot be redeemed now in st, on the clock of
 // machine name ("" if it can, uses aside from those held).
 func checkRedeemable(st *ledger.State, c ledger.Capability, name string, now time.Time) string {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
@@ -35,6 +36,12 @@ func prepJoin(t *testing.T, j *Node, tok ledger.Token, also ...*meshNode) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The closed org: the key is shown before the ledger is served.
+	for _, q := range append([]peer.ID{p}, meshIDs(also)...) {
+		if err := j.host.Admit(ctx, q, tok.Cap.Org, tok.Cap); err != nil {
+			t.Fatalf("admission: %v", err)
+		}
+	}
 	if err := j.rep.CatchUp(ctx, p, tok.Cap.Org); err != nil {
 		t.Fatalf("catch up: %v", err)
 	}
@@ -45,6 +52,55 @@ func prepJoin(t *testing.T, j *Node, tok ledger.Token, also ...*meshNode) {
 		if err := j.joinTopics(tok.Cap.Org); err != nil {
 			t.Fatalf("join topics: %v", err)
 		}
+	}
+}
+
+func meshIDs(ns []*meshNode) []peer.ID {
+	out := make([]peer.ID, len(ns))
+	for i, n := range ns {
+		out[i] = n.ID()
+	}
+	return out
+}
+
+// noBlock lifts, for the test, the block that follows a refused admission
+// (p2p's TestRotatedKeyAdmission's subject): the modified clients below,
+// refused, come back with the ledger anyway.
+func noBlock(t *testing.T) {
+	bf := p2p.BlockFor
+	p2p.BlockFor = 0
+	t.Cleanup(func() { p2p.BlockFor = bf })
+}
+
+// holdOrgKey admits j, as a holder of the org's current org key (admin
+// issues it), at every approved node of to: the modified clients below
+// hold the ledger, whichever capability they then try to register with.
+func holdOrgKey(t *testing.T, j, admin *Node, to []*meshNode) {
+	t.Helper()
+	ctx := ctxT(t)
+	key, err := admin.OrgKey(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := ledger.ParseToken(key.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range to {
+		if o.Node == j || !o.rep.IsApproved(o.ID()) {
+			continue
+		}
+		// A refused joiner's connection is closed a moment after the
+		// refusal: try again until the admission holds.
+		var last error
+		eventually(t, 10*time.Second, "admission at "+o.name, func() string {
+			if last = j.host.Connect(ctx, o.Addrs()); last == nil {
+				if last = j.host.Admit(ctx, o.ID(), tok.Cap.Org, tok.Cap); last == nil {
+					return ""
+				}
+			}
+			return last.Error()
+		})
 	}
 }
 
@@ -134,6 +190,7 @@ func oneLineErr(t *testing.T, what string, err error, code int, says ...string) 
 // witness's time altered, and with a genuine witness for another joiner.
 // None has effect on any node.
 func TestWitnessExpiredInvite(t *testing.T) {
+	noBlock(t)
 	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond})
 	ctx := ctxT(t)
 	all := m.nodes
@@ -159,8 +216,19 @@ func TestWitnessExpiredInvite(t *testing.T) {
 			t.Fatalf("%s has %d registers of the refused joiner", mn.name, k)
 		}
 	}
+	if k := entryCount(j); k != 0 {
+		t.Fatalf("the refused joiner holds %d entries of the org", k)
+	}
 
-	// The modified client: it has the ledger (Join fetched it) and writes.
+	// The modified client: it holds the ledger (through the current org
+	// key) and writes.
+	holdOrgKey(t, j, n0.Node, all[:2])
+	if err := j.rep.CatchUp(ctx, n0.ID(), org); err != nil {
+		t.Fatalf("catch up: %v", err)
+	}
+	if err := j.joinTopics(org); err != nil { // as Join does: the machines fetch from it
+		t.Fatalf("join topics: %v", err)
+	}
 	before := j.now().UnixMilli()
 	if before > expires {
 		t.Fatalf("the joiner's clock reads %d, after the expiry %d", before, expires)
@@ -207,6 +275,7 @@ func TestWitnessExpiredInvite(t *testing.T) {
 // once with witnesses from different machines, neither seeing the other:
 // exactly one is admitted, the same one on every node.
 func TestWitnessInviteUses(t *testing.T) {
+	noBlock(t)
 	m := newMesh(t, meshConfig{n: 6, interval: 250 * time.Millisecond})
 	ctx := ctxT(t)
 	all := m.nodes
@@ -252,6 +321,7 @@ func TestWitnessInviteUses(t *testing.T) {
 	if k := registersBy(j2.Node, j2.ID().String()); k != 0 {
 		t.Fatalf("the refused join wrote %d registers", k)
 	}
+	holdOrgKey(t, j2.Node, n0.Node, all[:3])
 	e2 := forceRegister(t, j2.Node, ledger.MachineRegister{Name: "j2", Cap: tok.Cap, Witness: &w2}, all[:3])
 	on := []*meshNode{n0, n1, j1, j2}
 	got := effective(t, on, e2)
@@ -270,8 +340,8 @@ func TestWitnessInviteUses(t *testing.T) {
 	// Concurrent: j3 and j4 hold the ledger, get witnesses from n0 and n1,
 	// and register before either sees the other's register.
 	_, tok = inviteOnce()
-	prepJoin(t, j3.Node, tok, n1)
-	prepJoin(t, j4.Node, tok, n1)
+	prepJoin(t, j3.Node, tok, n1, j1)
+	prepJoin(t, j4.Node, tok, n1, j1)
 	w3, err := p2p.RequestWitness(ctx, j3.host.LibP2P(), n0.ID(), org, tok.Cap)
 	if err != nil {
 		t.Fatalf("witness from n0: %v", err)
@@ -291,7 +361,10 @@ func TestWitnessInviteUses(t *testing.T) {
 		e    *ledger.Entry
 	}{{j3.Node, e3}, {j4.Node, e4}} {
 		for _, o := range on {
-			if o.Node != e.from {
+			// To the machines of the org: a joiner serves no other
+			// joiner (the closed org); j3 and j4 learn each other's
+			// register from the machines.
+			if o.Node != e.from && e.from.rep.IsApproved(o.ID()) {
 				if err := e.from.host.Connect(ctx, o.Addrs()); err != nil {
 					t.Fatalf("connect to %s: %v", o.name, err)
 				}

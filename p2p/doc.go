@@ -10,6 +10,26 @@
 // a joiner gets an approved machine's countersignature of its invite
 // redemption (WitnessProtocol), in witness.go.
 //
+// # A closed org
+//
+// Once the host has joined an org, the Gate (gate.go) admits only the
+// org's machines (approved or pending, from the node's ledger), joiners
+// that proved a current org key or usable invite over AdmitProtocol
+// (admit.go: a challenge-response signed by the joiner's machine key,
+// bound to a fresh nonce and to both peer IDs), and, for a short grace,
+// machines that were just removed or rejected (to fetch the entry that
+// says so). A connection gater refuses peers that failed admission or were
+// cut off; a sweep closes strangers' connections after Probation; every
+// inbound stream's protocol is checked at negotiation (through the
+// resource manager, so every protocol is covered): sync to machines,
+// joiners and departing machines; heartbeat fetch to machines; logs, the
+// dataset exchange and anything else to approved machines; admission,
+// witnessing, tombstones, identify, ping and pubsub itself to anyone
+// connected. Pubsub's subscription filter ignores strangers' subscriptions
+// to the org's topics (so nothing is published to them) and its peer filter
+// keeps joiners out of the mesh of every topic but the ledger's. A sender over a topic's rate limit (ratelimit.go)
+// has its excess ignored and, when it floods, is graylisted.
+//
 // # Gossip
 //
 // Pubsub carries only small signed signals (DESIGN §10 "Gossip load"):
@@ -37,6 +57,7 @@
 // dropped for want of room are counted in cshare_gossip_dropped_total.
 //
 // Validators (inline on pubsub's workers; Membership must answer fast)
+// drop, without penalty, messages of a sender over its rate limit, and
 // reject, which costs the forwarding peer score (about five invalid messages
 // in half an hour get a peer graylisted), messages that are too large,
 // undecodable or non-canonical, unsigned or with a bad signature (checked

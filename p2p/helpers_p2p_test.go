@@ -42,6 +42,13 @@ func (m *ptMembers) add(id peer.ID, approved bool) {
 	}
 }
 
+func (m *ptMembers) remove(id peer.ID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.machines, id)
+	delete(m.approved, id)
+}
+
 func (m *ptMembers) IsMachine(id peer.ID) bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()

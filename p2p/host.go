@@ -63,7 +63,10 @@ type Host struct {
 	ignored  *prometheus.CounterVec
 	accepted *prometheus.CounterVec
 	dropped  *prometheus.CounterVec
+	refused  *prometheus.CounterVec
 	traffic  *traffic
+	gate     *Gate
+	floods   *floods
 
 	mu     sync.Mutex
 	mdns   mdns.Service // nil unless StartMDNS
@@ -100,15 +103,29 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	gate := newGate(nil)
+	hctx, cancel := context.WithCancel(context.Background())
+	h := &Host{
+		log:    logger,
+		ctx:    hctx,
+		cancel: cancel,
+		key:    cfg.Key,
+		orgs:   make(map[string]*Org),
+		scores: make(map[peer.ID]float64),
+		gate:   gate,
+		floods: newFloods(),
+	}
+	gate.h = h // before the host exists: a connection may come at once
 	opts := []libp2p.Option{
 		libp2p.Identity(cfg.Key),
+		libp2p.ConnectionGater(gate),
 		libp2p.ListenAddrStrings(listen...),
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Transport(quic.NewTransport),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.ConnectionManager(cm),
-		libp2p.ResourceManager(rm),
+		libp2p.ResourceManager(gatedRM{ResourceManager: rm, g: gate}),
 		libp2p.DisableRelay(),
 		libp2p.UserAgent("cshare"),
 	}
@@ -119,19 +136,13 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	lh, err := libp2p.New(opts...)
 	if err != nil {
+		cancel()
 		rm.Close()
 		return nil, fmt.Errorf("p2p: start host: %w", err)
 	}
-	hctx, cancel := context.WithCancel(context.Background())
-	h := &Host{
-		h:      lh,
-		log:    logger,
-		ctx:    hctx,
-		cancel: cancel,
-		key:    cfg.Key,
-		orgs:   make(map[string]*Org),
-		scores: make(map[peer.ID]float64),
-	}
+	h.mu.Lock()
+	h.h = lh
+	h.mu.Unlock()
 	h.rejected, h.ignored, h.accepted = newCounters(cfg.Metrics)
 	h.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "cshare_gossip_dropped_total",
@@ -141,6 +152,13 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.dropped = registerOrExisting(cfg.Metrics, h.dropped)
 	}
 	h.traffic = newTraffic(cfg.Metrics)
+	h.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cshare_p2p_refused_total",
+		Help: "What this host refused to peers outside the org: streams by protocol, joiners' admissions, connections.",
+	}, []string{"what"})
+	if cfg.Metrics != nil {
+		h.refused = registerOrExisting(cfg.Metrics, h.refused)
+	}
 
 	ps, err := pubsub.NewGossipSub(hctx, lh,
 		pubsub.WithMessageIdFn(contentID),
@@ -150,9 +168,14 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		// libp2p's envelope signature would be a second Ed25519 verify per
 		// message per node, the largest cost of a big org's gossip.
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
-		pubsub.WithPeerScore(peerScoreParams(), peerScoreThresholds()),
+		pubsub.WithPeerScore(peerScoreParams(func(p peer.ID) float64 { return h.floods.score(p) + gate.appScore(p) }), peerScoreThresholds()),
 		pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(h.inspectScores), scoreInspectPeriod),
 		pubsub.WithFloodPublish(true),
+		// The closed org (gate.go): only those who may have an org's
+		// topic are recorded as its subscribers (flood publishing sends
+		// to every subscriber) or taken into its mesh.
+		pubsub.WithSubscriptionFilter(subFilter{gate}),
+		pubsub.WithPeerFilter(gate.peerFilter),
 		pubsub.WithGossipSubParams(gossipParams()),
 		// Bursts (a wide job starting on every machine at once) overflow
 		// the defaults (32), and a dropped announcement is only repaired by
@@ -169,6 +192,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.ps = ps
 	lh.SetStreamHandler(HeartbeatProtocol, h.handleHeartbeatStream)
+	go gate.sweepLoop()
 	return h, nil
 }
 
@@ -401,13 +425,13 @@ func gossipParams() pubsub.GossipSubParams {
 	return p
 }
 
-func peerScoreParams() *pubsub.PeerScoreParams {
+// peerScoreParams: app is the application-specific score (the flood
+// penalty, see ratelimit.go, and strangers', see gate.go).
+func peerScoreParams(app func(peer.ID) float64) *pubsub.PeerScoreParams {
 	return &pubsub.PeerScoreParams{
-		Topics:        map[string]*pubsub.TopicScoreParams{}, // set per org by JoinOrg
-		TopicScoreCap: 100,
-		AppSpecificScore: func(peer.ID) float64 {
-			return 0
-		},
+		Topics:            map[string]*pubsub.TopicScoreParams{}, // set per org by JoinOrg
+		TopicScoreCap:     100,
+		AppSpecificScore:  app,
 		AppSpecificWeight: 1,
 		// Disabled: the machines of one office share a public IP behind NAT,
 		// and in-process test meshes all share 127.0.0.1.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -50,6 +51,7 @@ type Offers struct {
 	h      *Host
 	name   string
 	check  OfferCheck
+	rate   *limiter // per delivering peer
 	topic  *pubsub.Topic
 	sub    *pubsub.Subscription
 	reg    bool
@@ -74,7 +76,7 @@ func (h *Host) JoinOffers(org string, check OfferCheck) (*Offers, error) {
 		return nil, errors.New("p2p: JoinOffers needs a check")
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
-	t := &Offers{h: h, name: TopicOffers(org), check: check, ctx: ctx, cancel: cancel}
+	t := &Offers{h: h, name: TopicOffers(org), check: check, ctx: ctx, cancel: cancel, rate: newLimiter(OfferRate)}
 	var err error
 	if err = h.ps.RegisterTopicValidator(t.name, pubsub.ValidatorEx(t.validate), pubsub.WithValidatorInline(true)); err != nil {
 		t.Close()
@@ -193,6 +195,12 @@ func (t *Offers) validate(_ context.Context, src peer.ID, msg *pubsub.Message) p
 	var m OfferMsg
 	if err := gossipDec.Unmarshal(data, &m); err != nil || m.Seq == 0 || (m.Offer == nil) == (m.Withdraw == nil) {
 		return t.reject(ReasonUndecodable)
+	}
+	if src != t.h.ID() && !t.rate.allow(string(src), time.Now()) {
+		// Per delivering peer, without penalty: it may be forwarding
+		// another's offers.
+		t.h.ignored.WithLabelValues(KindOffer, IgnoreRate).Inc()
+		return pubsub.ValidationIgnore
 	}
 	if v := t.check(src, &m); v != nil {
 		if v.Ignore {

@@ -65,6 +65,7 @@ const (
 	IgnoreReordered = "reordered" // heartbeat Seq a little below the last accepted: overtaken on another path
 	IgnoreStale     = "stale"     // heads Seq not above the last accepted from that sender
 	IgnoreLagging   = "lagging"   // sender not a machine in our ledger, which lacks heads the message names (see LagAware)
+	IgnoreRate      = "rate"      // forwarded by another peer while its sender is over the topic's rate limit
 )
 
 // ReorderWindow: a heartbeat whose Seq is below the last accepted one from
@@ -158,6 +159,8 @@ type Org struct {
 	seqMu     sync.Mutex
 	hbSeq     map[string]uint64  // validator: last accepted heartbeat Seq per machine
 	ledgerSeq map[peer.ID]uint64 // validator: last accepted heads Seq per sender
+	hbRate    *limiter           // validator: heartbeats per machine
+	headsRate *limiter           // validator: heads announcements per sender
 
 	// Our own publications are serialised per topic so that Seq order is
 	// local validation order.
@@ -198,6 +201,8 @@ func (h *Host) JoinOrg(org string, m Membership) (*Org, error) {
 		joined:    make(map[peer.ID]struct{}),
 		hbSeq:     make(map[string]uint64),
 		ledgerSeq: make(map[peer.ID]uint64),
+		hbRate:    newLimiter(HeartbeatRate),
+		headsRate: newLimiter(HeadsRate),
 	}
 	h.orgs[org] = o
 	h.mu.Unlock()

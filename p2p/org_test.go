@@ -179,9 +179,10 @@ func TestPublishRequiresMembership(t *testing.T) {
 
 func TestNonMemberRejected(t *testing.T) {
 	v := newPtVictim(t)
-	// x runs a proper Org, believing itself approved, but v does not know it.
+	// x runs a proper Org, believing itself (and v) approved, but v does
+	// not know it.
 	x := ptHost(t, nil)
-	ox, err := x.JoinOrg(ptOrg, newPtMembers(x.ID()))
+	ox, err := x.JoinOrg(ptOrg, newPtMembers(x.ID(), v.h.ID()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package p2p
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/cshare/cshare/internal/edkey"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -60,6 +61,9 @@ func (o *Org) validateHeartbeat(_ context.Context, src peer.ID, msg *pubsub.Mess
 		}
 		return o.reject(KindHeartbeat, ReasonBadSignature)
 	}
+	if !local && !o.hbRate.allow(hb.Machine, time.Now()) {
+		return o.overRate(KindHeartbeat, from, msg)
+	}
 	o.seqMu.Lock()
 	if last := o.hbSeq[hb.Machine]; hb.Seq <= last {
 		o.seqMu.Unlock()
@@ -73,6 +77,17 @@ func (o *Org) validateHeartbeat(_ context.Context, src peer.ID, msg *pubsub.Mess
 	msg.ValidatorData = hb
 	o.h.accepted.WithLabelValues(KindHeartbeat).Inc()
 	return pubsub.ValidationAccept
+}
+
+// overRate handles a message whose sender is over the topic's rate limit:
+// ignored (a rejection would also cost every honest peer that forwarded a
+// copy), and a strike against the sender when it delivered it itself (see
+// floods).
+func (o *Org) overRate(kind string, sender peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+	if msg.ReceivedFrom == sender {
+		o.h.floods.strike(sender, time.Now())
+	}
+	return o.ignore(kind, IgnoreRate)
 }
 
 // validateHeads checks a heads announcement. A stale one (Seq not above the
@@ -116,6 +131,9 @@ func (o *Org) validateHeads(_ context.Context, src peer.ID, msg *pubsub.Message)
 		if err != nil || !key.Verify(sb, hm.Sig) {
 			return o.reject(KindLedger, ReasonBadSignature)
 		}
+	}
+	if !local && !o.headsRate.allow(hm.From, time.Now()) {
+		return o.overRate(KindLedger, from, msg)
 	}
 	o.seqMu.Lock()
 	if hm.Seq <= o.ledgerSeq[from] {

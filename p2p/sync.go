@@ -20,7 +20,9 @@ import (
 // SyncProtocol is the block-exchange stream protocol of the ledger: a peer
 // asks for the entries reachable back from some CIDs and gets them in batches,
 // ancestors first, in as few round trips as the DAG allows; or it pushes its
-// heads so the other side fetches from it.
+// heads so the other side fetches from it. Only the org's machines, joiners
+// that proved a key (AdmitProtocol) and machines just removed are served
+// (gate.go); anyone else's stream is reset before it is read.
 const SyncProtocol = protocol.ID("/cshare/sync/1.0.0")
 
 // Sync limits.

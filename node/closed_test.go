@@ -1,0 +1,137 @@
+package node
+
+import (
+	"bytes"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/p2p"
+)
+
+// TestJoinWithRotatedKeyHoldsNothing (issue 20, a closed org): a node that
+// runs join with an org key that `org key --rotate` replaced is refused
+// before it is served a block: its data dir holds nothing of the org (not
+// the org's description, not a single entry) and its connection is closed;
+// a join with the current key, at once, works.
+func TestJoinWithRotatedKeyHoldsNothing(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond})
+	ctx := ctxT(t)
+	n0, n1, old := m.nodes[0], m.nodes[1], m.nodes[2]
+	const secret = "closed-org-description-7f3a9c"
+	key, err := n0.CreateOrg(ctx, api.OrgCreate{Name: "acme", Description: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n1.Join(ctx, api.JoinRequest{OrgKey: key.Key}); err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	m.approve(n0.Node, n1.ID().String())
+	if _, err := n0.OrgKey(ctx, true); err != nil {
+		t.Fatalf("rotate: %v", err)
+	}
+
+	_, err = old.Join(ctx, api.JoinRequest{OrgKey: key.Key})
+	oneLineErr(t, "join with a rotated key", err, http.StatusForbidden, "this org key was rotated", "cshare org key")
+	if org, k := old.orgID(), entryCount(old.Node); org != "" || k != 0 {
+		t.Fatalf("the refused joiner is in org %q with %d entries", org, k)
+	}
+	err = filepath.WalkDir(old.opts.DataDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, []byte(secret)) {
+			t.Errorf("%s holds the org's description", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the refused joiner cut off", func() string {
+		if n0.host.LibP2P().Network().Connectedness(old.ID()) == network.Connected {
+			return "still connected"
+		}
+		return ""
+	})
+
+	// The current key, at once: admitted, pending as before.
+	now, err := n0.OrgKey(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := old.Join(ctx, api.JoinRequest{OrgKey: now.Key})
+	if err != nil || res.Status != ledger.MachinePending {
+		t.Fatalf("join with the current key: %+v, %v; want pending", res, err)
+	}
+}
+
+// TestStrangerGetsNothingFromNodes (issue 20, must hold): a libp2p peer
+// that knows the org's ID and a node's addresses, and is no machine of the
+// org, gets no ledger block, no heartbeat and no log from a running node,
+// and its connection is not kept.
+func TestStrangerGetsNothingFromNodes(t *testing.T) {
+	pr := p2p.Probation
+	p2p.Probation = time.Second
+	t.Cleanup(func() { p2p.Probation = pr })
+	m := newMesh(t, meshConfig{n: 2, interval: 250 * time.Millisecond})
+	m.formOrg()
+	n0 := m.nodes[0]
+	org := n0.orgID()
+	ctx := ctxT(t)
+	stranger, _ := newRogue(t, m)
+	// It runs the org's topics, believing n0 a machine, to keep whatever
+	// n0 sent it.
+	got := 0
+	var mu sync.Mutex
+	so, err := stranger.JoinOrg(org, strangerView{n0.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	so.OnHeartbeat(func(p2p.Heartbeat) { mu.Lock(); got++; mu.Unlock() })
+
+	blocks := 0
+	err = p2p.FetchBlocks(ctx, stranger.LibP2P(), n0.ID(), org, nil, 0, func(b [][]byte) error { blocks += len(b); return nil })
+	if err == nil || blocks != 0 {
+		t.Fatalf("the stranger's ledger fetch: %d blocks, %v; want refused", blocks, err)
+	}
+	if seen, err := so.FetchSeen(ctx, n0.ID()); err == nil || len(seen) != 0 {
+		t.Fatalf("the stranger's heartbeat fetch: %d heartbeats, %v; want refused", len(seen), err)
+	}
+	if out, err := p2p.FetchLog(ctx, stranger.LibP2P(), n0.ID(), p2p.LogsRequest{Org: org, Job: "any", Item: 1}, 1<<20); err == nil || out != nil {
+		t.Fatalf("the stranger's log fetch: %q, %v; want refused", out, err)
+	}
+	eventually(t, 20*time.Second, "the stranger's connection closed", func() string {
+		if n0.host.LibP2P().Network().Connectedness(stranger.ID()) == network.Connected {
+			return "still connected"
+		}
+		return ""
+	})
+	// n0 heartbeats every 250 ms: by now several were published, none to
+	// the stranger.
+	mu.Lock()
+	defer mu.Unlock()
+	if got != 0 {
+		t.Fatalf("the stranger got %d heartbeats by gossip", got)
+	}
+}
+
+// strangerView is a Membership in which the listed peers are approved.
+type strangerView []peer.ID
+
+func (v strangerView) IsMachine(p peer.ID) bool  { return slices.Contains(v, p) }
+func (v strangerView) IsApproved(p peer.ID) bool { return slices.Contains(v, p) }
