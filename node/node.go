@@ -166,6 +166,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if opts.API == "" {
 		opts.API = DefaultAPI
 	}
+	if err := checkAPIOptions(opts); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
