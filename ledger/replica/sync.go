@@ -295,7 +295,11 @@ func (r *Replica) fetch(ctx context.Context, p peer.ID, org string, want []cid.C
 			}
 			stored <- err
 		}()
+		received := 0
 		err := r.cfg.Fetch(fctx, p, org, want, floor, func(raw [][]byte) error {
+			if received += len(raw); received > r.cfg.maxFetchBlocks {
+				return fmt.Errorf("peer %s sent more than %d blocks in one answer", p, r.cfg.maxFetchBlocks)
+			}
 			// The answer holds every entry above the floor that leads to
 			// want, mostly ones we have: a hash is cheaper than a signature.
 			r.mu.RLock()
