@@ -16,10 +16,32 @@ type leaseBook struct {
 	l  dispatch.Leases
 }
 
+// leaseClaims are the instances of a heartbeat that may hold a lease: the
+// finished items whose result is on its way, and one running instance per
+// slot the machine has (0 <= slot < its total slots, the first instance
+// listed in a slot). A machine that claims items in slots it does not
+// have, or several in one slot, holds nothing by those claims: the items
+// go elsewhere. (A machine that holds an item in a slot it has and never
+// finishes it holds that item until it goes offline or is removed.)
+func leaseClaims(hb p2p.Heartbeat) []p2p.RunningInstance {
+	out := make([]p2p.RunningInstance, 0, len(hb.Instances))
+	taken := map[int64]bool{}
+	for _, ri := range hb.Instances {
+		if ri.Kind != kindFinished {
+			if ri.Slot < 0 || ri.Slot >= hb.Total.Slots || taken[ri.Slot] {
+				continue
+			}
+			taken[ri.Slot] = true
+		}
+		out = append(out, ri)
+	}
+	return out
+}
+
 // observe records an accepted heartbeat of another machine.
 func (b *leaseBook) observe(hb p2p.Heartbeat) {
 	held := make([]dispatch.Lease, 0, len(hb.Instances))
-	for _, ri := range hb.Instances {
+	for _, ri := range leaseClaims(hb) {
 		if ri.Item >= 0 {
 			held = append(held, dispatch.Lease{Job: ri.Job, Item: ri.Item})
 		}

@@ -75,6 +75,9 @@ type Options struct {
 	// that Restart starts again keeps its token, so clients that wait on it
 	// (member leave, org delete) go on working.
 	token string
+	// heartbeatLie, for tests, rewrites each heartbeat before it is
+	// signed: a machine that lies (see attack_test.go).
+	heartbeatLie func(*p2p.Heartbeat)
 }
 
 // Node is a running cshare node.
