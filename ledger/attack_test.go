@@ -8,8 +8,13 @@ package ledger
 //     a forged delegation: TestForgedDelegation; an entry of another org:
 //     TestWrongOrg; a forged block from a peer: replica.TestBadInputDropped
 //   - replayed entries: TestReplayedEntriesChangeNothing (below); a replayed
-//     delegation: TestForgedDelegation; on a live mesh: node.TestMesh*
-//     (mesh_test.go); forged and replayed heartbeats: node liveness_test.go
+//     delegation: TestForgedDelegation; forged, replayed and unauthorised
+//     entries on a live mesh: node.TestMeshOrg
+//   - forged and replayed heartbeats: p2p.TestForgedHeartbeatsRejected,
+//     p2p.TestReplayedHeartbeatRejected, p2p.TestForgedHeadsRejected, and
+//     on a live mesh node.TestMeshLiveness
+//   - a member machine lying in its heartbeats (slots, leases):
+//     node/attack_test.go
 //   - a member acting as admin: TestNonAdminHasNoAuthority
 //   - a removed admin's back-dated entries: TestBackdatedRevokedAdmin
 //   - two admins removing each other at once: TestMutualRemoval,

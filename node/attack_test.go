@@ -1,9 +1,9 @@
 package node
 
 // Attacks by a member machine on the mesh, each asserting no effect on the
-// others' work. Forged and replayed entries and heartbeats are in
-// mesh_test.go (TestMesh*) and liveness_test.go; the ledger-level attacks
-// are indexed in ledger/attack_test.go.
+// others' work. Forged and replayed entries and heartbeats on a live mesh
+// are TestMeshOrg (mesh_test.go) and TestMeshLiveness (liveness_test.go);
+// every attack test is indexed in ledger/attack_test.go.
 
 import (
 	"slices"
