@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 
 	"github.com/spf13/cobra"
@@ -24,8 +25,21 @@ as the token itself.`,
 			if _, err := status(cmd.Context(), cl); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "%s/?token=%s\n", cl.Base(), url.QueryEscape(cl.Token()))
+			fmt.Fprintf(a.stdout, "%s/?token=%s\n", browserBase(cl.Base()), url.QueryEscape(cl.Token()))
 			return nil
 		},
 	}
+}
+
+// browserBase is base with an unspecified host (an API bound to 0.0.0.0 or
+// [::]) replaced by localhost, which a browser on this machine can open.
+func browserBase(base string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return base
+	}
+	if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsUnspecified() {
+		u.Host = net.JoinHostPort("localhost", u.Port())
+	}
+	return u.String()
 }

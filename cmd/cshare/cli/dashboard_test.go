@@ -33,3 +33,16 @@ func TestNodeDashboardURL(t *testing.T) {
 		t.Errorf("without a node: exit %d, %q; want one line and a failure", r.code, r.stderr)
 	}
 }
+
+func TestBrowserBase(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://127.0.0.1:7480": "http://127.0.0.1:7480",
+		"https://[::]:7480":     "https://localhost:7480",
+		"http://0.0.0.0:9":      "http://localhost:9",
+		"https://10.0.0.5:7480": "https://10.0.0.5:7480",
+	} {
+		if got := browserBase(in); got != want {
+			t.Errorf("browserBase(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
