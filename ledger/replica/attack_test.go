@@ -70,7 +70,7 @@ func TestMillionBlockAnswerIsCutOff(t *testing.T) {
 // of the org, children first, in frames of 64 (each entry waits for its
 // parent, which comes later). The replica never holds more than
 // maxWaitingBytes of them (a test cap of 1 MiB; MaxWaitingBytes in
-// production) and drops them as orphans; a sync from an honest peer then
+// production) and drops them as orphans, without storing them; a sync from an honest peer then
 // gives it the whole ledger.
 func TestOrphanChainBounded(t *testing.T) {
 	const n, capBytes = 400, 1 << 20
@@ -116,6 +116,14 @@ func TestOrphanChainBounded(t *testing.T) {
 	}
 	if d.get(DropOrphans) == 0 {
 		t.Errorf("no orphans dropped (peak %d bytes, %d held)", peak, held)
+	}
+	// Nor are they on disk: the store holds the log's entries only.
+	stored := 0
+	if err := b.st.ForEachBlock(func(cid.Cid, []byte) error { stored++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if stored != b.Len() {
+		t.Errorf("the store holds %d blocks for a log of %d entries: orphans were stored", stored, b.Len())
 	}
 	// The chain's entries are valid: an honest peer's answer brings them.
 	for i := range chain {
