@@ -19,12 +19,22 @@ FUZZMINIMIZETIME=${FUZZMINIMIZETIME:-100x}
 roots=("${@:-.}")
 summary=()
 failed=0
+flaked=0
 while IFS=: read -r file name; do
   pkg=./$(dirname "${file#./}")
   log=$(mktemp)
   echo "== $pkg $name ($FUZZTIME)"
-  if $GO test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" "$pkg" >"$log" 2>&1; then
+  corpus="$pkg/testdata/fuzz/$name"
+  before=$(ls "$corpus" 2>/dev/null | wc -l)
+  # -timeout 0: go test's own 10m would end a long FUZZTIME; the fuzzer
+  # finds hung inputs itself.
+  if $GO test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" -fuzzminimizetime "$FUZZMINIMIZETIME" -timeout 0 "$pkg" >"$log" 2>&1; then
     status=ok
+  elif [ "$(ls "$corpus" 2>/dev/null | wc -l)" = "$before" ] && grep -q '^    context deadline exceeded$' "$log"; then
+    # Go's coordinator can report its own -fuzztime deadline as a failure,
+    # with no input written (golang/go#75804, fixed in Go 1.27).
+    status=ok~
+    flaked=$((flaked + 1))
   else
     status=FAIL
     failed=1
@@ -38,4 +48,7 @@ done < <(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' "${roots[@]}"
 echo
 echo "fuzz summary (FUZZTIME=$FUZZTIME):"
 printf '%s\n' "${summary[@]}"
+if [ "$flaked" -gt 0 ]; then
+  echo "ok~: $flaked target(s) ended with Go's spurious 'context deadline exceeded' (golang/go#75804) and no failing input"
+fi
 exit $failed
