@@ -20,6 +20,8 @@ roots=("${@:-.}")
 summary=()
 failed=0
 flaked=0
+log=
+trap 'rm -f "$log"' EXIT
 while IFS=: read -r file name; do
   pkg=./$(dirname "${file#./}")
   log=$(mktemp)
