@@ -4,7 +4,7 @@ BIN       := bin/cshare
 PKGS      := ./...
 TESTFLAGS ?= -race -timeout 15m
 
-.PHONY: build test check bench e2e demo testimage clean
+.PHONY: build test check bench e2e demo testimage clean fuzz
 
 build:
 	$(GO) build -o $(BIN) ./cmd/cshare
@@ -33,6 +33,11 @@ bench:
 # Tier 4: separate node processes (kill -9, restart, convergence).
 e2e: build testimage
 	CSHARE_BIN=$(CURDIR)/$(BIN) $(GO) test -tags e2e -race -timeout 20m -count=1 -v ./e2e/
+
+# Every fuzz target for FUZZTIME each (default 1m), corpus in testdata/fuzz.
+FUZZTIME ?= 1m
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) bash scripts/fuzz.sh
 
 demo: build testimage
 	bash scripts/demo.sh

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cshare/cshare/internal/text"
 )
 
 // The query language is Vast's search grammar (DESIGN §8, issue 18):
@@ -33,7 +35,10 @@ type QueryError struct {
 	Msg  string
 }
 
-func (e *QueryError) Error() string { return fmt.Sprintf("offer query: %q: %s", e.Term, e.Msg) }
+// Error is one line: the message echoes parts of the query, escaped.
+func (e *QueryError) Error() string {
+	return fmt.Sprintf("offer query: %q: %s", e.Term, text.Escape(e.Msg))
+}
 
 // Is makes errors.Is(err, ErrQuery) hold.
 func (e *QueryError) Is(target error) bool { return target == ErrQuery }

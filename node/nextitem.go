@@ -152,7 +152,7 @@ func (s *scheduler) remoteView(job, plan string, owners []dispatch.Slot, now tim
 				v.alive[o] = true
 			}
 		}
-		for _, ri := range m.Heartbeat.Instances {
+		for _, ri := range leaseClaims(m.Heartbeat) {
 			if ri.Job != job {
 				continue
 			}

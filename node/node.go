@@ -6,12 +6,9 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,7 +19,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger"
@@ -51,6 +47,10 @@ type Options struct {
 	HeartbeatInterval time.Duration // default 30s (or node.yaml's heartbeat_interval)
 	Name              string        // machine name; default node.yaml's name, else the host name
 	Logger            *slog.Logger  // default: discard
+	// The API on a non-loopback address needs TLS (both files, PEM) or
+	// APIInsecureRemote; see apiserve.go.
+	APITLSCert, APITLSKey string
+	APIInsecureRemote     bool
 
 	// For tests: the GPU library (default the system NVML).
 	NVML hw.NVML
@@ -75,6 +75,9 @@ type Options struct {
 	// that Restart starts again keeps its token, so clients that wait on it
 	// (member leave, org delete) go on working.
 	token string
+	// heartbeatLie, for tests, rewrites each heartbeat before it is
+	// signed: a machine that lies (see attack_test.go).
+	heartbeatLie func(*p2p.Heartbeat)
 }
 
 // Node is a running cshare node.
@@ -168,6 +171,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 	if opts.API == "" {
 		opts.API = DefaultAPI
+	}
+	if err := checkAPIOptions(opts); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -375,37 +381,6 @@ func (n *Node) spawn(fn func()) {
 		defer n.bg.Done()
 		fn()
 	}()
-}
-
-func (n *Node) serveAPI() error {
-	tokBytes := make([]byte, 24)
-	if _, err := rand.Read(tokBytes); err != nil {
-		return err
-	}
-	n.token = hex.EncodeToString(tokBytes)
-	if n.opts.token != "" {
-		n.token = n.opts.token
-	}
-	ln, err := net.Listen("tcp", n.opts.API)
-	if err != nil {
-		return fmt.Errorf("node: --api %s: %w (is another node running? use --api 127.0.0.1:0 for a free port)", n.opts.API, err)
-	}
-	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
-		n.log.Warn("the API listens on a non-loopback address; anyone who can reach it and has the token controls this node", "addr", ln.Addr().String())
-	}
-	n.apiAddr = ln.Addr().String()
-	mux := api.Handler(n, n.token)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
-	registerWeb(mux.ServeMux, n)
-	n.apiSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	if err := writeFileAtomic(filepath.Join(n.opts.DataDir, api.TokenFile), []byte(n.token+"\n"), 0o600); err != nil {
-		return err
-	}
-	if err := writeFileAtomic(filepath.Join(n.opts.DataDir, api.AddrFile), []byte(n.apiAddr+"\n"), 0o600); err != nil {
-		return err
-	}
-	go func() { _ = n.apiSrv.Serve(ln) }()
-	return nil
 }
 
 func writeFileAtomic(path string, data []byte, mode os.FileMode) error {

@@ -28,8 +28,11 @@ const SyncProtocol = protocol.ID("/cshare/sync/1.0.0")
 // Sync limits.
 const (
 	SyncBatch    = 2048     // blocks per response frame
-	maxFrameSize = 16 << 20 // bytes per frame
-	syncTimeout  = 2 * time.Minute
+	maxFrameSize = 16 << 20 // bytes per response frame
+	// maxSyncRequest caps a request frame: 4096 wanted CIDs of at most 64
+	// bytes each, and the rest of the request.
+	maxSyncRequest = 4096*66 + 1024
+	syncTimeout    = 2 * time.Minute
 )
 
 // SyncSource is the node's side of the protocol: it answers from its ledger.
@@ -76,13 +79,17 @@ func writeSyncFrame(w *bufio.Writer, v any) error {
 	return w.Flush()
 }
 
-func readSyncFrame(r *bufio.Reader, v any) error {
+func readSyncFrame(r *bufio.Reader, v any) error { return readSyncFrameMax(r, maxFrameSize, v) }
+
+// readSyncFrameMax reads one frame of at most max bytes into v; a longer
+// one is refused before anything is allocated.
+func readSyncFrameMax(r *bufio.Reader, max uint64, v any) error {
 	n, err := binary.ReadUvarint(r)
 	if err != nil {
 		return err
 	}
-	if n > maxFrameSize {
-		return fmt.Errorf("p2p: sync frame of %d bytes exceeds %d", n, maxFrameSize)
+	if n > max {
+		return fmt.Errorf("%w: sync frame of %d bytes exceeds %d", ErrTooLarge, n, max)
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(r, b); err != nil {
@@ -118,7 +125,7 @@ func ServeSync(h host.Host, src SyncSource) {
 		_ = s.SetDeadline(time.Now().Add(syncTimeout))
 		r, w := bufio.NewReader(s), bufio.NewWriter(s)
 		var req syncReq
-		if err := readSyncFrame(r, &req); err != nil {
+		if err := readSyncFrameMax(r, maxSyncRequest, &req); err != nil {
 			_ = s.Reset()
 			return
 		}

@@ -167,7 +167,7 @@ for i in 1 2 3; do c "$i" node status | grep -E '^(id|plan):'; done
 if [ "${KEEP:-0}" = 1 ]; then
   step "KEEP=1: the nodes keep running"
   for i in 1 2 3; do echo "node $i: API $(cat "$DIR/node$i/api.addr")  data dir $DIR/node$i  (cshare --data-dir $DIR/node$i ...)"; done
-  echo "dashboard: http://$(cat "$DIR/node1/api.addr")/   stop with: kill ${PIDS[*]}"
+  echo "dashboard: $(c 1 node dashboard)   stop with: kill ${PIDS[*]}"
   exit 0
 fi
 step "stopping the nodes"

@@ -243,7 +243,7 @@ var sizeRE = regexp.MustCompile(`^(\d+(?:\.\d+)*) ?([kKmMgGtTpP])?[iI]?[bB]?$`)
 func ParseSizeMB(field, s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	b, err := units.RAMInBytes(s)
-	if err != nil {
+	if err != nil || !sizeRE.MatchString(s) { // RAMInBytes takes "5g\n\x9f" for 5g
 		return 0, fail(field, quote(s), "is not a size", sizeAllowed)
 	}
 	// RAMInBytes refuses negative sizes, so a negative result is a float

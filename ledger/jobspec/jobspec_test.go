@@ -89,6 +89,8 @@ func TestParseMemory(t *testing.T) {
 		{"lots", 0, `"lots" is not a size`},
 		{"-1g", 0, "not a size"},
 		{"4XB", 0, "not a size"},
+		{"5g\n\x9f", 0, `"5g\n\x9f" is not a size`}, // go-units alone reads 5g
+		{"0p\n\x9f", 0, `"0p\n\x9f" is not a size`},
 	} {
 		got, err := ParseMemory(c.in)
 		if c.err != "" {

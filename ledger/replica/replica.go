@@ -57,6 +57,7 @@ const (
 	DropNoEffect = "no_effect" // an entry kept in the DAG without effect
 	DropBadHeads = "bad_heads" // a heads announcement that does not decode
 	DropBadBlock = "bad_block" // a block that fails decoding or verification
+	DropOrphans  = "orphans"   // entries waiting for parents, dropped over MaxWaiting(Bytes)
 )
 
 // FetchFunc asks peer p for the entries of org reachable back from want (its
@@ -89,7 +90,24 @@ type Config struct {
 	// HeadsHook, for benchmarks, sees each heads announcement before
 	// (before=true) and after its pushed entries are taken.
 	HeadsHook func(pushed int, before bool)
+
+	// For tests: the caps below, when not zero.
+	maxWaiting, maxWaitingBytes, maxFetchBlocks int
 }
+
+// Bounds of what peers can make a replica hold or read.
+const (
+	// MaxWaiting and MaxWaitingBytes cap the entries held while their
+	// parents have not arrived: a peer that sends orphans (a chain
+	// children first, or entries whose parents do not exist) makes the
+	// replica drop them all once either is exceeded.
+	MaxWaiting      = 100000
+	MaxWaitingBytes = 64 << 20
+	// MaxFetchBlocks caps the blocks one answer of a fetch may carry (the
+	// server's own limit per answer): a peer that streams more is cut off.
+	// A deeper chain is fetched in several rounds.
+	MaxFetchBlocks = 1 << 20
+)
 
 // Replica is one org's ledger on this machine. Its methods are safe for
 // concurrent use.
@@ -102,12 +120,15 @@ type Replica struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // goroutines of the default Spawn
 
-	mu       sync.RWMutex
-	lg       *ledger.Log
-	waiting  map[string]*ledger.Entry // entries whose parents have not arrived
-	syncing  map[peer.ID]bool
-	syncMore map[peer.ID][]cid.Cid // wants that arrived while a sync from that peer ran
-	wanted   map[string]time.Time  // CIDs asked of some peer, and when (see SyncFrom)
+	mu      sync.RWMutex
+	lg      *ledger.Log
+	waiting map[string]*ledger.Entry // entries whose parents have not arrived
+	// waitBytes is the size of the waiting entries; waitPeak the most
+	// bytes they ever took (tests).
+	waitBytes, waitPeak int
+	syncing             map[peer.ID]bool
+	syncMore            map[peer.ID][]cid.Cid // wants that arrived while a sync from that peer ran
+	wanted              map[string]time.Time  // CIDs asked of some peer, and when (see SyncFrom)
 	// lastAdded is when the last entry was added, or the Replica opened.
 	lastAdded time.Time
 	lastSync  time.Time
@@ -139,6 +160,15 @@ func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) 
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.maxWaiting == 0 {
+		cfg.maxWaiting = MaxWaiting
+	}
+	if cfg.maxWaitingBytes == 0 {
+		cfg.maxWaitingBytes = MaxWaitingBytes
+	}
+	if cfg.maxFetchBlocks == 0 {
+		cfg.maxFetchBlocks = MaxFetchBlocks
 	}
 	r := &Replica{cfg: cfg, log: cfg.Logger, st: st, signer: signer, lg: ledger.NewLog(),
 		waiting: map[string]*ledger.Entry{}, syncing: map[peer.ID]bool{}, syncMore: map[peer.ID][]cid.Cid{},
@@ -304,10 +334,13 @@ func (r *Replica) notify(added []*ledger.Entry) {
 // entered the log.
 func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 	for _, e := range es {
-		if !r.lg.Has(e.CID()) {
-			r.waiting[e.CID().KeyString()] = e
+		k := e.CID().KeyString()
+		if r.waiting[k] == nil && !r.lg.Has(e.CID()) {
+			r.waiting[k] = e
+			r.waitBytes += len(e.Bytes())
 		}
 	}
+	r.waitPeak = max(r.waitPeak, r.waitBytes)
 	var added []*ledger.Entry
 	// The total order is topological, so one pass in order finds every entry
 	// whose ancestors are all present.
@@ -334,6 +367,7 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 	if len(batch) > 0 {
 		for _, e := range batch {
 			delete(r.waiting, e.CID().KeyString())
+			r.waitBytes -= len(e.Bytes())
 		}
 		errs, err := r.lg.AddBatch(batch)
 		if err != nil {
@@ -351,8 +385,10 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 			}
 		}
 	}
-	if len(r.waiting) > 100000 {
-		r.waiting = map[string]*ledger.Entry{} // a peer is flooding us with orphans
+	if len(r.waiting) > r.cfg.maxWaiting || r.waitBytes > r.cfg.maxWaitingBytes {
+		// A peer is flooding us with orphans.
+		r.dropped(DropOrphans, len(r.waiting))
+		r.waiting, r.waitBytes = map[string]*ledger.Entry{}, 0
 	}
 	if len(added) > 0 {
 		r.lastAdded = r.cfg.Now()

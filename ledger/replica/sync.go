@@ -283,19 +283,17 @@ func (r *Replica) fetch(ctx context.Context, p peer.ID, org string, want []cid.C
 				if err != nil {
 					continue // drain
 				}
-				blocks := make([]store.Block, len(es))
-				for i, e := range es {
-					blocks[i] = store.Block{CID: e.CID(), Data: e.Bytes()}
-				}
-				if err = r.st.PutBlocks(blocks); err != nil {
+				if err = r.addDurable(es); err != nil {
 					fcancel()
-					continue
 				}
-				r.add(es)
 			}
 			stored <- err
 		}()
+		received := 0
 		err := r.cfg.Fetch(fctx, p, org, want, floor, func(raw [][]byte) error {
+			if received += len(raw); received > r.cfg.maxFetchBlocks {
+				return fmt.Errorf("peer %s sent more than %d blocks in one answer", p, r.cfg.maxFetchBlocks)
+			}
 			// The answer holds every entry above the floor that leads to
 			// want, mostly ones we have: a hash is cheaper than a signature.
 			r.mu.RLock()
@@ -486,7 +484,6 @@ func (r *Replica) Announced(from peer.ID, heads []cid.Cid) {
 func (r *Replica) takePushed(raw [][]byte) {
 	org := r.Org()
 	var es []*ledger.Entry
-	var blocks []store.Block
 	for _, b := range raw {
 		e, err := ledger.Decode(b)
 		if err != nil || e.Org != org {
@@ -497,15 +494,30 @@ func (r *Replica) takePushed(raw [][]byte) {
 			continue
 		}
 		es = append(es, e)
-		blocks = append(blocks, store.Block{CID: e.CID(), Data: e.Bytes()})
 	}
 	if len(es) == 0 {
 		return
 	}
-	r.persisting.RLock()
-	defer r.persisting.RUnlock()
-	r.add(es)
-	if err := r.st.PutBlocks(blocks); err != nil {
+	if err := r.addDurable(es); err != nil {
 		r.log.Warn("could not store a pushed ledger entry; peers will send it again after a restart", "err", err)
 	}
+}
+
+// addDurable folds es and stores the entries that entered the log (es's,
+// and waiting ones whose parents es brought), before any local write may
+// name them (persisting). Entries still waiting for parents are not
+// stored: orphans a peer sends take no disk, and are gone after a restart
+// (they come back with their parents).
+func (r *Replica) addDurable(es []*ledger.Entry) error {
+	r.persisting.RLock()
+	defer r.persisting.RUnlock()
+	added := r.add(es)
+	if len(added) == 0 {
+		return nil
+	}
+	blocks := make([]store.Block, len(added))
+	for i, e := range added {
+		blocks[i] = store.Block{CID: e.CID(), Data: e.Bytes()}
+	}
+	return r.st.PutBlocks(blocks)
 }

@@ -3,7 +3,10 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +23,9 @@ import (
 const (
 	AddrFile  = "api.addr"
 	TokenFile = "api.token"
+	// CertFile is the API's TLS certificate (PEM) when it is served over
+	// TLS; api.addr then starts with https://.
+	CertFile = "api.cert"
 )
 
 // ErrNodeNotRunning says no node answers at the data dir's address.
@@ -32,9 +38,46 @@ type Client struct {
 	hc    *http.Client
 }
 
-// NewClient builds a client for addr (host:port) with a bearer token.
+// NewClient builds a client for addr (host:port, or https://host:port for
+// an API served over TLS) with a bearer token.
 func NewClient(addr, token string) *Client {
-	return &Client{base: "http://" + addr, token: token, hc: &http.Client{Timeout: 5 * time.Minute}}
+	return NewTLSClient(addr, token, nil)
+}
+
+// NewTLSClient is NewClient that, for an https:// addr, trusts exactly the
+// certificate certPEM (the node's own, from its data dir) when it is not
+// nil, and the system's roots when it is.
+func NewTLSClient(addr, token string, certPEM []byte) *Client {
+	base := addr
+	if !strings.HasPrefix(addr, "https://") && !strings.HasPrefix(addr, "http://") {
+		base = "http://" + addr
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if certPEM != nil {
+		tr.TLSClientConfig = pinnedTLS(certPEM)
+	}
+	return &Client{base: base, token: token, hc: &http.Client{Timeout: 5 * time.Minute, Transport: tr}}
+}
+
+// pinnedTLS trusts the one certificate in certPEM, whatever name it
+// carries: the CLI dials the address its node wrote, which may be an IP
+// the certificate does not name.
+func pinnedTLS(certPEM []byte) *tls.Config {
+	block, _ := pem.Decode(certPEM)
+	var want []byte
+	if block != nil {
+		want = block.Bytes
+	}
+	return &tls.Config{
+		MinVersion:         tls.VersionTLS12,
+		InsecureSkipVerify: true, // replaced by the pin below
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) == 0 || want == nil || !bytes.Equal(raw[0], want) {
+				return errors.New("api: the node's TLS certificate is not the one in its data dir (" + CertFile + ")")
+			}
+			return nil
+		},
+	}
 }
 
 // DialDataDir reads api.addr and api.token from a data dir. apiOverride, if
@@ -52,11 +95,21 @@ func DialDataDir(dataDir, apiOverride string) (*Client, error) {
 		}
 		addr = strings.TrimSpace(string(b))
 	}
-	return NewClient(addr, strings.TrimSpace(string(tok))), nil
+	var certPEM []byte
+	if strings.HasPrefix(addr, "https://") {
+		certPEM, _ = os.ReadFile(filepath.Join(dataDir, CertFile)) // none: the system's roots
+	}
+	return NewTLSClient(addr, strings.TrimSpace(string(tok)), certPEM), nil
 }
 
 // Addr is the API address this client talks to.
 func (c *Client) Addr() string { return strings.TrimPrefix(c.base, "http://") }
+
+// Base is the API's URL without a path: http://host:port or https://host:port.
+func (c *Client) Base() string { return c.base }
+
+// Token is the bearer token this client sends.
+func (c *Client) Token() string { return c.token }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader

@@ -37,6 +37,7 @@ type File struct {
 	Resources         Resources
 	Runtime           Runtime
 	Discovery         Discovery
+	Metrics           Metrics
 	// Registries are credentials for private image registries, used when
 	// this machine pulls a job's image. They stay on this machine: they are
 	// never written to the ledger.
@@ -166,6 +167,9 @@ func strictDecode(src string, data []byte) error {
 		Discovery *struct {
 			MDNS yaml.Node `yaml:"mdns"`
 		} `yaml:"discovery"`
+		Metrics *struct {
+			Public yaml.Node `yaml:"public"`
+		} `yaml:"metrics"`
 		Registries []struct {
 			Server   yaml.Node `yaml:"server"`
 			Username yaml.Node `yaml:"username"`

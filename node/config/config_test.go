@@ -189,7 +189,7 @@ func TestParseErrors(t *testing.T) {
 		{"jobs huge", "resources:\n  max_concurrent_jobs: 5000\n", "resources.max_concurrent_jobs", "resources.max_concurrent_jobs: 5000 is outside 0..256"},
 		{"jobs string", "resources:\n  max_concurrent_jobs: four\n", "resources.max_concurrent_jobs", `resources.max_concurrent_jobs: "four" is not a number`},
 		{"unknown resources key", "resources:\n  cpu_limit: 80\n  foo: 1\n", "resources.foo", `unknown key "resources.foo"; allowed under resources: cpu_limit, memory_limit, disk_limit, max_concurrent_jobs, gpus (line 3)`},
-		{"unknown top key", "nmae: x\n", "nmae", `unknown key "nmae"; allowed at the top level: name, heartbeat_interval, resources, runtime, discovery, registries (line 1)`},
+		{"unknown top key", "nmae: x\n", "nmae", `unknown key "nmae"; allowed at the top level: name, heartbeat_interval, resources, runtime, discovery, metrics, registries (line 1)`},
 		{"unknown gpu key", "resources:\n  gpus:\n    - device: 0\n      mem: 1\n", "resources.gpus[0].mem", `unknown key "resources.gpus[0].mem"; allowed under resources.gpus[0]: device, memory (line 4)`},
 		{"unknown runtime key", "runtime:\n  podman: true\n", "runtime.podman", `unknown key "runtime.podman"`},
 		{"seed keys at top level", "cpu_limit: 80\n", "cpu_limit", `unknown key "cpu_limit"; allowed at the top level`},
@@ -222,7 +222,7 @@ func TestParseErrors(t *testing.T) {
 		{"name control", "name: \"a\\tb\"\n", "name", `name: "a\tb" holds a control character (U+0009); allowed: 1 to 64 characters, one line of printable text`},
 		{"name spaces", "name: \" box\"\n", "name", `name: " box" starts or ends with a space`},
 		{"name mapping", "name: {a: b}\n", "name", "name: is a mapping; expected a machine name"},
-		{"top level list", "- resources\n", "", "the top level: is a list; expected a mapping with keys name, heartbeat_interval, resources, runtime, discovery, registries (line 1)"},
+		{"top level list", "- resources\n", "", "the top level: is a list; expected a mapping with keys name, heartbeat_interval, resources, runtime, discovery, metrics, registries (line 1)"},
 		{"top level scalar", "hello\n", "", `the top level: is "hello" (a string); expected a mapping`},
 		{"syntax", "resources:\n  cpu_limit: [80\n", "", "invalid YAML: "},
 		{"tabs", "resources:\n\tcpu_limit: 80\n", "", "invalid YAML: "},
@@ -407,5 +407,30 @@ func TestRecordGPUs(t *testing.T) {
 	f, err := Parse([]byte("runtime:\n  record_gpus: 2\n"))
 	if err != nil || f.Runtime.RecordGPUs != 2 || !f.Runtime.DockerEnabled() {
 		t.Fatalf("%+v, %v", f.Runtime, err)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want bool
+	}{
+		{"", false},
+		{"metrics:\n", false},
+		{"metrics: {public: true}\n", true},
+		{"metrics:\n  public: false\n", false},
+	} {
+		f, err := Parse([]byte(tc.src))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.src, err)
+		}
+		if f.Metrics.Public != tc.want {
+			t.Errorf("%q: Public = %v, want %v", tc.src, f.Metrics.Public, tc.want)
+		}
+	}
+	for _, src := range []string{"metrics: {public: yes}\n", "metrics: {public: 1}\n", "metrics: {open: true}\n", "metrics: true\n"} {
+		if _, err := Parse([]byte(src)); err == nil || !strings.Contains(err.Error(), "metrics") {
+			t.Errorf("%q: %v, want an error naming metrics", src, err)
+		}
 	}
 }

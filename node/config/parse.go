@@ -144,7 +144,7 @@ func (p *parser) file(doc *yaml.Node) (File, error) {
 		}
 		root = doc.Content[0]
 	}
-	entries, err := p.mapping(root, "", "name", "heartbeat_interval", "resources", "runtime", "discovery", "registries")
+	entries, err := p.mapping(root, "", "name", "heartbeat_interval", "resources", "runtime", "discovery", "metrics", "registries")
 	if err != nil {
 		return f, err
 	}
@@ -172,6 +172,10 @@ func (p *parser) file(doc *yaml.Node) (File, error) {
 			}
 		case "discovery":
 			if f.Discovery, err = p.discovery(e.value, e.path); err != nil {
+				return f, err
+			}
+		case "metrics":
+			if f.Metrics, err = p.metrics(e.value, e.path); err != nil {
 				return f, err
 			}
 		case "registries":

@@ -48,12 +48,9 @@ func (p *parser) runtime(n *yaml.Node, path string) (Runtime, error) {
 			r.RecordGPUs = int(v)
 			continue
 		}
-		if e.value.Kind != yaml.ScalarNode || e.value.ShortTag() != "!!bool" {
-			return r, p.errf(e.value, e.path, "%s is not true or false", kindName(e.value))
-		}
-		var b bool
-		if err := e.value.Decode(&b); err != nil {
-			return r, p.errf(e.value, e.path, "%s is not true or false", show(e.value))
+		b, err := p.boolValue(e)
+		if err != nil {
+			return r, err
 		}
 		switch e.name {
 		case "exec":
@@ -65,6 +62,27 @@ func (p *parser) runtime(n *yaml.Node, path string) (Runtime, error) {
 	return r, nil
 }
 
+// Metrics is the metrics: section.
+type Metrics struct {
+	// Public opens the API's GET /metrics without the token (for a
+	// Prometheus server that scrapes it); everything else still needs it.
+	Public bool
+}
+
+func (p *parser) metrics(n *yaml.Node, path string) (Metrics, error) {
+	var m Metrics
+	entries, err := p.mapping(n, path, "public")
+	if err != nil {
+		return m, err
+	}
+	for _, e := range entries {
+		if m.Public, err = p.boolValue(e); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
 func (p *parser) discovery(n *yaml.Node, path string) (Discovery, error) {
 	var d Discovery
 	entries, err := p.mapping(n, path, "mdns")
@@ -72,14 +90,23 @@ func (p *parser) discovery(n *yaml.Node, path string) (Discovery, error) {
 		return d, err
 	}
 	for _, e := range entries {
-		if e.value.Kind != yaml.ScalarNode || e.value.ShortTag() != "!!bool" {
-			return d, p.errf(e.value, e.path, "%s is not true or false", kindName(e.value))
-		}
-		var b bool
-		if err := e.value.Decode(&b); err != nil {
-			return d, p.errf(e.value, e.path, "%s is not true or false", show(e.value))
+		b, err := p.boolValue(e)
+		if err != nil {
+			return d, err
 		}
 		d.MDNS = &b
 	}
 	return d, nil
+}
+
+// boolValue reads a mapping entry that must be true or false.
+func (p *parser) boolValue(e entry) (bool, error) {
+	if e.value.Kind != yaml.ScalarNode || e.value.ShortTag() != "!!bool" {
+		return false, p.errf(e.value, e.path, "%s is not true or false", kindName(e.value))
+	}
+	var b bool
+	if err := e.value.Decode(&b); err != nil {
+		return false, p.errf(e.value, e.path, "%s is not true or false", show(e.value))
+	}
+	return b, nil
 }

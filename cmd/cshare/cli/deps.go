@@ -19,6 +19,9 @@ func runNodeDaemon(ctx context.Context, o runOptions) error {
 		HeartbeatInterval: o.HeartbeatInterval,
 		Name:              o.Name,
 		Logger:            o.Logger,
+		APITLSCert:        o.APITLSCert,
+		APITLSKey:         o.APITLSKey,
+		APIInsecureRemote: o.APIInsecureRemote,
 	})
 }
 

@@ -26,11 +26,15 @@ type runOptions struct {
 	HeartbeatInterval time.Duration
 	Name              string
 	Logger            *slog.Logger
+	// APITLSCert and APITLSKey serve the API over TLS; APIInsecureRemote
+	// allows plain HTTP on a non-loopback --api.
+	APITLSCert, APITLSKey string
+	APIInsecureRemote     bool
 }
 
 func (a *app) nodeCmd() *cobra.Command {
 	return group("node", "Run, join, inspect and stop this machine's node",
-		a.nodeRunCmd(), a.nodeJoinCmd(), a.nodeStatusCmd(), a.nodeStopCmd())
+		a.nodeRunCmd(), a.nodeJoinCmd(), a.nodeStatusCmd(), a.nodeStopCmd(), a.nodeDashboardCmd())
 }
 
 func (a *app) nodeRunCmd() *cobra.Command {
@@ -40,6 +44,9 @@ func (a *app) nodeRunCmd() *cobra.Command {
 		heartbeat time.Duration
 		name      string
 		logLevel  string
+		tlsCert   string
+		tlsKey    string
+		insecure  bool
 	)
 	c := &cobra.Command{
 		Use:   "run",
@@ -67,7 +74,11 @@ picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
 					return usagef(cmd, "--listen: %q is not a multiaddr; use e.g. /ip4/0.0.0.0/tcp/4001", l)
 				}
 			}
+			if (tlsCert == "") != (tlsKey == "") {
+				return usagef(cmd, "--api-tls-cert and --api-tls-key: give both (PEM files) or neither")
+			}
 			o := runOptions{
+				APITLSCert: tlsCert, APITLSKey: tlsKey, APIInsecureRemote: insecure,
 				DataDir:    a.dataDir,
 				API:        a.apiAddr,
 				Listen:     listen,
@@ -94,6 +105,9 @@ picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
 	f.DurationVar(&heartbeat, "heartbeat-interval", 30*time.Second, "how often this machine sends a heartbeat (node.yaml's heartbeat_interval applies when not given)")
 	f.StringVar(&name, "name", "", "this machine's name (default node.yaml's name, else the host name)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&tlsCert, "api-tls-cert", "", "serve the API over TLS with this certificate (PEM; with --api-tls-key)")
+	f.StringVar(&tlsKey, "api-tls-key", "", "the private key (PEM) of --api-tls-cert")
+	f.BoolVar(&insecure, "api-insecure-remote", false, "allow a non-loopback --api without TLS (the token then crosses the network in clear)")
 	return c
 }
 

@@ -1,0 +1,138 @@
+package node
+
+// Attacks by a member machine on the mesh, each asserting no effect on the
+// others' work. Forged and replayed entries and heartbeats on a live mesh
+// are TestMeshOrg (mesh_test.go) and TestMeshLiveness (liveness_test.go);
+// every attack test is indexed in ledger/attack_test.go.
+
+import (
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/node/config"
+	"github.com/cshare/cshare/p2p"
+)
+
+// TestLyingHeartbeatsLoseNoItem: a member machine lies in its heartbeats,
+// claiming 64 free slots it does not have and announcing none of the
+// instances it runs (which never finish: it holds its items and does
+// nothing with them). The plan puts instances on it, but an owner whose
+// machine announces the plan without them cannot run, so its items go to
+// the honest machines: every item is done, once, by them.
+func TestLyingHeartbeatsLoseNoItem(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond, slots: 2, runFor: 50 * time.Millisecond})
+	m.formOrg()
+	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
+	const liar = 2
+	m.stop(liar)
+	m.nodes[liar].drv.SetDuration(time.Hour)
+	m.nodes[liar].opts.heartbeatLie = func(hb *p2p.Heartbeat) {
+		hb.Total.Slots, hb.Free.Slots = 64, 64
+		hb.Instances = nil
+	}
+	m.restart(liar)
+	lid := m.nodes[liar].ID().String()
+	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
+
+	j := submit(t, m.nodes[0].Node, api.JobSubmit{Name: "lied-to", CPUs: 2, MaxCPUs: ptr(int64(-1)), RangeStart: ptr[int64](1), RangeEnd: ptr[int64](200), Priority: 5})
+	eventually(t, 30*time.Second, "a plan with instances on the liar", func() string {
+		s := m.nodes[0].sched
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, pi := range s.plan.Instances {
+			if pi.Machine == lid && pi.Job == j.ID {
+				return ""
+			}
+		}
+		return "none yet"
+	})
+	m.waitJobDone(90*time.Second, j.ID)
+	for item, by := range m.checkDoneOnce(j.ID) {
+		if by == lid {
+			t.Errorf("item %d is done by the lying machine, whose runs never finish", item)
+		}
+	}
+}
+
+// TestLeaseClaimsInSlotsItDoesNotHave: a member machine announces its true
+// slot count (2) but none of its real instances (which never finish), and
+// claims to hold items 1 to 3 in slots 5 to 7, which it does not have, and
+// items 4 and 5 both in one of them. Those claims lease nothing: the items
+// go to the honest machines and the job ends.
+func TestLeaseClaimsInSlotsItDoesNotHave(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond, slots: 2, runFor: 50 * time.Millisecond})
+	m.formOrg()
+	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
+	const liar = 2
+	m.stop(liar)
+	m.nodes[liar].drv.SetDuration(time.Hour)
+	var job atomic.Pointer[string] // the job to lie about, set once submitted
+	m.nodes[liar].opts.heartbeatLie = func(hb *p2p.Heartbeat) {
+		hb.Instances = nil
+		if j := job.Load(); j != nil {
+			for it := int64(1); it <= 3; it++ {
+				hb.Instances = append(hb.Instances, p2p.RunningInstance{Job: *j, Slot: 4 + it, Kind: "primary", Item: it, Instance: "fake"})
+			}
+			for it := int64(4); it <= 5; it++ {
+				hb.Instances = append(hb.Instances, p2p.RunningInstance{Job: *j, Slot: 9, Kind: "primary", Item: it, Instance: "fake"})
+			}
+		}
+	}
+	m.restart(liar)
+	lid := m.nodes[liar].ID().String()
+	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
+	j := submit(t, m.nodes[0].Node, api.JobSubmit{Name: "lied-to", CPUs: 2, MaxCPUs: ptr(int64(-1)), RangeStart: ptr[int64](1), RangeEnd: ptr[int64](40), Priority: 5})
+	job.Store(&j.ID)
+	eventually(t, 30*time.Second, "the liar's claims seen", func() string {
+		if m.nodes[0].sched.leases.holder(j.ID, 1) != "" {
+			return ""
+		}
+		for _, s := range m.nodes[0].live.All() {
+			if s.Heartbeat.Machine == lid && len(s.Heartbeat.Instances) == 5 {
+				return ""
+			}
+		}
+		return "not yet"
+	})
+	m.waitJobDone(60*time.Second, j.ID)
+	for item, by := range m.checkDoneOnce(j.ID) {
+		if by == lid {
+			t.Errorf("item %d is done by the lying machine, whose runs never finish", item)
+		}
+	}
+}
+
+func TestLeaseClaims(t *testing.T) {
+	hb := p2p.Heartbeat{Total: p2p.Resources{Slots: 2}, Instances: []p2p.RunningInstance{
+		{Job: "j", Slot: 0, Item: 1}, {Job: "j", Slot: 0, Item: 2}, {Job: "j", Slot: 1, Item: 3},
+		{Job: "j", Slot: 2, Item: 4}, {Job: "j", Slot: -1, Item: 5}, {Job: "j", Slot: -1, Kind: kindFinished, Item: 6},
+		{Job: "j", Slot: -1, Kind: kindFinished, Item: 7},
+	}}
+	var items []int64
+	for _, ri := range leaseClaims(hb) {
+		items = append(items, ri.Item)
+	}
+	if !slices.Equal(items, []int64{1, 3, 6, 7}) {
+		t.Errorf("leases %v, want [1 3 6 7]: one per slot it has, and the finished items", items)
+	}
+	// A machine claiming more slots than any node has, and more finished
+	// items than a node lists, holds no more than those caps.
+	hb = p2p.Heartbeat{Total: p2p.Resources{Slots: 1 << 40}}
+	for i := int64(0); i < 4000; i++ {
+		hb.Instances = append(hb.Instances, p2p.RunningInstance{Job: "j", Slot: i, Item: i}, p2p.RunningInstance{Job: "j", Slot: -1, Kind: kindFinished, Item: 10000 + i})
+	}
+	running, finished := 0, 0
+	for _, ri := range leaseClaims(hb) {
+		if ri.Kind == kindFinished {
+			finished++
+		} else {
+			running++
+		}
+	}
+	if running != config.MaxConcurrentJobsLimit || finished != maxFinishedInBeat {
+		t.Errorf("a liar holds %d running and %d finished items; caps %d and %d", running, finished, config.MaxConcurrentJobsLimit, maxFinishedInBeat)
+	}
+}
