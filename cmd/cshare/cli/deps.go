@@ -19,6 +19,7 @@ func runNodeDaemon(ctx context.Context, o runOptions) error {
 		HeartbeatInterval: o.HeartbeatInterval,
 		Name:              o.Name,
 		Logger:            o.Logger,
+		Now:               o.Now,
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ type runOptions struct {
 	HeartbeatInterval time.Duration
 	Name              string
 	Logger            *slog.Logger
+	Now               func() time.Time // nil = time.Now; see EnvFakeTime
 }
 
 func (a *app) nodeCmd() *cobra.Command {
@@ -67,7 +69,12 @@ picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
 					return usagef(cmd, "--listen: %q is not a multiaddr; use e.g. /ip4/0.0.0.0/tcp/4001", l)
 				}
 			}
+			now, err := fakeClock(os.Getenv(EnvFakeTime))
+			if err != nil {
+				return err
+			}
 			o := runOptions{
+				Now:        now,
 				DataDir:    a.dataDir,
 				API:        a.apiAddr,
 				Listen:     listen,
@@ -81,7 +88,7 @@ picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
 			if cmd.Flags().Changed("heartbeat-interval") {
 				o.HeartbeatInterval = heartbeat
 			}
-			err := a.runNode(cmd.Context(), o)
+			err = a.runNode(cmd.Context(), o)
 			if err != nil && errors.Is(err, context.Canceled) {
 				return nil
 			}
