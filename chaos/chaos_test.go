@@ -84,10 +84,11 @@ func TestChaos(t *testing.T) {
 		r.violate("the nemesis failed: %s", e)
 	}
 	r.submits, r.submitFails = wl.attempts, len(wl.failed)
-	r.convergeHeal, r.convergeHealOK = waitConverged(ns, 3*hb, false)
+	r.convergeHeal, r.convergeHealOK = waitConverged(ns, 3*hb, false, nil)
 	if !r.convergeHealOK {
 		r.violate("after healing, the nodes had not one state hash and one plan hash within 3 heartbeat intervals (%s)", 3*hb)
-		r.convergeHeal, _ = waitConverged(ns, 2*time.Minute, false)
+		more, _ := waitConverged(ns, 2*time.Minute, false, t.Logf)
+		r.convergeHeal += more
 	}
 	// Every job ends.
 	drainBy := time.Now().Add(5*time.Minute + dur/2)
@@ -112,7 +113,7 @@ func TestChaos(t *testing.T) {
 	}
 	r.drained = time.Since(healed)
 	var ok bool
-	if r.convergeEnd, ok = waitConverged(ns, 30*time.Second, true); !ok {
+	if r.convergeEnd, ok = waitConverged(ns, 30*time.Second, true, t.Logf); !ok {
 		r.violate("with every job ended, the nodes did not agree on one state and plan, every peer connected, within 30s")
 	}
 	// The runtime: no item process outlives its job.
@@ -130,11 +131,16 @@ func TestChaos(t *testing.T) {
 	wl.mu.Lock()
 	submitted := wl.submitted
 	wl.mu.Unlock()
-	checkLedgers(r, ns, runs, submitted, nem.faults, hb)
+	faults := nem.faults
+	for _, n := range ns {
+		faults = append(faults, stalls(n)...)
+	}
+	r.faults = faults
+	checkLedgers(r, ns, runs, submitted, faults, hb)
 	for _, f := range wl.failed {
 		t.Logf("submit without an answer: %s", f)
 	}
-	for _, f := range nem.faults {
+	for _, f := range faults {
 		t.Logf("fault %s %s..%s %s", f.kind, f.start.Format("15:04:05.000"), f.end.Format("15:04:05.000"), f.detail)
 	}
 	sum := r.String()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -78,11 +79,11 @@ func (r *report) String() string {
 	for _, f := range r.faults {
 		byKind[f.kind]++
 	}
-	fmt.Fprintf(&b, "faults injected: %d:", len(r.faults))
+	fmt.Fprintf(&b, "faults injected: %d:", len(r.faults)-byKind[stallSeen])
 	for _, k := range faultKinds {
 		fmt.Fprintf(&b, " %s=%d", k, byKind[k])
 	}
-	b.WriteString("\n")
+	fmt.Fprintf(&b, "\nstalls the nodes logged themselves (\"this node was not running for a while\": the host starved them; counted as pauses): %d\n", byKind[stallSeen])
 	ok := "within"
 	if !r.convergeHealOK {
 		ok = "NOT within"
@@ -111,7 +112,7 @@ func forced(faults []*fault, machines map[string]int, from, to time.Time, slack 
 		if f.partition() {
 			return true
 		}
-		if f.kind == faultPause {
+		if f.kind == faultPause || f.kind == stallSeen {
 			for _, m := range ms {
 				if i, ok := machines[m]; ok && i == f.nodes[0] {
 					return true
@@ -327,6 +328,31 @@ func faultsBetween(faults []*fault, from, to time.Time) string {
 		return "none"
 	}
 	return strings.Join(s, "; ")
+}
+
+// stallRE matches the node's log line for a pause it noticed.
+var stallRE = regexp.MustCompile(`^time=(\S+) level=WARN msg="this node was not running for a while" for=(\S+)`)
+
+// stalls reads the pauses node n noticed itself from its log.
+func stalls(n *node) []*fault {
+	b, err := os.ReadFile(n.logPath)
+	if err != nil {
+		return nil
+	}
+	var out []*fault
+	for _, l := range strings.Split(string(b), "\n") {
+		m := stallRE.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		at, err1 := time.Parse(time.RFC3339Nano, m[1])
+		d, err2 := time.ParseDuration(m[2])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out = append(out, &fault{kind: stallSeen, nodes: []int{n.i}, detail: fmt.Sprintf("%s not running for %s", n.name, d), start: at.Add(-d), end: at})
+	}
+	return out
 }
 
 // itemProcesses lists the pids of processes whose command line names the

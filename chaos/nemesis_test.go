@@ -19,6 +19,9 @@ const (
 	faultKill     = "kill9-restart"      // SIGKILL, 0-2s down, start again
 	faultPause    = "pause"              // SIGSTOP, 2-12s, SIGCONT
 	faultSkew     = "clock-skew"         // restart with FAKETIME ±60..300s for 15-40s, then restart without
+	// stallSeen is not injected: a node's own log says it was not running
+	// for a while (the host starved it of CPU), a pause all the same.
+	stallSeen = "stall-seen-by-node"
 )
 
 var faultKinds = []string{faultHalves, faultSingle, faultBridge, faultLinkDown, faultKill, faultPause, faultSkew}

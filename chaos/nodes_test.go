@@ -266,7 +266,7 @@ func formOrg(t *testing.T, ns []*node) {
 			}
 		}
 	}
-	if _, ok := waitConverged(ns, 60*time.Second, true); !ok {
+	if _, ok := waitConverged(ns, 60*time.Second, true, nil); !ok {
 		t.Fatal("the org did not settle on one state and plan with every peer connected within 60s")
 	}
 }
@@ -307,12 +307,23 @@ func agree(sts []nodeStatus, peers bool) bool {
 }
 
 // waitConverged polls every node until they agree; it returns how long
-// that took and whether it happened within d.
-func waitConverged(ns []*node, d time.Duration, peers bool) (time.Duration, bool) {
+// that took and whether it happened within d. logf, if not nil, gets what
+// each node says every 5s until then.
+func waitConverged(ns []*node, d time.Duration, peers bool, logf func(string, ...any)) (time.Duration, bool) {
 	t0 := time.Now()
+	var logged time.Time
 	for time.Since(t0) < d {
-		if sts, err := snapshot(ns); err == nil && agree(sts, peers) {
+		sts, err := snapshot(ns)
+		if err == nil && agree(sts, peers) {
 			return time.Since(t0), true
+		}
+		if logf != nil && time.Since(logged) >= 5*time.Second {
+			logged = time.Now()
+			var b strings.Builder
+			for i, s := range sts {
+				fmt.Fprintf(&b, " %s: peers %d state %.10s plan %.10s;", ns[i].name, s.Peers, s.StateHash, s.PlanHash)
+			}
+			logf("not converged %s after healing:%s err %v", time.Since(t0).Round(time.Millisecond), b.String(), err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
