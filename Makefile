@@ -22,8 +22,10 @@ testimage:
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) vet -tags chaos ./chaos/
 	@if ! command -v staticcheck >/dev/null 2>&1; then $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.6.1; fi
 	PATH="$$PATH:$$($(GO) env GOPATH)/bin" staticcheck $(PKGS)
+	PATH="$$PATH:$$($(GO) env GOPATH)/bin" staticcheck -tags chaos ./chaos/
 	@cp go.mod /tmp/cshare.go.mod.bak; cp go.sum /tmp/cshare.go.sum.bak; $(GO) mod tidy; \
 	if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changes go.mod/go.sum"; git diff --stat -- go.mod go.sum; \
 	cp /tmp/cshare.go.mod.bak go.mod; cp /tmp/cshare.go.sum.bak go.sum; exit 1; fi
