@@ -6,7 +6,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,7 +17,8 @@ import (
 // TestChaos is `make chaos`: CHAOS_DURATION (default 10m) of faults under a
 // job workload, then healing and the checks. CHAOS_HEARTBEAT (default 1s)
 // is the nodes' heartbeat interval, CHAOS_SEED the nemesis's seed (default
-// random, printed), CHAOS_SUMMARY a file to write the summary to.
+// random, printed), CHAOS_FAULTS a comma-separated subset of the fault
+// kinds (default all), CHAOS_SUMMARY a file to write the summary to.
 func TestChaos(t *testing.T) {
 	dur := envDuration(t, "CHAOS_DURATION", 10*time.Minute)
 	hb := envDuration(t, "CHAOS_HEARTBEAT", time.Second)
@@ -26,6 +29,15 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("CHAOS_SEED: %q is not a number", s)
 		}
 		seed = v
+	}
+	var kinds []string
+	if s := os.Getenv("CHAOS_FAULTS"); s != "" {
+		for _, k := range strings.Split(s, ",") {
+			if !slices.Contains(faultKinds, k) && k != faultTerm {
+				t.Fatalf("CHAOS_FAULTS: %q is not a fault kind; use %s or %s", k, strings.Join(faultKinds, ", "), faultTerm)
+			}
+			kinds = append(kinds, k)
+		}
 	}
 	if why := canNetns(); why != "" {
 		t.Skipf("chaos: skipped: %s", why)
@@ -53,7 +65,7 @@ func TestChaos(t *testing.T) {
 	}
 
 	wl := &workload{ns: ns, runLog: runLog, failDir: failDir, rng: rand.New(rand.NewPCG(seed, 1)), submitted: map[string]int64{}}
-	nem := newNemesis(w, ns, seed)
+	nem := newNemesis(w, ns, seed, kinds)
 	stop := make(chan struct{})
 	wlDone, nemDone := make(chan struct{}), make(chan struct{})
 	go func() { wl.run(stop, 6*time.Second); close(wlDone) }()

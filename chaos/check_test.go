@@ -83,6 +83,9 @@ func (r *report) String() string {
 	for _, k := range faultKinds {
 		fmt.Fprintf(&b, " %s=%d", k, byKind[k])
 	}
+	if byKind[faultTerm] > 0 {
+		fmt.Fprintf(&b, " %s=%d", faultTerm, byKind[faultTerm])
+	}
 	fmt.Fprintf(&b, "\nstalls the nodes logged themselves (\"this node was not running for a while\": the host starved them; counted as pauses): %d\n", byKind[stallSeen])
 	ok := "within"
 	if !r.convergeHealOK {

@@ -19,6 +19,9 @@ const (
 	faultKill     = "kill9-restart"      // SIGKILL, 0-2s down, start again
 	faultPause    = "pause"              // SIGSTOP, 2-12s, SIGCONT
 	faultSkew     = "clock-skew"         // restart with FAKETIME ±60..300s for 15-40s, then restart without
+	// faultTerm is only injected when CHAOS_FAULTS names it: the skew's
+	// SIGTERM restart without the skew, to tell the two apart.
+	faultTerm = "sigterm-restart"
 	// stallSeen is not injected: a node's own log says it was not running
 	// for a while (the host starved it of CPU), a pause all the same.
 	stallSeen = "stall-seen-by-node"
@@ -45,6 +48,7 @@ type nemesis struct {
 	ns  []*node
 	rng *rand.Rand
 
+	kinds    []string
 	mu       sync.Mutex
 	faults   []*fault
 	netBusy  bool
@@ -53,8 +57,13 @@ type nemesis struct {
 	wg       sync.WaitGroup
 }
 
-func newNemesis(w *netw, ns []*node, seed uint64) *nemesis {
-	return &nemesis{w: w, ns: ns, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), nodeBusy: make([]bool, len(ns))}
+// newNemesis returns a nemesis that injects the faults of kinds (all when
+// empty).
+func newNemesis(w *netw, ns []*node, seed uint64, kinds []string) *nemesis {
+	if len(kinds) == 0 {
+		kinds = faultKinds
+	}
+	return &nemesis{w: w, ns: ns, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), nodeBusy: make([]bool, len(ns)), kinds: kinds}
 }
 
 // between is a random duration in [a, b).
@@ -82,7 +91,7 @@ func (m *nemesis) run(stop <-chan struct{}) {
 func (m *nemesis) inject(stop <-chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	kind := faultKinds[m.rng.IntN(len(faultKinds))]
+	kind := m.kinds[m.rng.IntN(len(m.kinds))]
 	perm := m.rng.Perm(len(m.ns))
 	f := &fault{kind: kind}
 	hold := m.between(5*time.Second, 20*time.Second)
@@ -126,6 +135,16 @@ func (m *nemesis) inject(stop <-chan struct{}) {
 			}
 			sleepOrStop(hold, stop)
 			if err := n.signal(syscall.SIGCONT); err != nil {
+				m.errorf("%s: %v", kind, err)
+			}
+		}
+	case faultTerm:
+		f.detail = fmt.Sprintf("n%d", victim+1)
+		act = func() {
+			n := m.ns[victim]
+			skew := n.currentSkew()
+			n.stopGracefully()
+			if err := n.start(skew); err != nil {
 				m.errorf("%s: %v", kind, err)
 			}
 		}
