@@ -52,18 +52,18 @@ func ended(state string) bool { return state == "done" || state == "failed" || s
 
 // report is the run's summary.
 type report struct {
-	duration, hb           time.Duration
-	seed                   uint64
-	submits, submitFails   int
-	jobs, items            int
-	realRuns, retries      int
-	extraForced, extraLate int
-	faults                 []*fault
-	convergeHeal           time.Duration
-	convergeHealOK         bool
-	drained                time.Duration
-	convergeEnd            time.Duration
-	violations             []string
+	duration, hb         time.Duration
+	seed                 uint64
+	submits, submitFails int
+	jobs, items          int
+	realRuns, retries    int
+	extraForced          int
+	faults               []*fault
+	convergeHeal         time.Duration
+	convergeHealOK       bool
+	drained              time.Duration
+	convergeEnd          time.Duration
+	violations           []string
 }
 
 func (r *report) violate(format string, a ...any) {

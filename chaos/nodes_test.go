@@ -110,13 +110,6 @@ func (n *node) startLocked(skew string) error {
 	}
 }
 
-// kill9 kills the process with SIGKILL and waits for it.
-func (n *node) kill9() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.kill9Locked()
-}
-
 func (n *node) kill9Locked() {
 	if n.cmd == nil {
 		return
