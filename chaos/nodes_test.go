@@ -110,6 +110,7 @@ func (n *node) startLocked(skew string) error {
 	}
 }
 
+// kill9Locked kills the process with SIGKILL and waits for it; n.mu is held.
 func (n *node) kill9Locked() {
 	if n.cmd == nil {
 		return
