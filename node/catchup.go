@@ -168,13 +168,20 @@ func (n *Node) catchUpWith(p peer.ID, org string) bool {
 		if s.Heartbeat.Machine == n.idStr {
 			continue
 		}
-		n.live.Observe(s.Heartbeat, s.At) // their leases, as p last saw them
+		n.live.Observe(s.Heartbeat, n.onOwnClock(s.At)) // their leases, as p last saw them
 	}
 	return true
 }
 
 // now is the node's clock (Options.Now).
 func (n *Node) now() time.Time { return n.opts.Now() }
+
+// onOwnClock moves t, read by p2p on the system clock (time.Now), onto the
+// node's clock, keeping its age: liveness compares it with now(). The two
+// differ when Options.Now is not time.Now (a FAKETIME skew); mixed, a
+// clock ahead saw every fetched heartbeat as minutes old, every machine
+// offline and its leases lapsed, and ran items others held (make chaos).
+func (n *Node) onOwnClock(t time.Time) time.Time { return n.now().Add(-time.Since(t)) }
 
 // pauseGap is the time between two readings of the clock by the scheduler
 // loop: the larger of the monotonic and the wall-clock differences (a

@@ -155,7 +155,7 @@ func (n *Node) learnMachines() {
 					continue
 				}
 				for _, s := range seen {
-					n.live.Observe(s.Heartbeat, s.At)
+					n.live.Observe(s.Heartbeat, n.onOwnClock(s.At))
 					n.rememberPeer(s.Heartbeat.Machine, s.Heartbeat.Addrs)
 				}
 				n.kickScheduler()

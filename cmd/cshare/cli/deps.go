@@ -22,6 +22,7 @@ func runNodeDaemon(ctx context.Context, o runOptions) error {
 		APITLSCert:        o.APITLSCert,
 		APITLSKey:         o.APITLSKey,
 		APIInsecureRemote: o.APIInsecureRemote,
+		Now:               o.Now,
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -30,6 +31,7 @@ type runOptions struct {
 	// allows plain HTTP on a non-loopback --api.
 	APITLSCert, APITLSKey string
 	APIInsecureRemote     bool
+	Now                   func() time.Time // nil = time.Now; see EnvFakeTime
 }
 
 func (a *app) nodeCmd() *cobra.Command {
@@ -77,8 +79,13 @@ picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
 			if (tlsCert == "") != (tlsKey == "") {
 				return usagef(cmd, "--api-tls-cert and --api-tls-key: give both (PEM files) or neither")
 			}
+			now, err := fakeClock(os.Getenv(EnvFakeTime))
+			if err != nil {
+				return err
+			}
 			o := runOptions{
 				APITLSCert: tlsCert, APITLSKey: tlsKey, APIInsecureRemote: insecure,
+				Now:        now,
 				DataDir:    a.dataDir,
 				API:        a.apiAddr,
 				Listen:     listen,
@@ -92,7 +99,7 @@ picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
 			if cmd.Flags().Changed("heartbeat-interval") {
 				o.HeartbeatInterval = heartbeat
 			}
-			err := a.runNode(cmd.Context(), o)
+			err = a.runNode(cmd.Context(), o)
 			if err != nil && errors.Is(err, context.Canceled) {
 				return nil
 			}

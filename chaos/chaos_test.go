@@ -1,0 +1,204 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestChaos is `make chaos`: CHAOS_DURATION (default 10m) of faults under a
+// job workload, then healing and the checks. CHAOS_HEARTBEAT (default 1s)
+// is the nodes' heartbeat interval, CHAOS_SEED the nemesis's seed (default
+// random, printed), CHAOS_FAULTS a comma-separated subset of the fault
+// kinds (default all), CHAOS_SUMMARY a file to write the summary to.
+func TestChaos(t *testing.T) {
+	dur := envDuration(t, "CHAOS_DURATION", 10*time.Minute)
+	hb := envDuration(t, "CHAOS_HEARTBEAT", time.Second)
+	seed := rand.Uint64()
+	if s := os.Getenv("CHAOS_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CHAOS_SEED: %q is not a number", s)
+		}
+		seed = v
+	}
+	var kinds []string
+	if s := os.Getenv("CHAOS_FAULTS"); s != "" {
+		for _, k := range strings.Split(s, ",") {
+			if !slices.Contains(faultKinds, k) && k != faultTerm {
+				t.Fatalf("CHAOS_FAULTS: %q is not a fault kind; use %s or %s", k, strings.Join(faultKinds, ", "), faultTerm)
+			}
+			kinds = append(kinds, k)
+		}
+	}
+	if why := canNetns(); why != "" {
+		t.Skipf("chaos: skipped: %s", why)
+	}
+	base := t.TempDir()
+	runLog, failDir := filepath.Join(base, "runs.log"), filepath.Join(base, "fail")
+	if err := os.Mkdir(failDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin := cshareBin(t)
+	w := setupNet(t, 5)
+	// Cleanups run last first: the nodes stop, then their item processes
+	// are killed, then the network goes, then the temp dirs.
+	t.Cleanup(func() {
+		for _, pid := range itemProcesses(runLog) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	ns := startNodes(t, w, bin, 2, hb)
+	t.Cleanup(func() { keepLogs(t, ns, runLog) })
+	formOrg(t, ns)
+	t.Logf("org formed on 5 nodes (%s..%s); %s of chaos, seed %d", w.addr(0), w.addr(4), dur, seed)
+	for _, n := range ns {
+		t.Logf("%s = machine %s at %s in namespace %s", n.name, n.id, n.ip, n.ns)
+	}
+
+	wl := &workload{ns: ns, runLog: runLog, failDir: failDir, rng: rand.New(rand.NewPCG(seed, 1)), submitted: map[string]int64{}}
+	nem := newNemesis(w, ns, seed, kinds)
+	stop := make(chan struct{})
+	wlDone, nemDone := make(chan struct{}), make(chan struct{})
+	go func() { wl.run(stop, 6*time.Second); close(wlDone) }()
+	go func() { nem.run(stop); close(nemDone) }()
+	<-time.After(dur)
+	close(stop)
+	<-wlDone
+	<-nemDone
+	// Heal: every fault healed itself when stop closed; make sure.
+	w.heal()
+	for _, n := range ns {
+		n.mu.Lock()
+		running, paused, skew := n.cmd != nil, n.paused, n.skew
+		n.mu.Unlock()
+		if paused {
+			_ = n.signal(syscall.SIGCONT)
+		}
+		if !running || skew != "" {
+			n.stopGracefully()
+			if err := n.start(""); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	healed := time.Now()
+	r := &report{duration: dur, hb: hb, seed: seed, faults: nem.faults}
+	for _, e := range nem.errs {
+		r.violate("the nemesis failed: %s", e)
+	}
+	r.submits, r.submitFails = wl.attempts, len(wl.failed)
+	r.convergeHeal, r.convergeHealOK = waitConverged(ns, 3*hb, false, nil)
+	if !r.convergeHealOK {
+		r.violate("after healing, the nodes had not one state hash and one plan hash within 3 heartbeat intervals (%s)", 3*hb)
+		more, _ := waitConverged(ns, 2*time.Minute, false, t.Logf)
+		r.convergeHeal += more
+	}
+	// Every job ends.
+	drainBy := time.Now().Add(5*time.Minute + dur/2)
+	for {
+		var jobs []jobInfo
+		if err := ns[0].json(30*time.Second, &jobs, "job", "ls"); err == nil {
+			open := 0
+			for _, j := range jobs {
+				if !ended(j.State) {
+					open++
+				}
+			}
+			if open == 0 {
+				break
+			}
+			if time.Now().After(drainBy) {
+				r.violate("%d jobs had not ended %s after healing", open, time.Since(healed).Round(time.Second))
+				break
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	r.drained = time.Since(healed)
+	var ok bool
+	if r.convergeEnd, ok = waitConverged(ns, 30*time.Second, true, t.Logf); !ok {
+		r.violate("with every job ended, the nodes did not agree on one state and plan, every peer connected, within 30s")
+	}
+	// The runtime: no item process outlives its job.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(itemProcesses(runLog)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if left := itemProcesses(runLog); len(left) > 0 {
+		r.violate("item processes still running 10s after every job ended: pids %v", left)
+	}
+	runs, err := readRunLog(runLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl.mu.Lock()
+	submitted := wl.submitted
+	wl.mu.Unlock()
+	faults := nem.faults
+	for _, n := range ns {
+		faults = append(faults, stalls(n)...)
+	}
+	r.faults = faults
+	checkLedgers(r, ns, runs, submitted, faults, hb)
+	for _, f := range wl.failed {
+		t.Logf("submit without an answer: %s", f)
+	}
+	for _, f := range faults {
+		t.Logf("fault %s %s..%s %s", f.kind, f.start.Format("15:04:05.000"), f.end.Format("15:04:05.000"), f.detail)
+	}
+	sum := r.String()
+	t.Log("\n" + sum)
+	if p := os.Getenv("CHAOS_SUMMARY"); p != "" {
+		if err := os.WriteFile(p, []byte(sum), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	if len(r.violations) > 0 {
+		t.Errorf("%d violations (see the summary)", len(r.violations))
+	}
+}
+
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		t.Fatalf("%s: %q is not a positive duration such as 2m", name, s)
+	}
+	return d
+}
+
+// keepLogs copies the nodes' logs and the run log to $CHAOS_ARTIFACTS, if
+// set, before the temp dirs go.
+func keepLogs(t *testing.T, ns []*node, runLog string) {
+	dir := os.Getenv("CHAOS_ARTIFACTS")
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Log(err)
+		return
+	}
+	files := []string{runLog}
+	for _, n := range ns {
+		files = append(files, n.logPath)
+	}
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644)
+		}
+	}
+	t.Logf("logs kept in %s", dir)
+}

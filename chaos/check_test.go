@@ -1,0 +1,377 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// What the nodes say of a job (`job show --json`, `job items --json`).
+type jobInfo struct {
+	ID    string `json:"id"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+	Range string `json:"range"`
+	GPUs  int64  `json:"gpus"`
+	Items struct {
+		Total, Done, Failed, Running, Pending int64
+	} `json:"items"`
+	DuplicateRuns int64 `json:"duplicate_runs"`
+	Instances     []struct {
+		Machine string `json:"machine"`
+		State   string `json:"state"`
+	} `json:"instances"`
+}
+
+type ledgerRun struct {
+	Machine  string `json:"machine"`
+	Instance string `json:"instance"`
+	Start    string `json:"start"`
+	End      string `json:"end"`
+	ExitCode int64  `json:"exit_code"`
+	Counted  bool   `json:"counted"`
+	Stopped  bool   `json:"stopped"`
+}
+
+type itemInfo struct {
+	Item     int64       `json:"item"`
+	Status   string      `json:"status"`
+	Attempts int64       `json:"attempts"`
+	Machine  string      `json:"machine"`
+	Runs     []ledgerRun `json:"runs"`
+}
+
+func ended(state string) bool { return state == "done" || state == "failed" || state == "cancelled" }
+
+// report is the run's summary.
+type report struct {
+	duration, hb         time.Duration
+	seed                 uint64
+	submits, submitFails int
+	jobs, items          int
+	realRuns, retries    int
+	extraForced          int
+	faults               []*fault
+	convergeHeal         time.Duration
+	convergeHealOK       bool
+	drained              time.Duration
+	convergeEnd          time.Duration
+	violations           []string
+}
+
+func (r *report) violate(format string, a ...any) {
+	r.violations = append(r.violations, fmt.Sprintf(format, a...))
+}
+
+func (r *report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "chaos summary: 5 nodes, %s of faults, heartbeat %s, seed %d\n", r.duration, r.hb, r.seed)
+	fmt.Fprintf(&b, "operations: %d job submits (%d got no answer or an error: node paused, killed or cut off), %d jobs in the ledger, %d items, %d real runs on the host (%d retries of items failed on purpose, %d extra runs forced by a partition or pause)\n",
+		r.submits, r.submitFails, r.jobs, r.items, r.realRuns, r.retries, r.extraForced)
+	byKind := map[string]int{}
+	for _, f := range r.faults {
+		byKind[f.kind]++
+	}
+	fmt.Fprintf(&b, "faults injected: %d:", len(r.faults)-byKind[stallSeen])
+	for _, k := range faultKinds {
+		fmt.Fprintf(&b, " %s=%d", k, byKind[k])
+	}
+	if byKind[faultTerm] > 0 {
+		fmt.Fprintf(&b, " %s=%d", faultTerm, byKind[faultTerm])
+	}
+	fmt.Fprintf(&b, "\nstalls the nodes logged themselves (\"this node was not running for a while\": the host starved them; counted as pauses): %d\n", byKind[stallSeen])
+	ok := "within"
+	if !r.convergeHealOK {
+		ok = "NOT within"
+	}
+	fmt.Fprintf(&b, "time to converge after healing: %s (%s 3 heartbeat intervals = %s); all jobs ended %s after healing; quiescent convergence %s after that\n",
+		r.convergeHeal.Round(time.Millisecond), ok, 3*r.hb, r.drained.Round(time.Millisecond), r.convergeEnd.Round(time.Millisecond))
+	b.WriteString("GPU exclusivity: not exercised: node.yaml's resources.gpus is checked against the GPUs the machine detects (NVML) and this host has none, so no instance can hold a GPU (every job asked gpus 0, checked)\n")
+	fmt.Fprintf(&b, "violations: %d\n", len(r.violations))
+	for _, v := range r.violations {
+		fmt.Fprintf(&b, "  VIOLATION %s\n", v)
+	}
+	return b.String()
+}
+
+// forced says whether a partition, or a pause of one of machines, was on
+// between from and to (with slack after it healed).
+func forced(faults []*fault, machines map[string]int, from, to time.Time, slack time.Duration, ms ...string) bool {
+	for _, f := range faults {
+		end := f.end
+		if end.IsZero() {
+			end = time.Now()
+		}
+		if f.start.After(to) || end.Add(slack).Before(from) {
+			continue
+		}
+		if f.partition() {
+			return true
+		}
+		if f.kind == faultPause || f.kind == stallSeen {
+			for _, m := range ms {
+				if i, ok := machines[m]; ok && i == f.nodes[0] {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// jobRange parses "1-N" (or "N") into its item count.
+func jobRange(s string) int64 {
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		n, _ := strconv.ParseInt(s, 10, 64)
+		return n
+	}
+	x, _ := strconv.ParseInt(a, 10, 64)
+	y, _ := strconv.ParseInt(b, 10, 64)
+	return y - x + 1
+}
+
+// checkLedgers asserts, from every node's ledger and the host's run log,
+// the run's invariants; it records violations in r.
+func checkLedgers(r *report, ns []*node, runs map[jobItem][]*hostRun, submitted map[string]int64, faults []*fault, hb time.Duration) {
+	const d = 30 * time.Second
+	machines, names := map[string]int{}, map[string]string{}
+	for _, n := range ns {
+		machines[n.id], names[n.id] = n.i, n.name
+	}
+	jobs := map[string]bool{}
+	for id := range submitted {
+		jobs[id] = true
+	}
+	for ji := range runs {
+		jobs[ji.job] = true
+	}
+	lists := make([][]jobInfo, len(ns))
+	for i, n := range ns {
+		if err := n.json(d, &lists[i], "job", "ls"); err != nil {
+			r.violate("%v", err)
+			continue
+		}
+		for _, j := range lists[i] {
+			jobs[j.ID] = true
+		}
+	}
+	ids := make([]string, 0, len(jobs))
+	for id := range jobs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	r.jobs = len(ids)
+	for _, id := range ids {
+		var views [][]itemInfo
+		for _, n := range ns {
+			var j jobInfo
+			if err := n.json(d, &j, "job", "show", id); err != nil {
+				r.violate("job %s: %v", id, err)
+				continue
+			}
+			var items []itemInfo
+			if err := n.json(d, &items, "job", "items", id); err != nil {
+				r.violate("job %s: %v", id, err)
+				continue
+			}
+			views = append(views, items)
+			total := jobRange(j.Range)
+			if want, ok := submitted[id]; ok && total != want {
+				r.violate("job %s on %s: range %s, submitted with %d items", id, n.name, j.Range, want)
+			}
+			if !ended(j.State) {
+				r.violate("job %s on %s: not ended: %s", id, n.name, j.State)
+			} else if j.State != "done" {
+				r.violate("job %s on %s: ended %s (every item succeeds within its retries)", id, n.name, j.State)
+			}
+			if j.GPUs != 0 {
+				r.violate("job %s asks %d GPUs: the workload asks none", id, j.GPUs)
+			}
+			if j.Items.Done > total || j.Items.Done+j.Items.Failed > total {
+				r.violate("job %s on %s: %d items, %d done and %d failed: an item counted twice", id, n.name, total, j.Items.Done, j.Items.Failed)
+			}
+			seen := map[int64]bool{}
+			for _, it := range items {
+				if seen[it.Item] {
+					r.violate("job %s item %d on %s: listed twice", id, it.Item, n.name)
+				}
+				seen[it.Item] = true
+				// A counted run with a non-zero exit is a failed attempt the
+				// job's retries answer; a counted success is the item done.
+				counted := 0
+				for _, run := range it.Runs {
+					if run.Counted && run.ExitCode == 0 {
+						counted++
+					}
+				}
+				if it.Status != "done" {
+					r.violate("job %s item %d on %s: %s, not done: lost", id, it.Item, n.name, it.Status)
+				}
+				if counted > 1 {
+					r.violate("job %s item %d on %s: recorded done %d times: %s", id, it.Item, n.name, counted, fmtLedgerRuns(it.Runs, names))
+				}
+			}
+			for i := int64(1); i <= total; i++ {
+				if !seen[i] {
+					r.violate("job %s item %d on %s: missing from job items: lost", id, i, n.name)
+				}
+			}
+			if n == ns[0] {
+				r.items += int(total)
+			}
+		}
+		for k := 1; k < len(views); k++ {
+			if fmt.Sprint(views[k]) != fmt.Sprint(views[0]) {
+				r.violate("job %s: the nodes' job items differ after convergence", id)
+				break
+			}
+		}
+		if len(views) > 0 {
+			checkRuns(r, id, views[0], runs, faults, machines, names, hb)
+		}
+	}
+}
+
+// checkRuns compares one job's items as the ledger says with the real runs
+// on the host.
+func checkRuns(r *report, id string, items []itemInfo, runs map[jobItem][]*hostRun, faults []*fault, machines map[string]int, names map[string]string, hb time.Duration) {
+	for _, it := range items {
+		hrs := runs[jobItem{id, it.Item}]
+		r.realRuns += len(hrs)
+		succeeded := 0
+		for _, h := range hrs {
+			if !h.end.IsZero() && h.rc == 0 {
+				succeeded++
+			}
+		}
+		if succeeded == 0 {
+			r.violate("job %s item %d: no run succeeded on the host (%d started): %s", id, it.Item, len(hrs), fmtHostRuns(hrs, names))
+		}
+		// Every real run is in the ledger's runs of the item.
+		known := map[string]int{}
+		for _, lr := range it.Runs {
+			known[lr.Machine+"/"+lr.Instance]++
+		}
+		for _, h := range hrs {
+			k := h.machine + "/" + h.instance
+			if known[k] == 0 {
+				r.violate("job %s item %d: real run %s is not in job items' runs: %s", id, it.Item, fmtHostRuns([]*hostRun{h}, names), fmtLedgerRuns(it.Runs, names))
+				continue
+			}
+			known[k]--
+		}
+		// Runs beyond the first: a retry after a failed run is the job's
+		// retries at work; any other was forced by a partition or a pause,
+		// or is a violation.
+		for k := 1; k < len(hrs); k++ {
+			prev, h := hrs[k-1], hrs[k]
+			if !prev.end.IsZero() && prev.rc != 0 && !h.start.Before(prev.end) {
+				r.retries++
+				continue
+			}
+			first := hrs[0]
+			if forced(faults, machines, first.start, h.start, 3*hb, first.machine, h.machine) {
+				r.extraForced++
+				continue
+			}
+			r.violate("job %s item %d: ran again with no partition or pause to force it: host runs [%s]; ledger runs [%s]; faults meanwhile: %s",
+				id, it.Item, fmtHostRuns(hrs, names), fmtLedgerRuns(it.Runs, names), faultsBetween(faults, first.start.Add(-3*hb), h.start))
+			break
+		}
+	}
+}
+
+func fmtHostRuns(hrs []*hostRun, names map[string]string) string {
+	s := make([]string, len(hrs))
+	for i, h := range hrs {
+		end := "no end line"
+		if !h.end.IsZero() {
+			end = fmt.Sprintf("%s rc %d", h.end.Format("15:04:05.000"), h.rc)
+		}
+		s[i] = fmt.Sprintf("%s %s pid %s %s..%s", names[h.machine], h.instance, h.pid, h.start.Format("15:04:05.000"), end)
+	}
+	return strings.Join(s, "; ")
+}
+
+func fmtLedgerRuns(rs []ledgerRun, names map[string]string) string {
+	s := make([]string, len(rs))
+	clock := func(v string) string {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return t.Local().Format("15:04:05.000")
+		}
+		return "?"
+	}
+	for i, r := range rs {
+		s[i] = fmt.Sprintf("%s %s %s..%s exit %d counted=%t stopped=%t", names[r.Machine], r.Instance, clock(r.Start), clock(r.End), r.ExitCode, r.Counted, r.Stopped)
+	}
+	return strings.Join(s, "; ")
+}
+
+// faultsBetween lists the faults on at some moment of [from, to].
+func faultsBetween(faults []*fault, from, to time.Time) string {
+	var s []string
+	for _, f := range faults {
+		end := f.end
+		if end.IsZero() {
+			end = time.Now()
+		}
+		if !f.start.After(to) && !end.Before(from) {
+			s = append(s, fmt.Sprintf("%s %s..%s %s", f.kind, f.start.Format("15:04:05.000"), end.Format("15:04:05.000"), f.detail))
+		}
+	}
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, "; ")
+}
+
+// stallRE matches the node's log line for a pause it noticed.
+var stallRE = regexp.MustCompile(`^time=(\S+) level=WARN msg="this node was not running for a while" for=(\S+)`)
+
+// stalls reads the pauses node n noticed itself from its log.
+func stalls(n *node) []*fault {
+	b, err := os.ReadFile(n.logPath)
+	if err != nil {
+		return nil
+	}
+	var out []*fault
+	for _, l := range strings.Split(string(b), "\n") {
+		m := stallRE.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		at, err1 := time.Parse(time.RFC3339Nano, m[1])
+		d, err2 := time.ParseDuration(m[2])
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		out = append(out, &fault{kind: stallSeen, nodes: []int{n.i}, detail: fmt.Sprintf("%s not running for %s", n.name, d), start: at.Add(-d), end: at})
+	}
+	return out
+}
+
+// itemProcesses lists the pids of processes whose command line names the
+// run log: item processes still alive.
+func itemProcesses(runLog string) []int {
+	var pids []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), runLog) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
