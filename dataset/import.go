@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/ipfs/boxo/blockservice"
-	chunker "github.com/ipfs/boxo/chunker"
 	"github.com/ipfs/boxo/ipld/merkledag"
 	"github.com/ipfs/boxo/ipld/unixfs"
 	"github.com/ipfs/boxo/ipld/unixfs/importer/balanced"
@@ -55,7 +53,8 @@ func Import(ctx context.Context, bs *Blockstore, path string, progress func(done
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: path %q: %v", ErrPath, path, unwrapPathErr(err))
 	}
-	dag := ipld.NewBufferedDAG(ctx, DAGService(bs), ipld.MaxNodesBatchOption(64), ipld.MaxSizeBatchOption(32<<20))
+	dag := newBlockWriter(bs)
+	defer dag.stop()
 	im := &importer{ctx: ctx, dag: dag, progress: progress}
 	nd, err := im.node(path, fi)
 	if err != nil {
@@ -81,7 +80,7 @@ func unwrapPathErr(err error) error {
 
 type importer struct {
 	ctx      context.Context
-	dag      ipld.DAGService
+	dag      *blockWriter
 	progress func(int64)
 	done     int64
 }
@@ -117,18 +116,22 @@ func (im *importer) node(path string, fi os.FileInfo) (ipld.Node, error) {
 	}
 }
 
-type countReader struct {
-	r  io.Reader
-	im *importer
+// countingSplitter reports the bytes of content the layout has taken.
+type countingSplitter struct {
+	*hashingSplitter
+	im   *importer
+	base int64
 }
 
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.im.done += int64(n)
-	if c.im.progress != nil && n > 0 {
-		c.im.progress(c.im.done)
+func (c countingSplitter) NextBytes() ([]byte, error) {
+	b, err := c.hashingSplitter.NextBytes()
+	if len(b) > 0 {
+		c.im.done = c.base + c.hashingSplitter.done
+		if c.im.progress != nil {
+			c.im.progress(c.im.done)
+		}
 	}
-	return n, err
+	return b, err
 }
 
 func (im *importer) file(path string) (ipld.Node, error) {
@@ -137,13 +140,15 @@ func (im *importer) file(path string) (ipld.Node, error) {
 		return nil, fmt.Errorf("%w: path %q: %v", ErrPath, path, unwrapPathErr(err))
 	}
 	defer f.Close()
+	spl := newHashingSplitter(f)
+	defer spl.close()
 	params := ihelper.DagBuilderParams{
 		Dagserv:    im.dag,
 		Maxlinks:   ihelper.DefaultLinksPerBlock,
 		RawLeaves:  true,
-		CidBuilder: cidBuilder,
+		CidBuilder: fileBuilder{spl},
 	}
-	db, err := params.New(chunker.NewSizeSplitter(&countReader{r: f, im: im}, ChunkSize))
+	db, err := params.New(countingSplitter{hashingSplitter: spl, im: im, base: im.done})
 	if err != nil {
 		return nil, err
 	}
