@@ -175,30 +175,68 @@ func askBlocks(ctx context.Context, h host.Host, p peer.ID, cs []cid.Cid, got fu
 
 // streamFetch fetches cs from peers with the blocks protocol, in requests of
 // at most maxBlocksPerRequest CIDs, several in flight, storing blocks in
-// batches. It returns how many blocks it stored.
+// large batches on a writer goroutine so receiving never waits for a synced
+// write. It returns how many blocks it stored.
 func (x *Exchange) streamFetch(ctx context.Context, peers []peer.ID, cs []cid.Cid, stored func(int)) (int, error) {
 	if len(peers) == 0 {
 		return 0, nil
 	}
 	var (
-		mu    sync.Mutex
-		total int
+		mu       sync.Mutex
+		total    int
+		firstErr error
 	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil && !errors.Is(err, context.Canceled) {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
 	const per = 64 // CIDs per request: ~16 MiB of chunks
-	type job struct{ cs []cid.Cid }
-	jobs := make(chan job)
+	jobs := make(chan []cid.Cid)
 	go func() {
 		defer close(jobs)
 		for i := 0; i < len(cs); i += per {
 			select {
-			case jobs <- job{cs[i:min(i+per, len(cs))]}:
+			case jobs <- cs[i:min(i+per, len(cs))]:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
+	// The writer stores what the receivers verified, merging the batches
+	// that queued up while it wrote.
+	received := make(chan []blocks.Block, 4)
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for batch := range received {
+		more:
+			for len(batch) < 4*per {
+				select {
+				case b, ok := <-received:
+					if !ok {
+						break more
+					}
+					batch = append(batch, b...)
+				default:
+					break more
+				}
+			}
+			if err := x.store.PutMany(ctx, batch); err != nil {
+				fail(err)
+				continue
+			}
+			mu.Lock()
+			total += len(batch)
+			if stored != nil {
+				stored(total)
+			}
+			mu.Unlock()
+		}
+	}()
 	var wg sync.WaitGroup
-	var firstErr error
 	workers := min(4*len(peers), 8)
 	for w := range workers {
 		p := peers[w%len(peers)]
@@ -206,29 +244,24 @@ func (x *Exchange) streamFetch(ctx context.Context, peers []peer.ID, cs []cid.Ci
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				var batch []blocks.Block
-				err := askBlocks(ctx, x.h, p, j.cs, func(b blocks.Block) error {
+				batch := make([]blocks.Block, 0, len(j))
+				err := askBlocks(ctx, x.h, p, j, func(b blocks.Block) error {
 					batch = append(batch, b)
 					return nil
 				})
 				if len(batch) > 0 {
-					if perr := x.store.PutMany(ctx, batch); perr != nil && err == nil {
-						err = perr
-					}
+					received <- batch
 				}
-				mu.Lock()
-				if err == nil {
-					total += len(batch)
-					if stored != nil {
-						stored(total)
-					}
-				} else if firstErr == nil && !errors.Is(err, context.Canceled) {
-					firstErr = err
+				if err != nil {
+					fail(err)
 				}
-				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	close(received)
+	<-wrote
+	mu.Lock()
+	defer mu.Unlock()
 	return total, firstErr
 }
