@@ -31,7 +31,7 @@ func BenchmarkDatasetImport(b *testing.B) {
 		bs := openStore(b)
 		b.StartTimer()
 		t0 := time.Now()
-		if _, err := Import(context.Background(), bs, path, nil); err != nil {
+		if _, err := Import(context.Background(), bs, path, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 		importTime += time.Since(t0)

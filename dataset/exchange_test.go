@@ -59,7 +59,7 @@ func TestExchangeFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	seed := newNode(t, all)
-	res, err := Import(context.Background(), seed.bs, filepath.Join(dir, "tree"), nil)
+	res, err := Import(context.Background(), seed.bs, filepath.Join(dir, "tree"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestExchangeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	seed := newNode(t, func(peer.ID, cid.Cid) bool { return false })
-	res, err := Import(context.Background(), seed.bs, path, nil)
+	res, err := Import(context.Background(), seed.bs, path, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestExchangeBitswapFallback(t *testing.T) {
 	}
 	seed := newNode(t, all)
 	seed.h.RemoveStreamHandler(BlocksProtocol)
-	res, err := Import(context.Background(), seed.bs, filepath.Join(dir, "f"), nil)
+	res, err := Import(context.Background(), seed.bs, filepath.Join(dir, "f"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/cshare/cshare/ledger/store"
 	"github.com/ipfs/boxo/blockservice"
 	"github.com/ipfs/boxo/ipld/merkledag"
 	"github.com/ipfs/boxo/ipld/unixfs"
@@ -47,13 +48,14 @@ var ErrPath = errors.New("dataset: bad path")
 // Hidden entries (names starting with ".") inside a directory are left out,
 // as `ipfs add -r` does. Symlinks are stored as UnixFS symlinks. progress,
 // when not nil, is called with the bytes of content read so far. An import
-// that fails leaves only blocks behind (a later import reuses them).
-func Import(ctx context.Context, bs *Blockstore, path string, progress func(done int64)) (Result, error) {
+// that fails leaves only blocks behind, which a later import reuses; with
+// pin they are pinned (store.Pin), so the collector keeps them meanwhile.
+func Import(ctx context.Context, bs *Blockstore, path string, pin *store.Pin, progress func(done int64)) (Result, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: path %q: %v", ErrPath, path, unwrapPathErr(err))
 	}
-	dag := newBlockWriter(bs)
+	dag := newBlockWriter(bs, pin)
 	defer dag.stop()
 	im := &importer{ctx: ctx, dag: dag, progress: progress}
 	nd, err := im.node(path, fi)

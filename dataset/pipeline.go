@@ -159,10 +159,11 @@ const writeBatch = 16 << 20
 
 // blockWriter is an ipld.DAGService that stores added blocks in large
 // batches on its own goroutine (one synced write per batch, blocks already
-// stored are skipped). Get and Remove wait for the writes in flight first.
+// stored are skipped), pinning them with pin when not nil. Get and Remove wait for the writes in flight first.
 // Commit stores what is left and reports the first error.
 type blockWriter struct {
 	bs    *Blockstore
+	pin   *store.Pin
 	batch []store.Block
 	size  int
 	ch    chan []store.Block
@@ -171,8 +172,8 @@ type blockWriter struct {
 	err   error
 }
 
-func newBlockWriter(bs *Blockstore) *blockWriter {
-	w := &blockWriter{bs: bs}
+func newBlockWriter(bs *Blockstore, pin *store.Pin) *blockWriter {
+	w := &blockWriter{bs: bs, pin: pin}
 	w.start()
 	return w
 }
@@ -186,7 +187,7 @@ func (w *blockWriter) start() {
 			if w.failed() != nil {
 				continue
 			}
-			if _, err := w.bs.s.PutDataBlocks(b); err != nil {
+			if _, err := w.bs.s.PutDataBlocks(b, w.pin); err != nil {
 				w.mu.Lock()
 				w.err = err
 				w.mu.Unlock()
@@ -241,8 +242,13 @@ func (w *blockWriter) Commit() error {
 	return w.failed()
 }
 
-// stop ends the writer's goroutine (after Commit or on failure).
+// stop stores the blocks still queued (an import that failed half way
+// leaves what it made for a rerun to reuse) and ends the writer's goroutine.
 func (w *blockWriter) stop() {
+	if len(w.batch) > 0 {
+		w.ch <- w.batch
+		w.batch, w.size = nil, 0
+	}
 	close(w.ch)
 	<-w.done
 }

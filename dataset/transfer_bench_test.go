@@ -27,7 +27,7 @@ func BenchmarkDatasetTransfer(b *testing.B) {
 	}
 	f.Close()
 	seed := newNode(b, all)
-	res, err := Import(context.Background(), seed.bs, path, nil)
+	res, err := Import(context.Background(), seed.bs, path, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,14 +2,22 @@ package node
 
 import (
 	"bytes"
+	"crypto/rand"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ipfs/go-cid"
+	"github.com/multiformats/go-multihash"
+
+	"github.com/cshare/cshare/dataset"
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/store"
 	"github.com/cshare/cshare/node/api"
 )
 
@@ -194,5 +202,98 @@ func TestDatasetJobMount(t *testing.T) {
 		if on[mn.ID().String()] && !mn.datasetLocal(ctx, d.CID) {
 			t.Fatalf("%s ran items without holding the dataset", mn.name)
 		}
+	}
+}
+
+// An add interrupted half way (here: a named pipe after a file in the
+// directory) records nothing but keeps its blocks pinned: they survive a
+// node restart and the collector, which takes unpinned strays and pins over
+// a day old, and the rerun reuses them; its entry then drops the pins.
+func TestDatasetAddInterruptedReusedAfterRestart(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 1, interval: 200 * time.Millisecond})
+	m.formOrg()
+	ctx := ctxT(t)
+	n := m.nodes[0].Node
+
+	src := filepath.Join(t.TempDir(), "set")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 3*dataset.ChunkSize+10)
+	_, _ = rand.Read(big)
+	if err := os.WriteFile(filepath.Join(src, "a.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pipe := filepath.Join(src, "b")
+	if err := syscall.Mkfifo(pipe, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"}); statusCode(err) != http.StatusBadRequest {
+		t.Fatalf("add over a named pipe: %v, want 400", err)
+	}
+	n.snapshot(func(st *ledger.State) {
+		if len(st.Datasets) != 0 {
+			t.Errorf("the interrupted add recorded %d datasets", len(st.Datasets))
+		}
+	})
+	stored := func(n *Node) map[cid.Cid]bool {
+		out := map[cid.Cid]bool{}
+		if err := n.store.ForEachDataCID(func(c cid.Cid) error { out[c] = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	half := stored(n)
+	if len(half) != 5 { // a.bin: 4 leaves and their parent
+		t.Fatalf("the interrupted add stored %d blocks, want 5", len(half))
+	}
+
+	m.stop(0)
+	n = m.restart(0)
+	// A stray block nobody pinned and one pinned by an import over a day
+	// ago: the collector takes both.
+	stray := []byte("stray")
+	old := []byte("old")
+	for _, b := range []struct {
+		data []byte
+		pin  *store.Pin
+	}{{stray, nil}, {old, &store.Pin{ID: "old", At: time.Now().Add(-25 * time.Hour)}}} {
+		c, _ := cid.V1Builder{Codec: cid.Raw, MhType: multihash.SHA2_256}.Sum(b.data)
+		if _, err := n.store.PutDataBlocks([]store.Block{{CID: c, Data: b.data}}, b.pin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.collectDatasets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := stored(n); !maps.Equal(after, half) {
+		t.Fatalf("after a restart and a collection %d blocks are stored, want the %d of the interrupted add", len(after), len(half))
+	}
+
+	if err := os.Remove(pipe); err != nil {
+		t.Fatal(err)
+	}
+	d, err := n.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := stored(n)
+	for c := range half {
+		if !all[c] {
+			t.Errorf("block %s of the interrupted add is gone", c)
+		}
+	}
+	if len(all) != int(d.Blocks) {
+		t.Errorf("%d blocks stored, the dataset has %d", len(all), d.Blocks)
+	}
+	if err := n.collectDatasets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pins := 0
+	if err := n.store.ForEachDataPin(func(store.Pin, cid.Cid) error { pins++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if pins != 0 {
+		t.Errorf("%d pins left after the add's entry and a collection", pins)
 	}
 }

@@ -1,8 +1,12 @@
 package store
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
@@ -15,11 +19,33 @@ var dataPrefix = []byte("d/")
 
 func dataKey(c cid.Cid) []byte { return append(append([]byte(nil), dataPrefix...), c.Bytes()...) }
 
+// Pin keeps the blocks an import wrote from the collector while the import
+// has no dataset entry yet (it runs, or it was interrupted and a rerun will
+// reuse them), until the import's entry is written (DeleteDataPins) or the
+// pin is older than the collector allows.
+type Pin struct {
+	// ID names one import: 1 to 64 bytes without "/".
+	ID string
+	// At is when the import started.
+	At time.Time
+}
+
+var pinPrefix = []byte("dp/")
+
+func pinKey(id string, c cid.Cid) []byte {
+	k := append(append(append([]byte(nil), pinPrefix...), id...), '/')
+	return append(k, c.Bytes()...)
+}
+
 // PutDataBlocks stores dataset blocks durably, skipping those already
-// stored, and returns how many were new. It writes through a Badger
+// stored, and returns how many were new. With pin, every block of bs (new
+// or not) is pinned in the same writes. It writes through a Badger
 // WriteBatch: many blocks per synced write, which a transaction (capped at a
 // fraction of the memtable) cannot hold.
-func (s *Store) PutDataBlocks(bs []Block) (int, error) {
+func (s *Store) PutDataBlocks(bs []Block, pin *Pin) (int, error) {
+	if pin != nil && (pin.ID == "" || len(pin.ID) > 64 || strings.Contains(pin.ID, "/")) {
+		return 0, fmt.Errorf("store: data put: pin ID %q; allowed: 1 to 64 bytes without /", pin.ID)
+	}
 	fresh := make([]Block, 0, len(bs))
 	err := s.db.View(func(txn *badger.Txn) error {
 		for _, b := range bs {
@@ -37,11 +63,20 @@ func (s *Store) PutDataBlocks(bs []Block) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("store: data put: %w", err)
 	}
-	if len(fresh) == 0 {
+	if len(fresh) == 0 && pin == nil {
 		return 0, nil
 	}
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
+	if pin != nil {
+		var at [8]byte
+		binary.BigEndian.PutUint64(at[:], uint64(pin.At.Unix()))
+		for _, b := range bs {
+			if err := wb.Set(pinKey(pin.ID, b.CID), at[:]); err != nil {
+				return 0, fmt.Errorf("store: data put: %w", err)
+			}
+		}
+	}
 	for _, b := range fresh {
 		if err := wb.Set(dataKey(b.CID), b.Data); err != nil {
 			return 0, fmt.Errorf("store: data put: %w", err)
@@ -51,6 +86,63 @@ func (s *Store) PutDataBlocks(bs []Block) (int, error) {
 		return 0, fmt.Errorf("store: data put: %w", err)
 	}
 	return len(fresh), nil
+}
+
+// ForEachDataPin calls fn for every pinned block with its pin.
+func (s *Store) ForEachDataPin(fn func(p Pin, c cid.Cid) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		opts := badger.DefaultIteratorOptions
+		opts.Prefix = pinPrefix
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			rest := it.Item().Key()[len(pinPrefix):]
+			k := bytes.IndexByte(rest, '/')
+			if k < 0 {
+				return fmt.Errorf("store: bad pin key %q", it.Item().Key())
+			}
+			c, err := cid.Cast(rest[k+1:])
+			if err != nil {
+				return fmt.Errorf("store: bad pin key: %w", err)
+			}
+			var at int64
+			if err := it.Item().Value(func(v []byte) error {
+				if len(v) != 8 {
+					return fmt.Errorf("store: pin of %d bytes; want 8", len(v))
+				}
+				at = int64(binary.BigEndian.Uint64(v))
+				return nil
+			}); err != nil {
+				return err
+			}
+			if err := fn(Pin{ID: string(rest[:k]), At: time.Unix(at, 0)}, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// DeleteDataPins removes every pin of the imports ids (the blocks stay).
+func (s *Store) DeleteDataPins(ids []string) error {
+	var ks [][]byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		for _, id := range ids {
+			opts := badger.DefaultIteratorOptions
+			opts.Prefix = append(append(append([]byte(nil), pinPrefix...), id...), '/')
+			opts.PrefetchValues = false
+			it := txn.NewIterator(opts)
+			for it.Rewind(); it.Valid(); it.Next() {
+				ks = append(ks, it.Item().KeyCopy(nil))
+			}
+			it.Close()
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store: pin delete: %w", err)
+	}
+	return s.deleteKeys(ks, "pin ")
 }
 
 // DataBlock returns a dataset block's bytes, or ErrNotFound.

@@ -5,7 +5,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ipfs/go-cid"
 	mh "github.com/multiformats/go-multihash"
@@ -216,5 +219,65 @@ func TestRecords(t *testing.T) {
 	}
 	if got := list(); len(got) != 1 || got[0] != "r/b/2" {
 		t.Fatalf("after delete: %v", got)
+	}
+}
+
+// TestDataPins: PutDataBlocks pins every block of a batch, stored before or
+// not, under its import's ID; ForEachDataPin sees each pin with its time
+// (whole seconds); DeleteDataPins removes one import's pins only and leaves
+// the blocks; a bad pin ID writes nothing.
+func TestDataPins(t *testing.T) {
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, b, c := block(1, 2000), block(2, 10), block(3, 300)
+	if n, err := s.PutDataBlocks([]Block{a}, nil); err != nil || n != 1 {
+		t.Fatalf("put a = %d, %v", n, err)
+	}
+	at := time.Unix(1_700_000_000, 0)
+	if n, err := s.PutDataBlocks([]Block{a, b}, &Pin{ID: "one", At: at}); err != nil || n != 1 {
+		t.Fatalf("put a, b pinned = %d, %v; want 1 new", n, err)
+	}
+	if _, err := s.PutDataBlocks([]Block{c}, &Pin{ID: "two", At: at.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"", "a/b", strings.Repeat("x", 65)} {
+		if _, err := s.PutDataBlocks([]Block{block(4, 10)}, &Pin{ID: id, At: at}); err == nil {
+			t.Errorf("pin ID %q accepted", id)
+		}
+	}
+	if s.HasDataBlock(block(4, 10).CID) {
+		t.Error("a put with a bad pin stored its block")
+	}
+	pins := func() map[string]string {
+		out := map[string]string{}
+		if err := s.ForEachDataPin(func(p Pin, c cid.Cid) error {
+			out[c.String()] = p.ID + "@" + p.At.UTC().Format(time.RFC3339)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := map[string]string{
+		a.CID.String(): "one@2023-11-14T22:13:20Z",
+		b.CID.String(): "one@2023-11-14T22:13:20Z",
+		c.CID.String(): "two@2023-11-14T23:13:20Z",
+	}
+	if got := pins(); !maps.Equal(got, want) {
+		t.Fatalf("pins = %v, want %v", got, want)
+	}
+	if err := s.DeleteDataPins([]string{"one", "absent"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pins(); len(got) != 1 || got[c.CID.String()] == "" {
+		t.Errorf("after deleting one's pins: %v", got)
+	}
+	for _, blk := range []Block{a, b, c} {
+		if !s.HasDataBlock(blk.CID) {
+			t.Errorf("block %s gone with its pin", blk.CID)
+		}
 	}
 }
