@@ -55,7 +55,7 @@ func Import(ctx context.Context, bs *Blockstore, path string, pin *store.Pin, pr
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: path %q: %v", ErrPath, path, unwrapPathErr(err))
 	}
-	dag := newBlockWriter(bs, pin)
+	dag := newBlockWriter(ctx, bs, pin)
 	defer dag.stop()
 	im := &importer{ctx: ctx, dag: dag, progress: progress}
 	nd, err := im.node(path, fi)

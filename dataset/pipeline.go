@@ -162,6 +162,7 @@ const writeBatch = 16 << 20
 // stored are skipped), pinning them with pin when not nil. Get and Remove wait for the writes in flight first.
 // Commit stores what is left and reports the first error.
 type blockWriter struct {
+	ctx   context.Context // the import's: Add fails once it is done
 	bs    *Blockstore
 	pin   *store.Pin
 	batch []store.Block
@@ -172,8 +173,8 @@ type blockWriter struct {
 	err   error
 }
 
-func newBlockWriter(bs *Blockstore, pin *store.Pin) *blockWriter {
-	w := &blockWriter{bs: bs, pin: pin}
+func newBlockWriter(ctx context.Context, bs *Blockstore, pin *store.Pin) *blockWriter {
+	w := &blockWriter{ctx: ctx, bs: bs, pin: pin}
 	w.start()
 	return w
 }
@@ -203,7 +204,10 @@ func (w *blockWriter) failed() error {
 }
 
 // Add queues a block for storing.
-func (w *blockWriter) Add(ctx context.Context, nd ipld.Node) error {
+func (w *blockWriter) Add(_ context.Context, nd ipld.Node) error {
+	if err := w.ctx.Err(); err != nil {
+		return err
+	}
 	if err := w.failed(); err != nil {
 		return err
 	}
@@ -211,8 +215,8 @@ func (w *blockWriter) Add(ctx context.Context, nd ipld.Node) error {
 	if w.size += len(nd.RawData()); w.size >= writeBatch {
 		select {
 		case w.ch <- w.batch:
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-w.ctx.Done():
+			return w.ctx.Err()
 		}
 		w.batch, w.size = nil, 0
 	}
