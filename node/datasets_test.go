@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -296,4 +297,46 @@ func TestDatasetAddInterruptedReusedAfterRestart(t *testing.T) {
 	if pins != 0 {
 		t.Errorf("%d pins left after the add's entry and a collection", pins)
 	}
+}
+
+// A machine's running dataset fetches travel in its heartbeat, so the
+// reason "fetching dataset N (x of y MB)" shows on every machine, not only
+// on the one fetching: here n1 holds a (made up) fetch half done, and n0's
+// job show, on a job no machine fits, names it; when it ends the reason
+// goes.
+func TestDatasetFetchReasonOnOtherMachines(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 2, interval: 200 * time.Millisecond, onePerson: true})
+	m.formOrg()
+	ctx := ctxT(t)
+	n0, n1 := m.nodes[0].Node, m.nodes[1].Node
+	src := filepath.Join(t.TempDir(), "set")
+	if err := os.WriteFile(src, bytes.Repeat([]byte("x"), 3_000_000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := n0.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fetch{name: "set", size: d.Size, have: 6, known: 12, done: make(chan struct{})}
+	n1.jf.mu.Lock()
+	n1.jf.of = map[string]*fetch{d.CID: f}
+	n1.jf.mu.Unlock()
+	js, err := n0.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, GPUs: 1, Datasets: []string{"set:/data"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "fetching dataset set (1.5 of 3.0 MB)"
+	eventually(t, 20*time.Second, "n0 shows n1's fetch", func() string {
+		if j, err := n0.Job(ctx, js.ID); err != nil || j.Reason != want {
+			return fmt.Sprintf("reason %q, %v; want %q", j.Reason, err, want)
+		}
+		return ""
+	})
+	close(f.done)
+	eventually(t, 20*time.Second, "the reason goes with the fetch", func() string {
+		if j, err := n0.Job(ctx, js.ID); err != nil || strings.HasPrefix(j.Reason, "fetching") {
+			return fmt.Sprintf("reason %q, %v", j.Reason, err)
+		}
+		return ""
+	})
 }
