@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -152,5 +153,46 @@ func TestExchangeBitswapFallback(t *testing.T) {
 	}
 	if ok, err := Complete(ctx, fetcher.bs, res.CID); !ok || err != nil {
 		t.Fatalf("incomplete after fetch (%v)", err)
+	}
+}
+
+// The blocks protocol serves every block asked for, in order, an empty one
+// (an empty file's raw leaf) and a large one included, and says "not
+// served" for one it does not hold.
+func TestBlocksProtocolAnswers(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream(filepath.Join(dir, "big"), "big", 3*ChunkSize+5); err != nil {
+		t.Fatal(err)
+	}
+	seed := newNode(t, all)
+	ctx := context.Background()
+	empty, err := Import(ctx, seed.bs, filepath.Join(dir, "empty"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := Import(ctx, seed.bs, filepath.Join(dir, "big"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []cid.Cid
+	if err := Walk(ctx, seed.bs, big.CID, func(c cid.Cid, _ bool) error { want = append(want, c); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	absent, _ := cidBuilder.WithCodec(cid.Raw).Sum([]byte("not stored"))
+	ask := append([]cid.Cid{empty.CID, absent}, want...)
+	fetcher := newNode(t, all)
+	connect(t, fetcher.h, seed.h)
+	var got []cid.Cid
+	if err := askBlocks(ctx, fetcher.h, seed.h.ID(), ask, func(b blocks.Block) error {
+		got = append(got, b.Cid())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if w := append([]cid.Cid{empty.CID}, want...); !slices.Equal(got, w) {
+		t.Fatalf("got %v, want %v", got, w)
 	}
 }

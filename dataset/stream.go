@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cshare/cshare/ledger/store"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -74,16 +75,31 @@ func ServeBlocks(h host.Host, bs *Blockstore, allow Allow) {
 			return
 		}
 		_ = s.SetReadDeadline(time.Time{})
-		w := bufio.NewWriterSize(s, 1<<20)
+		// Small writes (status, length) are buffered; a block's bytes are
+		// read into one buffer for the stream and written from there. (The
+		// store's own memory is not lent to the network: a slow reader
+		// would hold the value log's lock.)
+		w := bufio.NewWriterSize(s, 64<<10)
 		var hdr [binary.MaxVarintLen64 + 1]byte
+		var buf []byte
 		p := s.Conn().RemotePeer()
 		for _, c := range cs {
-			var data []byte
-			if allow(p, c) {
-				data, _ = bs.s.DataBlock(c)
-			}
 			_ = s.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if data == nil {
+			var data []byte
+			found := false
+			if allow(p, c) {
+				var err error
+				data, err = bs.s.DataBlockInto(c, buf)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					_ = s.Reset()
+					return
+				}
+				found = err == nil
+				if cap(data) > cap(buf) {
+					buf = data[:0]
+				}
+			}
+			if !found {
 				if err := w.WriteByte(0); err != nil {
 					_ = s.Reset()
 					return
@@ -92,11 +108,15 @@ func ServeBlocks(h host.Host, bs *Blockstore, allow Allow) {
 			}
 			hdr[0] = 1
 			k := binary.PutUvarint(hdr[1:], uint64(len(data)))
-			if _, err := w.Write(hdr[:1+k]); err != nil {
-				_ = s.Reset()
-				return
+			_, err := w.Write(hdr[:1+k])
+			if err == nil && len(data) < w.Available() {
+				_, err = w.Write(data)
+			} else if err == nil {
+				if err = w.Flush(); err == nil {
+					_, err = s.Write(data)
+				}
 			}
-			if _, err := w.Write(data); err != nil {
+			if err != nil {
 				_ = s.Reset()
 				return
 			}

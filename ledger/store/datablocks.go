@@ -155,6 +155,17 @@ func (s *Store) DataBlock(c cid.Cid) ([]byte, error) {
 	return out, err
 }
 
+// DataBlockInto returns a dataset block's bytes in buf's memory when they
+// fit (else in new memory), or ErrNotFound.
+func (s *Store) DataBlockInto(c cid.Cid, buf []byte) ([]byte, error) {
+	var out []byte
+	err := s.item(dataKey(c), func(it *badger.Item) (err error) {
+		out, err = it.ValueCopy(buf[:0])
+		return err
+	})
+	return out, err
+}
+
 // DataBlockSize returns a dataset block's size, or ErrNotFound.
 func (s *Store) DataBlockSize(c cid.Cid) (int, error) {
 	n := 0
