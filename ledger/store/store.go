@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
@@ -20,7 +21,8 @@ var ErrNotFound = errors.New("store: not found")
 
 // Store is a Badger database.
 type Store struct {
-	db *badger.DB
+	db    *badger.DB
+	packs *packs // dataset blocks of packMin bytes or more (packs.go)
 }
 
 var (
@@ -62,11 +64,19 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	return &Store{db: db}, nil
+	ps, err := openPacks(filepath.Join(dir, "packs"))
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &Store{db: db, packs: ps}, nil
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.packs.close()
+	return s.db.Close()
+}
 
 func blockKey(c cid.Cid) []byte { return append(append([]byte(nil), blockPrefix...), c.Bytes()...) }
 

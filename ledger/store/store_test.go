@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -279,5 +280,84 @@ func TestDataPins(t *testing.T) {
 		if !s.HasDataBlock(blk.CID) {
 			t.Errorf("block %s gone with its pin", blk.CID)
 		}
+	}
+}
+
+// TestDataPacks: blocks of 4 KiB or more go to pack files, smaller ones to
+// Badger; both read back whole (also after a reopen, and into a caller's
+// buffer), with their sizes; a pack file goes when its last block is
+// deleted, not before.
+func TestDataPacks(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, big1, big2 := block(1, 100), block(2, 300<<10), block(3, 4<<10)
+	if n, err := s.PutDataBlocks([]Block{small, big1, big2}, nil); err != nil || n != 3 {
+		t.Fatalf("put = %d, %v", n, err)
+	}
+	if n, err := s.PutDataBlocks([]Block{big1}, nil); err != nil || n != 0 {
+		t.Fatalf("put again = %d, %v; want 0 new", n, err)
+	}
+	packFiles := func() []string {
+		m, _ := filepath.Glob(filepath.Join(dir, "packs", "*.pack"))
+		return m
+	}
+	if got := packFiles(); len(got) != 1 {
+		t.Fatalf("pack files %v, want 1", got)
+	}
+	check := func(s *Store) {
+		t.Helper()
+		for _, b := range []Block{small, big1, big2} {
+			got, err := s.DataBlock(b.CID)
+			if err != nil || !bytes.Equal(got, b.Data) {
+				t.Fatalf("block of %d bytes: %d bytes back, %v", len(b.Data), len(got), err)
+			}
+			if n, err := s.DataBlockSize(b.CID); err != nil || n != len(b.Data) {
+				t.Fatalf("size = %d, %v; want %d", n, err, len(b.Data))
+			}
+			buf := make([]byte, 0, 512<<10)
+			if got, err := s.DataBlockInto(b.CID, buf); err != nil || !bytes.Equal(got, b.Data) || (len(got) > 0 && &got[:1][0] != &buf[:1][0]) {
+				t.Fatalf("DataBlockInto: %d bytes, %v, or not in the buffer", len(got), err)
+			}
+		}
+		var n int
+		if err := s.ForEachDataCID(func(cid.Cid) error { n++; return nil }); err != nil || n != 3 {
+			t.Fatalf("ForEachDataCID: %d, %v", n, err)
+		}
+	}
+	check(s)
+	s.Close()
+	if s, err = Open(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	check(s)
+	// A new batch after the reopen goes to a new pack.
+	big4 := block(4, 64<<10)
+	if _, err := s.PutDataBlocks([]Block{big4}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := packFiles(); len(got) != 2 {
+		t.Fatalf("pack files %v, want 2", got)
+	}
+	if err := s.DeleteDataBlocks([]cid.Cid{big1.CID, small.CID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := packFiles(); len(got) != 2 {
+		t.Fatalf("after deleting one of two packed blocks: pack files %v, want 2", got)
+	}
+	if _, err := s.DataBlock(big1.CID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted block: %v", err)
+	}
+	if got, err := s.DataBlock(big2.CID); err != nil || !bytes.Equal(got, big2.Data) {
+		t.Fatalf("the other block of the pack: %v", err)
+	}
+	if err := s.DeleteDataBlocks([]cid.Cid{big2.CID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := packFiles(); len(got) != 1 {
+		t.Fatalf("after deleting a pack's last block: pack files %v, want the current one", got)
 	}
 }
