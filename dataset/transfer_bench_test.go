@@ -42,6 +42,11 @@ func BenchmarkDatasetTransfer(b *testing.B) {
 				for i := range fs {
 					fs[i] = newNode(b, all)
 					connect(b, fs[i].h, seed.h)
+					if i == 0 {
+						for _, c := range fs[i].h.Network().ConnsToPeer(seed.h.ID()) {
+							b.Logf("connection over %s", c.RemoteMultiaddr())
+						}
+					}
 				}
 				b.StartTimer()
 				var wg sync.WaitGroup
