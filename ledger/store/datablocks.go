@@ -12,9 +12,11 @@ import (
 	"github.com/ipfs/go-cid"
 )
 
-// Dataset blocks live under their own prefix, apart from the ledger's
+// Dataset blocks live under their own prefixes, apart from the ledger's
 // blocks, so a dataset's garbage collection can never touch a ledger entry
-// and a ledger walk never sees a dataset chunk. Keys are the CID's bytes.
+// and a ledger walk never sees a dataset chunk: d/<CID> holds a small
+// block's bytes, dk/<CID> where a packed one is (packs.go), dp/<import>/<CID>
+// a pin.
 var dataPrefix = []byte("d/")
 
 func dataKey(c cid.Cid) []byte { return dataKeyOf(c.Bytes()) }

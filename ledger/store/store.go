@@ -1,7 +1,9 @@
-// Package store persists the ledger in Badger: blocks by CID (ledger entries
-// and, later, dataset chunks share one block store), small metadata, and the
-// node's write-ahead records (facts of this machine, such as a finished
-// item's result, kept until they are in the ledger).
+// Package store persists the ledger in Badger: blocks by CID (ledger
+// entries), small metadata, the node's write-ahead records (facts of this
+// machine, such as a finished item's result, kept until they are in the
+// ledger), and dataset blocks (small ones in Badger, file chunks in pack
+// files beside it with their places in Badger; see datablocks.go, packs.go)
+// with the pins that keep an unfinished import's blocks.
 // Writes of ledger entries are synchronous (SyncWrites), so an entry the API
 // acknowledged survives kill -9.
 package store
@@ -51,9 +53,9 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(4).
 		WithNumCompactors(2).
-		// Values above 1 KiB (dataset chunks, large entries) go to the
-		// value log: 256 KiB chunks kept in the LSM tree made every memtable
-		// flush after a few dozen and compactions rewrite them over and over.
+		// Values above 1 KiB (small dataset blocks, large entries) go to the
+		// value log, not the LSM tree, where they made memtables flush often
+		// and compactions rewrite them. (Dataset chunks go to packs.go.)
 		WithValueThreshold(1 << 10)
 	if log != nil {
 		opts = opts.WithLogger(slogAdapter{log})
