@@ -55,9 +55,10 @@ func Import(ctx context.Context, bs *Blockstore, path string, pin *store.Pin, pr
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: path %q: %v", ErrPath, path, unwrapPathErr(err))
 	}
-	dag := newBlockWriter(ctx, bs, pin)
+	pool := newChunkPool()
+	dag := newBlockWriter(ctx, bs, pin, pool)
 	defer dag.stop()
-	im := &importer{ctx: ctx, dag: dag, progress: progress}
+	im := &importer{ctx: ctx, dag: dag, pool: pool, progress: progress}
 	nd, err := im.node(path, fi)
 	if err != nil {
 		return Result{}, err
@@ -83,6 +84,7 @@ func unwrapPathErr(err error) error {
 type importer struct {
 	ctx      context.Context
 	dag      *blockWriter
+	pool     *chunkPool
 	progress func(int64)
 	done     int64
 }
@@ -142,7 +144,7 @@ func (im *importer) file(path string) (ipld.Node, error) {
 		return nil, fmt.Errorf("%w: path %q: %v", ErrPath, path, unwrapPathErr(err))
 	}
 	defer f.Close()
-	spl := newHashingSplitter(f)
+	spl := newHashingSplitter(f, im.pool)
 	defer spl.close()
 	params := ihelper.DagBuilderParams{
 		Dagserv:    im.dag,

@@ -23,6 +23,46 @@ import (
 // readAhead is how many chunks are read and hashed ahead of the layout.
 const readAhead = 32
 
+// chunkPool holds chunk buffers an import made and stored: the next chunks
+// are read into them, not into fresh memory (whose page faults and zeroing
+// cost about as much as hashing). A buffer is in use from the read until
+// the writer stored it; chunks lends out those it made and takes back only
+// those.
+type chunkPool struct {
+	mu   sync.Mutex
+	free [][]byte
+	lent map[*byte]bool
+}
+
+func newChunkPool() *chunkPool { return &chunkPool{lent: map[*byte]bool{}} }
+
+func (p *chunkPool) get() []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var b []byte
+	if k := len(p.free); k > 0 {
+		b, p.free = p.free[k-1], p.free[:k-1]
+	} else {
+		b = make([]byte, ChunkSize)
+	}
+	p.lent[&b[0]] = true
+	return b
+}
+
+// put takes back data if it is a buffer get lent (else it does nothing).
+func (p *chunkPool) put(data []byte) {
+	if cap(data) != ChunkSize {
+		return
+	}
+	b := data[:ChunkSize]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lent[&b[0]] {
+		delete(p.lent, &b[0])
+		p.free = append(p.free, b)
+	}
+}
+
 // chunk is one chunk of a file, read ahead and hashed.
 type chunk struct {
 	data []byte
@@ -36,6 +76,7 @@ type chunk struct {
 // chunk as a raw leaf on several goroutines.
 type hashingSplitter struct {
 	r     io.Reader
+	pool  *chunkPool
 	queue chan *chunk
 	stop  chan struct{}
 	once  sync.Once
@@ -43,8 +84,8 @@ type hashingSplitter struct {
 	done  int64  // bytes returned so far
 }
 
-func newHashingSplitter(r io.Reader) *hashingSplitter {
-	s := &hashingSplitter{r: r, queue: make(chan *chunk, readAhead), stop: make(chan struct{})}
+func newHashingSplitter(r io.Reader, pool *chunkPool) *hashingSplitter {
+	s := &hashingSplitter{r: r, pool: pool, queue: make(chan *chunk, readAhead), stop: make(chan struct{})}
 	go s.run(max(runtime.GOMAXPROCS(0), 1))
 	return s
 }
@@ -62,10 +103,10 @@ func (s *hashingSplitter) run(workers int) {
 	defer close(work)
 	defer close(s.queue)
 	for {
-		buf := make([]byte, ChunkSize)
+		buf := s.pool.get()
 		n, err := io.ReadFull(s.r, buf)
 		if n > 0 {
-			c := &chunk{data: buf[:n:n], done: make(chan struct{})}
+			c := &chunk{data: buf[:n], done: make(chan struct{})}
 			select {
 			case s.queue <- c:
 			case <-s.stop:
@@ -163,6 +204,7 @@ const writeBatch = 16 << 20
 // Commit stores what is left and reports the first error.
 type blockWriter struct {
 	ctx   context.Context // the import's: Add fails once it is done
+	pool  *chunkPool      // takes back the chunk buffers once stored
 	bs    *Blockstore
 	pin   *store.Pin
 	batch []store.Block
@@ -173,8 +215,8 @@ type blockWriter struct {
 	err   error
 }
 
-func newBlockWriter(ctx context.Context, bs *Blockstore, pin *store.Pin) *blockWriter {
-	w := &blockWriter{ctx: ctx, bs: bs, pin: pin}
+func newBlockWriter(ctx context.Context, bs *Blockstore, pin *store.Pin, pool *chunkPool) *blockWriter {
+	w := &blockWriter{ctx: ctx, bs: bs, pin: pin, pool: pool}
 	w.start()
 	return w
 }
@@ -192,6 +234,10 @@ func (w *blockWriter) start() {
 				w.mu.Lock()
 				w.err = err
 				w.mu.Unlock()
+				continue
+			}
+			for _, blk := range b {
+				w.pool.put(blk.Data)
 			}
 		}
 	}(w.ch, w.done)
