@@ -13,7 +13,7 @@ func TestExchangeFetchTwoLevels(t *testing.T) {
 		t.Fatal(err)
 	}
 	seed := newNode(t, all)
-	res, err := Import(context.Background(), seed.bs, filepath.Join(dir, "two-levels"), nil)
+	res, err := Import(context.Background(), seed.bs, filepath.Join(dir, "two-levels"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

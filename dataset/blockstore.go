@@ -66,7 +66,7 @@ func (b *Blockstore) PutMany(_ context.Context, bs []blocks.Block) error {
 	for i, blk := range bs {
 		in[i] = store.Block{CID: blk.Cid(), Data: blk.RawData()}
 	}
-	_, err := b.s.PutDataBlocks(in)
+	_, err := b.s.PutDataBlocks(in, nil)
 	return err
 }
 

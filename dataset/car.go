@@ -65,7 +65,7 @@ func ImportCAR(ctx context.Context, bs *Blockstore, r io.Reader) (Result, error)
 	var batch []store.Block
 	var batchBytes int
 	flush := func() error {
-		if _, err := bs.s.PutDataBlocks(batch); err != nil {
+		if _, err := bs.s.PutDataBlocks(batch, nil); err != nil {
 			return err
 		}
 		batch, batchBytes = batch[:0], 0

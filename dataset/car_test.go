@@ -15,7 +15,7 @@ func TestCARRoundTrip(t *testing.T) {
 	}
 	ctx := context.Background()
 	a := openStore(t)
-	res, err := Import(ctx, a, filepath.Join(dir, "tree"), nil)
+	res, err := Import(ctx, a, filepath.Join(dir, "tree"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func FuzzImportCAR(f *testing.F) {
 	if err := writeGolden(dir, "unicode"); err != nil {
 		f.Fatal(err)
 	}
-	res, err := Import(ctx, bs, filepath.Join(dir, "unicode"), nil)
+	res, err := Import(ctx, bs, filepath.Join(dir, "unicode"), nil, nil)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,11 +15,28 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	tcp "github.com/libp2p/go-libp2p/p2p/transport/tcp"
+
+	"github.com/cshare/cshare/p2p"
 )
 
 func newHost(tb testing.TB) host.Host {
 	tb.Helper()
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
+	// The node's transports, security, muxer and dial ranker (p2p.New):
+	// TCP and QUIC, Noise, yamux, TCP first.
+	h, err := libp2p.New(
+		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(quic.NewTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+		libp2p.SwarmOpts(swarm.WithDialRanker(p2p.TCPFirst)),
+		libp2p.DisableRelay(),
+	)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -59,7 +77,7 @@ func TestExchangeFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	seed := newNode(t, all)
-	res, err := Import(context.Background(), seed.bs, filepath.Join(dir, "tree"), nil)
+	res, err := Import(context.Background(), seed.bs, filepath.Join(dir, "tree"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +117,7 @@ func TestExchangeRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	seed := newNode(t, func(peer.ID, cid.Cid) bool { return false })
-	res, err := Import(context.Background(), seed.bs, path, nil)
+	res, err := Import(context.Background(), seed.bs, path, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +157,7 @@ func TestExchangeBitswapFallback(t *testing.T) {
 	}
 	seed := newNode(t, all)
 	seed.h.RemoveStreamHandler(BlocksProtocol)
-	res, err := Import(context.Background(), seed.bs, filepath.Join(dir, "f"), nil)
+	res, err := Import(context.Background(), seed.bs, filepath.Join(dir, "f"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,5 +170,46 @@ func TestExchangeBitswapFallback(t *testing.T) {
 	}
 	if ok, err := Complete(ctx, fetcher.bs, res.CID); !ok || err != nil {
 		t.Fatalf("incomplete after fetch (%v)", err)
+	}
+}
+
+// The blocks protocol serves every block asked for, in order, an empty one
+// (an empty file's raw leaf) and a large one included, and says "not
+// served" for one it does not hold.
+func TestBlocksProtocolAnswers(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "empty"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := stream(filepath.Join(dir, "big"), "big", 3*ChunkSize+5); err != nil {
+		t.Fatal(err)
+	}
+	seed := newNode(t, all)
+	ctx := context.Background()
+	empty, err := Import(ctx, seed.bs, filepath.Join(dir, "empty"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := Import(ctx, seed.bs, filepath.Join(dir, "big"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []cid.Cid
+	if err := Walk(ctx, seed.bs, big.CID, func(c cid.Cid, _ bool) error { want = append(want, c); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	absent, _ := cidBuilder.WithCodec(cid.Raw).Sum([]byte("not stored"))
+	ask := append([]cid.Cid{empty.CID, absent}, want...)
+	fetcher := newNode(t, all)
+	connect(t, fetcher.h, seed.h)
+	var got []cid.Cid
+	if err := askBlocks(ctx, fetcher.h, seed.h.ID(), ask, func(b blocks.Block) error {
+		got = append(got, b.Cid())
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if w := append([]cid.Cid{empty.CID}, want...); !slices.Equal(got, w) {
+		t.Fatalf("got %v, want %v", got, w)
 	}
 }

@@ -158,7 +158,7 @@ func TestGoldenCIDs(t *testing.T) {
 			if err := writeGolden(dir, c); err != nil {
 				t.Fatal(err)
 			}
-			res, err := Import(context.Background(), bs, filepath.Join(dir, c), nil)
+			res, err := Import(context.Background(), bs, filepath.Join(dir, c), nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/cshare/cshare/ledger/store"
 	"github.com/ipfs/boxo/blockservice"
-	chunker "github.com/ipfs/boxo/chunker"
 	"github.com/ipfs/boxo/ipld/merkledag"
 	"github.com/ipfs/boxo/ipld/unixfs"
 	"github.com/ipfs/boxo/ipld/unixfs/importer/balanced"
@@ -49,14 +48,17 @@ var ErrPath = errors.New("dataset: bad path")
 // Hidden entries (names starting with ".") inside a directory are left out,
 // as `ipfs add -r` does. Symlinks are stored as UnixFS symlinks. progress,
 // when not nil, is called with the bytes of content read so far. An import
-// that fails leaves only blocks behind (a later import reuses them).
-func Import(ctx context.Context, bs *Blockstore, path string, progress func(done int64)) (Result, error) {
+// that fails leaves only blocks behind, which a later import reuses; with
+// pin they are pinned (store.Pin), so the collector keeps them meanwhile.
+func Import(ctx context.Context, bs *Blockstore, path string, pin *store.Pin, progress func(done int64)) (Result, error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: path %q: %v", ErrPath, path, unwrapPathErr(err))
 	}
-	dag := ipld.NewBufferedDAG(ctx, DAGService(bs), ipld.MaxNodesBatchOption(64), ipld.MaxSizeBatchOption(32<<20))
-	im := &importer{ctx: ctx, dag: dag, progress: progress}
+	pool := newChunkPool()
+	dag := newBlockWriter(ctx, bs, pin, pool)
+	defer dag.stop()
+	im := &importer{ctx: ctx, dag: dag, pool: pool, progress: progress}
 	nd, err := im.node(path, fi)
 	if err != nil {
 		return Result{}, err
@@ -81,7 +83,8 @@ func unwrapPathErr(err error) error {
 
 type importer struct {
 	ctx      context.Context
-	dag      ipld.DAGService
+	dag      *blockWriter
+	pool     *chunkPool
 	progress func(int64)
 	done     int64
 }
@@ -117,18 +120,22 @@ func (im *importer) node(path string, fi os.FileInfo) (ipld.Node, error) {
 	}
 }
 
-type countReader struct {
-	r  io.Reader
-	im *importer
+// countingSplitter reports the bytes of content the layout has taken.
+type countingSplitter struct {
+	*hashingSplitter
+	im   *importer
+	base int64
 }
 
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.im.done += int64(n)
-	if c.im.progress != nil && n > 0 {
-		c.im.progress(c.im.done)
+func (c countingSplitter) NextBytes() ([]byte, error) {
+	b, err := c.hashingSplitter.NextBytes()
+	if len(b) > 0 {
+		c.im.done = c.base + c.hashingSplitter.done
+		if c.im.progress != nil {
+			c.im.progress(c.im.done)
+		}
 	}
-	return n, err
+	return b, err
 }
 
 func (im *importer) file(path string) (ipld.Node, error) {
@@ -137,13 +144,15 @@ func (im *importer) file(path string) (ipld.Node, error) {
 		return nil, fmt.Errorf("%w: path %q: %v", ErrPath, path, unwrapPathErr(err))
 	}
 	defer f.Close()
+	spl := newHashingSplitter(f, im.pool)
+	defer spl.close()
 	params := ihelper.DagBuilderParams{
 		Dagserv:    im.dag,
 		Maxlinks:   ihelper.DefaultLinksPerBlock,
 		RawLeaves:  true,
-		CidBuilder: cidBuilder,
+		CidBuilder: fileBuilder{spl},
 	}
-	db, err := params.New(chunker.NewSizeSplitter(&countReader{r: f, im: im}, ChunkSize))
+	db, err := params.New(countingSplitter{hashingSplitter: spl, im: im, base: im.done})
 	if err != nil {
 		return nil, err
 	}

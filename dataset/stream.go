@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cshare/cshare/ledger/store"
 	blocks "github.com/ipfs/go-block-format"
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -74,16 +75,31 @@ func ServeBlocks(h host.Host, bs *Blockstore, allow Allow) {
 			return
 		}
 		_ = s.SetReadDeadline(time.Time{})
-		w := bufio.NewWriterSize(s, 1<<20)
+		// Small writes (status, length) are buffered; a block's bytes are
+		// read into one buffer for the stream and written from there. (The
+		// store's own memory is not lent to the network: a slow reader
+		// would hold the value log's lock.)
+		w := bufio.NewWriterSize(s, 64<<10)
 		var hdr [binary.MaxVarintLen64 + 1]byte
+		var buf []byte
 		p := s.Conn().RemotePeer()
 		for _, c := range cs {
-			var data []byte
-			if allow(p, c) {
-				data, _ = bs.s.DataBlock(c)
-			}
 			_ = s.SetWriteDeadline(time.Now().Add(30 * time.Second))
-			if data == nil {
+			var data []byte
+			found := false
+			if allow(p, c) {
+				var err error
+				data, err = bs.s.DataBlockInto(c, buf)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					_ = s.Reset()
+					return
+				}
+				found = err == nil
+				if cap(data) > cap(buf) {
+					buf = data[:0]
+				}
+			}
+			if !found {
 				if err := w.WriteByte(0); err != nil {
 					_ = s.Reset()
 					return
@@ -92,11 +108,15 @@ func ServeBlocks(h host.Host, bs *Blockstore, allow Allow) {
 			}
 			hdr[0] = 1
 			k := binary.PutUvarint(hdr[1:], uint64(len(data)))
-			if _, err := w.Write(hdr[:1+k]); err != nil {
-				_ = s.Reset()
-				return
+			_, err := w.Write(hdr[:1+k])
+			if err == nil && len(data) < w.Available() {
+				_, err = w.Write(data)
+			} else if err == nil {
+				if err = w.Flush(); err == nil {
+					_, err = s.Write(data)
+				}
 			}
-			if _, err := w.Write(data); err != nil {
+			if err != nil {
 				_ = s.Reset()
 				return
 			}
@@ -175,30 +195,68 @@ func askBlocks(ctx context.Context, h host.Host, p peer.ID, cs []cid.Cid, got fu
 
 // streamFetch fetches cs from peers with the blocks protocol, in requests of
 // at most maxBlocksPerRequest CIDs, several in flight, storing blocks in
-// batches. It returns how many blocks it stored.
+// large batches on a writer goroutine so receiving never waits for a synced
+// write. It returns how many blocks it stored.
 func (x *Exchange) streamFetch(ctx context.Context, peers []peer.ID, cs []cid.Cid, stored func(int)) (int, error) {
 	if len(peers) == 0 {
 		return 0, nil
 	}
 	var (
-		mu    sync.Mutex
-		total int
+		mu       sync.Mutex
+		total    int
+		firstErr error
 	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil && !errors.Is(err, context.Canceled) {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
 	const per = 64 // CIDs per request: ~16 MiB of chunks
-	type job struct{ cs []cid.Cid }
-	jobs := make(chan job)
+	jobs := make(chan []cid.Cid)
 	go func() {
 		defer close(jobs)
 		for i := 0; i < len(cs); i += per {
 			select {
-			case jobs <- job{cs[i:min(i+per, len(cs))]}:
+			case jobs <- cs[i:min(i+per, len(cs))]:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
+	// The writer stores what the receivers verified, merging the batches
+	// that queued up while it wrote.
+	received := make(chan []blocks.Block, 4)
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for batch := range received {
+		more:
+			for len(batch) < 4*per {
+				select {
+				case b, ok := <-received:
+					if !ok {
+						break more
+					}
+					batch = append(batch, b...)
+				default:
+					break more
+				}
+			}
+			if err := x.store.PutMany(ctx, batch); err != nil {
+				fail(err)
+				continue
+			}
+			mu.Lock()
+			total += len(batch)
+			if stored != nil {
+				stored(total)
+			}
+			mu.Unlock()
+		}
+	}()
 	var wg sync.WaitGroup
-	var firstErr error
 	workers := min(4*len(peers), 8)
 	for w := range workers {
 		p := peers[w%len(peers)]
@@ -206,29 +264,24 @@ func (x *Exchange) streamFetch(ctx context.Context, peers []peer.ID, cs []cid.Ci
 		go func() {
 			defer wg.Done()
 			for j := range jobs {
-				var batch []blocks.Block
-				err := askBlocks(ctx, x.h, p, j.cs, func(b blocks.Block) error {
+				batch := make([]blocks.Block, 0, len(j))
+				err := askBlocks(ctx, x.h, p, j, func(b blocks.Block) error {
 					batch = append(batch, b)
 					return nil
 				})
 				if len(batch) > 0 {
-					if perr := x.store.PutMany(ctx, batch); perr != nil && err == nil {
-						err = perr
-					}
+					received <- batch
 				}
-				mu.Lock()
-				if err == nil {
-					total += len(batch)
-					if stored != nil {
-						stored(total)
-					}
-				} else if firstErr == nil && !errors.Is(err, context.Canceled) {
-					firstErr = err
+				if err != nil {
+					fail(err)
 				}
-				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
+	close(received)
+	<-wrote
+	mu.Lock()
+	defer mu.Unlock()
 	return total, firstErr
 }

@@ -2,12 +2,15 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -148,7 +151,8 @@ func (n *Node) AddDataset(ctx context.Context, req api.DatasetAdd) (api.DatasetI
 	// new blocks, which no dataset of the ledger reaches before it.
 	n.ds.adding.RLock()
 	defer n.ds.adding.RUnlock()
-	res, err := dataset.Import(ctx, n.ds.blocks, path, func(d int64) {
+	pin := &store.Pin{ID: newPinID(), At: time.Now()}
+	res, err := dataset.Import(ctx, n.ds.blocks, path, pin, func(d int64) {
 		if done != nil {
 			done.Store(d)
 		}
@@ -162,6 +166,10 @@ func (n *Node) AddDataset(ctx context.Context, req api.DatasetAdd) (api.DatasetI
 	p := ledger.DatasetAdd{Name: name, CID: res.CID.String(), Size: res.Size, Blocks: int64(res.Blocks), Access: access}
 	if _, err := n.write(ctx, ledger.KindDatasetAdd, p); err != nil {
 		return api.DatasetInfo{}, refused(err)
+	}
+	// The entry keeps the blocks now.
+	if err := n.store.DeleteDataPins([]string{pin.ID}); err != nil {
+		n.log.Warn("dataset import pins not removed", "err", err)
 	}
 	info, _, err := n.resolveDataset(name)
 	if err != nil {
@@ -304,6 +312,40 @@ func (n *Node) collectDatasets(ctx context.Context) error {
 			return err
 		}
 	}
+	// Blocks of an import without its entry yet are pinned: a rerun of an
+	// interrupted add reuses them, also after a restart, for a day. A pin
+	// goes when it is older, or when datasets reach all its blocks.
+	done := map[string]bool{} // pins to remove
+	pinned := map[cid.Cid]bool{}
+	now := time.Now()
+	if err := n.store.ForEachDataPin(func(p store.Pin, c cid.Cid) error {
+		old := now.Sub(p.At) > importPinTTL
+		if _, seen := done[p.ID]; !seen {
+			done[p.ID] = true
+		}
+		if !old && !keep[c] {
+			done[p.ID] = false
+			pinned[c] = true
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for c := range pinned {
+		keep[c] = true
+	}
+	var unpin []string
+	for id, d := range done {
+		if d {
+			unpin = append(unpin, id)
+		}
+	}
+	if len(unpin) > 0 {
+		slices.Sort(unpin)
+		if err := n.store.DeleteDataPins(unpin); err != nil {
+			return err
+		}
+	}
 	var drop []cid.Cid
 	if err := n.store.ForEachDataCID(func(c cid.Cid) error {
 		if !keep[c] {
@@ -317,6 +359,16 @@ func (n *Node) collectDatasets(ctx context.Context) error {
 		n.log.Info("dataset blocks collected", "blocks", len(drop))
 	}
 	return n.store.DeleteDataBlocks(drop)
+}
+
+// importPinTTL is how long the blocks of an interrupted add are kept for a
+// rerun to reuse.
+const importPinTTL = 24 * time.Hour
+
+func newPinID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func newDatasets(s *store.Store) datasets {

@@ -2,14 +2,23 @@ package node
 
 import (
 	"bytes"
+	"crypto/rand"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ipfs/go-cid"
+	"github.com/multiformats/go-multihash"
+
+	"github.com/cshare/cshare/dataset"
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/store"
 	"github.com/cshare/cshare/node/api"
 )
 
@@ -195,4 +204,139 @@ func TestDatasetJobMount(t *testing.T) {
 			t.Fatalf("%s ran items without holding the dataset", mn.name)
 		}
 	}
+}
+
+// An add interrupted half way (here: a named pipe after a file in the
+// directory) records nothing but keeps its blocks pinned: they survive a
+// node restart and the collector, which takes unpinned strays and pins over
+// a day old, and the rerun reuses them; its entry then drops the pins.
+func TestDatasetAddInterruptedReusedAfterRestart(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 1, interval: 200 * time.Millisecond})
+	m.formOrg()
+	ctx := ctxT(t)
+	n := m.nodes[0].Node
+
+	src := filepath.Join(t.TempDir(), "set")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	big := make([]byte, 3*dataset.ChunkSize+10)
+	_, _ = rand.Read(big)
+	if err := os.WriteFile(filepath.Join(src, "a.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pipe := filepath.Join(src, "b")
+	if err := syscall.Mkfifo(pipe, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"}); statusCode(err) != http.StatusBadRequest {
+		t.Fatalf("add over a named pipe: %v, want 400", err)
+	}
+	n.snapshot(func(st *ledger.State) {
+		if len(st.Datasets) != 0 {
+			t.Errorf("the interrupted add recorded %d datasets", len(st.Datasets))
+		}
+	})
+	stored := func(n *Node) map[cid.Cid]bool {
+		out := map[cid.Cid]bool{}
+		if err := n.store.ForEachDataCID(func(c cid.Cid) error { out[c] = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	half := stored(n)
+	if len(half) != 5 { // a.bin: 4 leaves and their parent
+		t.Fatalf("the interrupted add stored %d blocks, want 5", len(half))
+	}
+
+	m.stop(0)
+	n = m.restart(0)
+	// A stray block nobody pinned and one pinned by an import over a day
+	// ago: the collector takes both.
+	stray := []byte("stray")
+	old := []byte("old")
+	for _, b := range []struct {
+		data []byte
+		pin  *store.Pin
+	}{{stray, nil}, {old, &store.Pin{ID: "old", At: time.Now().Add(-25 * time.Hour)}}} {
+		c, _ := cid.V1Builder{Codec: cid.Raw, MhType: multihash.SHA2_256}.Sum(b.data)
+		if _, err := n.store.PutDataBlocks([]store.Block{{CID: c, Data: b.data}}, b.pin); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.collectDatasets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := stored(n); !maps.Equal(after, half) {
+		t.Fatalf("after a restart and a collection %d blocks are stored, want the %d of the interrupted add", len(after), len(half))
+	}
+
+	if err := os.Remove(pipe); err != nil {
+		t.Fatal(err)
+	}
+	d, err := n.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := stored(n)
+	for c := range half {
+		if !all[c] {
+			t.Errorf("block %s of the interrupted add is gone", c)
+		}
+	}
+	if len(all) != int(d.Blocks) {
+		t.Errorf("%d blocks stored, the dataset has %d", len(all), d.Blocks)
+	}
+	if err := n.collectDatasets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pins := 0
+	if err := n.store.ForEachDataPin(func(store.Pin, cid.Cid) error { pins++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if pins != 0 {
+		t.Errorf("%d pins left after the add's entry and a collection", pins)
+	}
+}
+
+// A machine's running dataset fetches travel in its heartbeat, so the
+// reason "fetching dataset N (x of y MB)" shows on every machine, not only
+// on the one fetching: here n1 holds a (made up) fetch half done, and n0's
+// job show, on a job no machine fits, names it; when it ends the reason
+// goes.
+func TestDatasetFetchReasonOnOtherMachines(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 2, interval: 200 * time.Millisecond, onePerson: true})
+	m.formOrg()
+	ctx := ctxT(t)
+	n0, n1 := m.nodes[0].Node, m.nodes[1].Node
+	src := filepath.Join(t.TempDir(), "set")
+	if err := os.WriteFile(src, bytes.Repeat([]byte("x"), 3_000_000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := n0.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fetch{name: "set", size: d.Size, have: 6, known: 12, done: make(chan struct{})}
+	n1.jf.mu.Lock()
+	n1.jf.of = map[string]*fetch{d.CID: f}
+	n1.jf.mu.Unlock()
+	js, err := n0.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, GPUs: 1, Datasets: []string{"set:/data"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "fetching dataset set (1.5 of 3.0 MB)"
+	eventually(t, 20*time.Second, "n0 shows n1's fetch", func() string {
+		if j, err := n0.Job(ctx, js.ID); err != nil || j.Reason != want {
+			return fmt.Sprintf("reason %q, %v; want %q", j.Reason, err, want)
+		}
+		return ""
+	})
+	close(f.done)
+	eventually(t, 20*time.Second, "the reason goes with the fetch", func() string {
+		if j, err := n0.Job(ctx, js.ID); err != nil || strings.HasPrefix(j.Reason, "fetching") {
+			return fmt.Sprintf("reason %q, %v", j.Reason, err)
+		}
+		return ""
+	})
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/runtime"
 )
 
@@ -224,16 +226,46 @@ func (n *Node) datasetMounts(j *ledger.Job, workDir string) ([]runtime.Mount, ma
 	return out, env
 }
 
-// fetchReason is "fetching dataset N (x of y MB)" while this machine fetches
-// a dataset j mounts, else "".
+// fetchReason is "fetching dataset N (x of y MB)" while this machine, or
+// else another online one (as its heartbeat says), fetches a dataset j
+// mounts; else "".
 func (n *Node) fetchReason(j *ledger.Job) string {
+	if len(j.Spec.Datasets) == 0 {
+		return ""
+	}
+	mine := map[string]p2p.DatasetFetch{}
+	for _, f := range n.fetchReport() {
+		mine[f.CID] = f
+	}
+	for _, m := range j.Spec.Datasets {
+		if f, ok := mine[m.CID]; ok {
+			return fetchText(m.Name, f)
+		}
+	}
+	peers := n.onlinePeers(n.now()) // by machine ID
+	for _, m := range j.Spec.Datasets {
+		for _, p := range peers {
+			for _, f := range p.Heartbeat.Fetches {
+				if f.CID == m.CID {
+					return fetchText(m.Name, f)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func fetchText(name string, f p2p.DatasetFetch) string {
+	return fmt.Sprintf("fetching dataset %s (%s of %s MB)", name, mb(f.Have), mb(f.Size))
+}
+
+// fetchReport is this machine's running dataset fetches for jobs, by CID,
+// at most p2p.MaxFetches, for its heartbeat.
+func (n *Node) fetchReport() []p2p.DatasetFetch {
 	n.jf.mu.Lock()
 	defer n.jf.mu.Unlock()
-	for _, m := range j.Spec.Datasets {
-		f := n.jf.of[m.CID]
-		if f == nil {
-			continue
-		}
+	var out []p2p.DatasetFetch
+	for c, f := range n.jf.of {
 		select {
 		case <-f.done:
 			continue
@@ -244,11 +276,12 @@ func (n *Node) fetchReason(j *ledger.Job) string {
 		f.mu.Unlock()
 		var x int64
 		if known > 0 {
-			x = f.size * int64(have) / int64(known)
+			x = min(f.size*int64(have)/int64(known), f.size)
 		}
-		return fmt.Sprintf("fetching dataset %s (%s of %s MB)", m.Name, mb(x), mb(f.size))
+		out = append(out, p2p.DatasetFetch{CID: c, Have: max(x, 0), Size: max(f.size, 0)})
 	}
-	return ""
+	slices.SortFunc(out, func(a, b p2p.DatasetFetch) int { return strings.Compare(a.CID, b.CID) })
+	return out[:min(len(out), p2p.MaxFetches)]
 }
 
 func mb(b int64) string {

@@ -9,7 +9,7 @@ import (
 )
 
 // TestLargestHeartbeatFits: a machine with the most slots allowed, every one
-// running, and the most finished items a heartbeat lists, still publishes a
+// running, the most finished items and dataset fetches a heartbeat lists, still publishes a
 // heartbeat under the gossip size limit (over it, the machine would go
 // Offline for everyone).
 func TestLargestHeartbeatFits(t *testing.T) {
@@ -28,6 +28,9 @@ func TestLargestHeartbeatFits(t *testing.T) {
 	for i := 0; i < maxFinishedInBeat; i++ {
 		hb.Instances = append(hb.Instances, p2p.RunningInstance{Job: "0123456789ab", Slot: -1, Kind: kindFinished, Item: 1 << 40,
 			Instance: fmt.Sprintf("0123456789ab-s%d-%d", i, 999999999)})
+	}
+	for i := 0; i < p2p.MaxFetches; i++ {
+		hb.Fetches = append(hb.Fetches, p2p.DatasetFetch{CID: "bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi", Have: 1 << 50, Size: 1 << 50})
 	}
 	b, err := p2p.EncodeHeartbeat(&hb)
 	if err != nil {

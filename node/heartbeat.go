@@ -75,6 +75,7 @@ func (n *Node) beat(ctx context.Context) {
 		hb.Heads = append(hb.Heads, h.String())
 	}
 	hb.Total, hb.Free, hb.Instances, hb.PlanHash = total, free, running, planHash
+	hb.Fetches = n.fetchReport()
 	if n.opts.heartbeatLie != nil {
 		n.opts.heartbeatLie(&hb)
 	}

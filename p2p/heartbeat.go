@@ -51,6 +51,17 @@ type RunningInstance struct {
 	Started  int64  `cbor:"started" json:"started"`
 }
 
+// DatasetFetch is a dataset a machine is fetching for its jobs' instances:
+// others show it as the reason the instances' items wait.
+type DatasetFetch struct {
+	CID  string `cbor:"cid" json:"cid"`
+	Have int64  `cbor:"have" json:"have"` // bytes stored so far (estimated from blocks)
+	Size int64  `cbor:"size" json:"size"` // bytes of the dataset
+}
+
+// MaxFetches is the most dataset fetches a heartbeat lists.
+const MaxFetches = 16
+
 // Heartbeat is the signed liveness and load signal a machine gossips on
 // /cshare/<org>/heartbeat. Sig is an Ed25519 signature by the machine's
 // libp2p key over hbSigDomain || org || 0x00 || canonical CBOR of the
@@ -68,6 +79,7 @@ type Heartbeat struct {
 	Addrs     []string          `cbor:"addrs" json:"addrs"`
 	Version   string            `cbor:"version" json:"version"`
 	Name      string            `cbor:"name" json:"name"`
+	Fetches   []DatasetFetch    `cbor:"fetches,omitempty" json:"fetches,omitempty"`
 	Sig       []byte            `cbor:"sig,omitempty" json:"sig,omitempty"`
 }
 
@@ -186,6 +198,14 @@ func DecodeHeartbeat(data []byte) (Heartbeat, error) {
 	}
 	if hb.Seq == 0 || hb.Interval < 0 {
 		return Heartbeat{}, fmt.Errorf("%w: seq/interval", ErrMalformed)
+	}
+	if len(hb.Fetches) > MaxFetches {
+		return Heartbeat{}, fmt.Errorf("%w: %d fetches; allowed: at most %d", ErrMalformed, len(hb.Fetches), MaxFetches)
+	}
+	for _, f := range hb.Fetches {
+		if len(f.CID) == 0 || len(f.CID) > 128 || f.Have < 0 || f.Size < 0 || f.Have > f.Size {
+			return Heartbeat{}, fmt.Errorf("%w: fetch of %q: have %d of %d bytes; allowed: a CID of 1 to 128 characters, 0 <= have <= size", ErrMalformed, f.CID, f.Have, f.Size)
+		}
 	}
 	return hb, nil
 }

@@ -58,9 +58,44 @@ func TestHeartbeatEncoding(t *testing.T) {
 	}
 }
 
+// TestHeartbeatFetches: dataset fetches round-trip; more than MaxFetches, an
+// empty CID, a negative size or more bytes held than the dataset has are
+// refused.
+func TestHeartbeatFetches(t *testing.T) {
+	k := ptKey(t)
+	hb := ptSigned(t, ptOrg, k, 7)
+	hb.Fetches = []DatasetFetch{{CID: "bafkreiexample", Have: 10, Size: 20}}
+	got, err := DecodeHeartbeat(ptEncode(t, hb))
+	if err != nil || len(got.Fetches) != 1 || got.Fetches[0] != hb.Fetches[0] {
+		t.Fatalf("round trip: %+v, %v", got.Fetches, err)
+	}
+	for name, fs := range map[string][]DatasetFetch{
+		"too many":  make([]DatasetFetch, MaxFetches+1),
+		"empty CID": {{CID: "", Have: 0, Size: 1}},
+		"long CID":  {{CID: string(bytes.Repeat([]byte("b"), 129)), Size: 1}},
+		"negative":  {{CID: "b", Have: -1, Size: 1}},
+		"over":      {{CID: "b", Have: 2, Size: 1}},
+		"neg. size": {{CID: "b", Have: 0, Size: -1}},
+	} {
+		for i := range fs {
+			if fs[i].CID == "" && name == "too many" {
+				fs[i] = DatasetFetch{CID: "b", Size: 1}
+			}
+		}
+		bad := hb
+		bad.Fetches = fs
+		if _, err := DecodeHeartbeat(ptEncode(t, bad)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
 func FuzzDecodeHeartbeat(f *testing.F) {
 	k := ptKey(f)
 	f.Add(ptEncode(f, ptSigned(f, ptOrg, k, 1)))
+	withFetch := ptSigned(f, ptOrg, k, 2)
+	withFetch.Fetches = []DatasetFetch{{CID: "bafkreiexample", Have: 1, Size: 2}}
+	f.Add(ptEncode(f, withFetch))
 	f.Add([]byte{0xa0})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {

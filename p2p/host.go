@@ -21,6 +21,7 @@ import (
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
@@ -127,6 +128,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		libp2p.ConnectionManager(cm),
 		libp2p.ResourceManager(gatedRM{ResourceManager: rm, g: gate}),
 		libp2p.DisableRelay(),
+		libp2p.SwarmOpts(swarm.WithDialRanker(TCPFirst)),
 		libp2p.UserAgent("cshare"),
 	}
 	if cfg.Metrics != nil {

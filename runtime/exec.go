@@ -65,9 +65,9 @@ import (
 // the wrapper joins it before starting the command. Otherwise limits are not
 // enforced and the driver logs one warning, the first time a run asks for
 // any. ShmBytes is never enforced. GPUs are passed as CUDA_VISIBLE_DEVICES
-// (empty when the run has none). Mounts have no namespace to live in: each
-// appears as a symlink at WorkDir/<Target> to Source, and ReadOnly is not
-// enforced.
+// (empty when the run has none). Each mount appears as a symlink at
+// WorkDir/<Target> to Source; ReadOnly ones are read-only binds in a mount
+// namespace of the run's own when the node is root (see exec_ro.go).
 type Exec struct {
 	root string
 	log  *slog.Logger
@@ -244,7 +244,10 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 	if cg != "" {
 		procs = filepath.Join(cg, "cgroup.procs")
 	}
-	args := append([]string{"-c", wrapperScript, "cshare-run", e.exitPath(id), procs}, s.Cmd...)
+	args, attr, err := wrapperArgs(e.exitPath(id), procs, readOnlySources(s), s.Cmd)
+	if err != nil {
+		return "", err
+	}
 	cmd := exec.Command("/bin/sh", args...)
 	cmd.Dir = workDir
 	cmd.Env = s.Environ(map[string]string{
@@ -254,7 +257,7 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 	})
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = attr
 	if err := cmd.Start(); err != nil {
 		return "", fmt.Errorf("runtime: exec: start %q: %w", s.Cmd[0], err)
 	}

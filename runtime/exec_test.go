@@ -193,6 +193,62 @@ func TestExecWorkDirAndMounts(t *testing.T) {
 	}
 }
 
+// TestExecReadOnlyMountsHoldForRoot: a root run cannot write a ReadOnly
+// mount, through its link or the source's own path, nor remount it
+// writable; the host sees no mount and the source stays unchanged.
+func TestExecReadOnlyMountsHoldForRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("read-only mounts are enforced for a root node only")
+	}
+	root := t.TempDir()
+	e, _ := newTestExec(t, root)
+	stopAll(t, root)
+	ctx := waitCtx(t)
+
+	ds := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ds, "hello.txt"), []byte("dataset-ok\n"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(t.TempDir(), "w")
+	script := `cat data/hello.txt
+id -u
+for p in data/new data/hello.txt "$DS/new" "$DS/hello.txt"; do
+  if (echo x > "$p") 2>/dev/null; then echo "wrote $p"; else echo "refused $p"; fi
+done
+if mount -o remount,bind,rw "$DS" 2>/dev/null; then echo remounted; else echo "no remount"; fi
+if (echo x > "$DS/new") 2>/dev/null; then echo "wrote after remount"; fi`
+	s := execSpec(1, "sh", "-c", script)
+	s.WorkDir = work
+	s.Env = map[string]string{"DS": ds}
+	s.Mounts = []Mount{{Source: ds, Target: "/data", ReadOnly: true}}
+	id, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if es, err := e.Wait(ctx, id); err != nil || es.Code != 0 {
+		logs, _ := e.Logs(ctx, id)
+		t.Fatalf("Wait = %+v, %v; logs %q", es, err, logs)
+	}
+	logs, _ := e.Logs(ctx, id)
+	want := "dataset-ok\n0\nrefused data/new\nrefused data/hello.txt\nrefused " + ds + "/new\nrefused " + ds + "/hello.txt\nno remount\n"
+	if string(logs) != want {
+		t.Errorf("logs = %q, want %q", logs, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(ds, "hello.txt")); err != nil || string(b) != "dataset-ok\n" {
+		t.Errorf("source hello.txt = %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(ds, "new")); err == nil {
+		t.Error("the run created a file in the source")
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(mounts), " "+ds+" ") {
+		t.Errorf("the host sees a mount on %s", ds)
+	}
+}
+
 func TestExecStopKillsProcessGroup(t *testing.T) {
 	root := t.TempDir()
 	e, _ := newTestExec(t, root)

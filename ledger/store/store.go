@@ -1,7 +1,9 @@
-// Package store persists the ledger in Badger: blocks by CID (ledger entries
-// and, later, dataset chunks share one block store), small metadata, and the
-// node's write-ahead records (facts of this machine, such as a finished
-// item's result, kept until they are in the ledger).
+// Package store persists the ledger in Badger: blocks by CID (ledger
+// entries), small metadata, the node's write-ahead records (facts of this
+// machine, such as a finished item's result, kept until they are in the
+// ledger), and dataset blocks (small ones in Badger, file chunks in pack
+// files beside it with their places in Badger; see datablocks.go, packs.go)
+// with the pins that keep an unfinished import's blocks.
 // Writes of ledger entries are synchronous (SyncWrites), so an entry the API
 // acknowledged survives kill -9.
 package store
@@ -10,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
@@ -20,7 +23,8 @@ var ErrNotFound = errors.New("store: not found")
 
 // Store is a Badger database.
 type Store struct {
-	db *badger.DB
+	db    *badger.DB
+	packs *packs // dataset blocks of packMin bytes or more (packs.go)
 }
 
 var (
@@ -49,9 +53,9 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(4).
 		WithNumCompactors(2).
-		// Values above 1 KiB (dataset chunks, large entries) go to the
-		// value log: 256 KiB chunks kept in the LSM tree made every memtable
-		// flush after a few dozen and compactions rewrite them over and over.
+		// Values above 1 KiB (small dataset blocks, large entries) go to the
+		// value log, not the LSM tree, where they made memtables flush often
+		// and compactions rewrite them. (Dataset chunks go to packs.go.)
 		WithValueThreshold(1 << 10)
 	if log != nil {
 		opts = opts.WithLogger(slogAdapter{log})
@@ -62,11 +66,19 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
-	return &Store{db: db}, nil
+	ps, err := openPacks(filepath.Join(dir, "packs"))
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &Store{db: db, packs: ps}, nil
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.packs.close()
+	return s.db.Close()
+}
 
 func blockKey(c cid.Cid) []byte { return append(append([]byte(nil), blockPrefix...), c.Bytes()...) }
 

@@ -5,7 +5,11 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ipfs/go-cid"
 	mh "github.com/multiformats/go-multihash"
@@ -216,5 +220,144 @@ func TestRecords(t *testing.T) {
 	}
 	if got := list(); len(got) != 1 || got[0] != "r/b/2" {
 		t.Fatalf("after delete: %v", got)
+	}
+}
+
+// TestDataPins: PutDataBlocks pins every block of a batch, stored before or
+// not, under its import's ID; ForEachDataPin sees each pin with its time
+// (whole seconds); DeleteDataPins removes one import's pins only and leaves
+// the blocks; a bad pin ID writes nothing.
+func TestDataPins(t *testing.T) {
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a, b, c := block(1, 2000), block(2, 10), block(3, 300)
+	if n, err := s.PutDataBlocks([]Block{a}, nil); err != nil || n != 1 {
+		t.Fatalf("put a = %d, %v", n, err)
+	}
+	at := time.Unix(1_700_000_000, 0)
+	if n, err := s.PutDataBlocks([]Block{a, b}, &Pin{ID: "one", At: at}); err != nil || n != 1 {
+		t.Fatalf("put a, b pinned = %d, %v; want 1 new", n, err)
+	}
+	if _, err := s.PutDataBlocks([]Block{c}, &Pin{ID: "two", At: at.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"", "a/b", strings.Repeat("x", 65)} {
+		if _, err := s.PutDataBlocks([]Block{block(4, 10)}, &Pin{ID: id, At: at}); err == nil {
+			t.Errorf("pin ID %q accepted", id)
+		}
+	}
+	if s.HasDataBlock(block(4, 10).CID) {
+		t.Error("a put with a bad pin stored its block")
+	}
+	pins := func() map[string]string {
+		out := map[string]string{}
+		if err := s.ForEachDataPin(func(p Pin, c cid.Cid) error {
+			out[c.String()] = p.ID + "@" + p.At.UTC().Format(time.RFC3339)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := map[string]string{
+		a.CID.String(): "one@2023-11-14T22:13:20Z",
+		b.CID.String(): "one@2023-11-14T22:13:20Z",
+		c.CID.String(): "two@2023-11-14T23:13:20Z",
+	}
+	if got := pins(); !maps.Equal(got, want) {
+		t.Fatalf("pins = %v, want %v", got, want)
+	}
+	if err := s.DeleteDataPins([]string{"one", "absent"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pins(); len(got) != 1 || got[c.CID.String()] == "" {
+		t.Errorf("after deleting one's pins: %v", got)
+	}
+	for _, blk := range []Block{a, b, c} {
+		if !s.HasDataBlock(blk.CID) {
+			t.Errorf("block %s gone with its pin", blk.CID)
+		}
+	}
+}
+
+// TestDataPacks: blocks of 4 KiB or more go to pack files, smaller ones to
+// Badger; both read back whole (also after a reopen, and into a caller's
+// buffer), with their sizes; a pack file goes when its last block is
+// deleted, not before.
+func TestDataPacks(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	small, big1, big2 := block(1, 100), block(2, 300<<10), block(3, 4<<10)
+	if n, err := s.PutDataBlocks([]Block{small, big1, big2}, nil); err != nil || n != 3 {
+		t.Fatalf("put = %d, %v", n, err)
+	}
+	if n, err := s.PutDataBlocks([]Block{big1}, nil); err != nil || n != 0 {
+		t.Fatalf("put again = %d, %v; want 0 new", n, err)
+	}
+	packFiles := func() []string {
+		m, _ := filepath.Glob(filepath.Join(dir, "packs", "*.pack"))
+		return m
+	}
+	if got := packFiles(); len(got) != 1 {
+		t.Fatalf("pack files %v, want 1", got)
+	}
+	check := func(s *Store) {
+		t.Helper()
+		for _, b := range []Block{small, big1, big2} {
+			got, err := s.DataBlock(b.CID)
+			if err != nil || !bytes.Equal(got, b.Data) {
+				t.Fatalf("block of %d bytes: %d bytes back, %v", len(b.Data), len(got), err)
+			}
+			if n, err := s.DataBlockSize(b.CID); err != nil || n != len(b.Data) {
+				t.Fatalf("size = %d, %v; want %d", n, err, len(b.Data))
+			}
+			buf := make([]byte, 0, 512<<10)
+			if got, err := s.DataBlockInto(b.CID, buf); err != nil || !bytes.Equal(got, b.Data) || (len(got) > 0 && &got[:1][0] != &buf[:1][0]) {
+				t.Fatalf("DataBlockInto: %d bytes, %v, or not in the buffer", len(got), err)
+			}
+		}
+		var n int
+		if err := s.ForEachDataCID(func(cid.Cid) error { n++; return nil }); err != nil || n != 3 {
+			t.Fatalf("ForEachDataCID: %d, %v", n, err)
+		}
+	}
+	check(s)
+	s.Close()
+	if s, err = Open(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { s.Close() }()
+	check(s)
+	// A new batch after the reopen goes to a new pack.
+	big4 := block(4, 64<<10)
+	if _, err := s.PutDataBlocks([]Block{big4}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := packFiles(); len(got) != 2 {
+		t.Fatalf("pack files %v, want 2", got)
+	}
+	if err := s.DeleteDataBlocks([]cid.Cid{big1.CID, small.CID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := packFiles(); len(got) != 2 {
+		t.Fatalf("after deleting one of two packed blocks: pack files %v, want 2", got)
+	}
+	if _, err := s.DataBlock(big1.CID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted block: %v", err)
+	}
+	if got, err := s.DataBlock(big2.CID); err != nil || !bytes.Equal(got, big2.Data) {
+		t.Fatalf("the other block of the pack: %v", err)
+	}
+	if err := s.DeleteDataBlocks([]cid.Cid{big2.CID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := packFiles(); len(got) != 1 {
+		t.Fatalf("after deleting a pack's last block: pack files %v, want the current one", got)
 	}
 }
