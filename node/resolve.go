@@ -34,7 +34,7 @@ type candidate struct{ ID, Name string }
 func resolveRef(kind, list, ref string, cands []candidate) (string, error) {
 	ref = strings.TrimSpace(ref)
 	if ref == "" {
-		return "", api.Errorf(http.StatusBadRequest, "%s: give a %s ID or name (see %s)", kind, kind, list)
+		return "", api.Errorf(http.StatusBadRequest, "%s: give %s ID or name (see %s)", kind, article(kind), list)
 	}
 	for _, c := range cands {
 		if c.ID == ref {
@@ -104,4 +104,12 @@ func memberCandidates(st *ledger.State) []candidate {
 		out[i] = candidate{ID: m.ID, Name: personName(st, m.ID)}
 	}
 	return out
+}
+
+// article is kind with its indefinite article ("a job", "an offer").
+func article(kind string) string {
+	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an " + kind
+	}
+	return "a " + kind
 }

@@ -70,18 +70,7 @@ func (s *witnessSource) Witness(org string, c ledger.Capability, joiner peer.ID)
 	var refusal error
 	n.snapshot(func(st *ledger.State) {
 		me := st.Machines[n.idStr]
-		switch {
-		case st.Org == "" || st.Org != org:
-			refusal = fmt.Errorf("machine %s is not in org %s; ask a machine of that org", n.idStr, org)
-		case me == nil || me.Status != ledger.MachineApproved:
-			refusal = fmt.Errorf("machine %s is not an approved machine of org %s; ask another machine of the org", n.idStr, org)
-		case st.Deleted:
-			refusal = fmt.Errorf("org %s was deleted; there is nothing to join", st.Name)
-		default:
-			if why := checkRedeemable(st, c, me.Name, now); why != "" {
-				refusal = errors.New(why)
-				return
-			}
+		if refusal = n.redeemableHere(st, org, c, now); refusal == nil {
 			registered := func(id string) bool {
 				m := st.Machines[id]
 				return m != nil && (m.Status == ledger.MachineApproved || m.Status == ledger.MachinePending)
@@ -106,21 +95,7 @@ func (s *witnessSource) Admit(org string, c ledger.Capability, joiner peer.ID) e
 	n := (*Node)(s)
 	now := n.now()
 	var refusal error
-	n.snapshot(func(st *ledger.State) {
-		me := st.Machines[n.idStr]
-		switch {
-		case st.Org == "" || st.Org != org:
-			refusal = fmt.Errorf("machine %s is not in org %s; ask a machine of that org", n.idStr, org)
-		case me == nil || me.Status != ledger.MachineApproved:
-			refusal = fmt.Errorf("machine %s is not an approved machine of org %s; ask another machine of the org", n.idStr, org)
-		case st.Deleted:
-			refusal = fmt.Errorf("org %s was deleted; there is nothing to join", st.Name)
-		default:
-			if why := checkRedeemable(st, c, me.Name, now); why != "" {
-				refusal = errors.New(why)
-			}
-		}
-	})
+	n.snapshot(func(st *ledger.State) { refusal = n.redeemableHere(st, org, c, now) })
 	if refusal != nil {
 		n.log.Info("refused a joiner", "joiner", joiner.String(), "kind", c.Kind, "cap", c.ID, "why", refusal)
 	}
@@ -268,4 +243,23 @@ func (n *Node) witnessFor(ctx context.Context, c ledger.Capability, bootstrap []
 	default:
 		return nil, api.Errorf(http.StatusBadGateway, "%s: no approved machine of the org is connected to witness this redemption; try again when the issuing machine is running and reachable", what)
 	}
+}
+
+// redeemableHere is why this machine may not vouch for c in org at now
+// (witness or admission), or nil: it must be an approved machine of org,
+// the org not deleted, and c redeemable on this machine's clock.
+func (n *Node) redeemableHere(st *ledger.State, org string, c ledger.Capability, now time.Time) error {
+	me := st.Machines[n.idStr]
+	switch {
+	case st.Org == "" || st.Org != org:
+		return fmt.Errorf("machine %s is not in org %s; ask a machine of that org", n.idStr, org)
+	case me == nil || me.Status != ledger.MachineApproved:
+		return fmt.Errorf("machine %s is not an approved machine of org %s; ask another machine of the org", n.idStr, org)
+	case st.Deleted:
+		return fmt.Errorf("org %s was deleted; there is nothing to join", st.Name)
+	}
+	if why := checkRedeemable(st, c, me.Name, now); why != "" {
+		return errors.New(why)
+	}
+	return nil
 }
