@@ -15,15 +15,15 @@ import (
 
 // Dataset blocks of packMin bytes or more (file chunks) are appended to
 // pack files in <dir>/packs (with O_DIRECT on Linux: no page cache copy;
-// each block starts on a 4 KiB boundary), one fsync per batch, and Badger
-// keeps only where each is (key dk/<CID>, a 16-byte pointer). Writing them
-// into Badger's value log instead went through its memory map, a page fault
-// per 4 KiB, which made it the largest cost of an import and of a fetch. A
-// pointer is written after its pack is synced, so a block the store
-// acknowledged survives kill -9; bytes of a batch cut short are never
-// pointed at. A pack file is deleted once no pointer refers to it (and it is
-// not the one being appended to); the space of a pack's dead blocks comes
-// back only with the last of them.
+// each block starts on a 4 KiB boundary), one writev and one fsync per
+// batch, and Badger keeps only where each is (key dk/<CID>, a 16-byte
+// pointer). Writing them into Badger's value log instead went through its
+// memory map, a page fault per 4 KiB, which made it the largest cost of an
+// import and of a fetch. A pointer is written after its pack is synced, so
+// a block the store acknowledged survives kill -9; bytes of a batch cut
+// short are never pointed at. A pack file is deleted once no pointer refers
+// to it (and it is not the one being appended to); the space of a pack's
+// dead blocks comes back only with the last of them.
 
 const (
 	packMin   = 4 << 10
