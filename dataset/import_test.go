@@ -34,22 +34,29 @@ func TestImportCancelled(t *testing.T) {
 	}
 }
 
-// TestChunkPool: the pool takes back only buffers it lent, once each, and
-// lends them again; a foreign buffer of the same size is left alone.
+// TestChunkPool: the pool takes back only buffers it lent, once each; a
+// foreign buffer of the same size is left alone, and a buffer it lends
+// is whole.
 func TestChunkPool(t *testing.T) {
 	p := newChunkPool()
 	a := p.get()
+	if len(a) != ChunkSize {
+		t.Fatalf("lent %d bytes, want %d", len(a), ChunkSize)
+	}
 	foreign := make([]byte, ChunkSize)
-	p.put(foreign)
-	p.put(a[:10]) // a short chunk read into a
-	p.put(a)      // twice: taken back once
-	if len(p.free) != 1 || &p.free[0][0] != &a[0] || len(p.free[0]) != ChunkSize {
-		t.Fatalf("free = %d buffers, want a alone, whole", len(p.free))
+	if p.put(foreign) {
+		t.Fatal("the pool took a foreign buffer")
 	}
-	if b := p.get(); &b[0] != &a[0] {
-		t.Fatal("the pool did not lend its free buffer again")
+	if !p.put(a[:10]) { // a short chunk read into a
+		t.Fatal("the pool did not take back its buffer")
 	}
-	if b := p.get(); &b[0] == &foreign[0] {
-		t.Fatal("the pool lent a foreign buffer")
+	if p.put(a) {
+		t.Fatal("the pool took back a buffer twice")
+	}
+	for range 4 {
+		b := p.get()
+		if &b[0] == &foreign[0] || len(b) != ChunkSize {
+			t.Fatal("the pool lent a foreign or short buffer")
+		}
 	}
 }

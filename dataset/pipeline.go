@@ -23,44 +23,50 @@ import (
 // readAhead is how many chunks are read and hashed ahead of the layout.
 const readAhead = 32
 
-// chunkPool holds chunk buffers an import made and stored: the next chunks
-// are read into them, not into fresh memory (whose page faults and zeroing
-// cost about as much as hashing). A buffer is in use from the read until
-// the writer stored it; chunks lends out those it made and takes back only
-// those.
+// chunkBufs holds chunk buffers imports made and stored, for the next
+// chunks (of this import or a later one) to be read into, not into fresh
+// memory, whose page faults and zeroing cost about as much as hashing. The
+// garbage collector empties it when imports stop.
+var chunkBufs sync.Pool
+
+// chunkPool lends an import chunk buffers: a buffer is in use from the read
+// until the writer stored it. chunks lends out buffers and takes back only
+// those it lent.
 type chunkPool struct {
 	mu   sync.Mutex
-	free [][]byte
 	lent map[*byte]bool
 }
 
 func newChunkPool() *chunkPool { return &chunkPool{lent: map[*byte]bool{}} }
 
 func (p *chunkPool) get() []byte {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var b []byte
-	if k := len(p.free); k > 0 {
-		b, p.free = p.free[k-1], p.free[:k-1]
+	if a, ok := chunkBufs.Get().(*[ChunkSize]byte); ok {
+		b = a[:]
 	} else {
 		b = make([]byte, ChunkSize)
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.lent[&b[0]] = true
 	return b
 }
 
-// put takes back data if it is a buffer get lent (else it does nothing).
-func (p *chunkPool) put(data []byte) {
+// put takes back data if it is a buffer get lent and reports whether it
+// did (else it does nothing).
+func (p *chunkPool) put(data []byte) bool {
 	if cap(data) != ChunkSize {
-		return
+		return false
 	}
 	b := data[:ChunkSize]
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.lent[&b[0]] {
-		delete(p.lent, &b[0])
-		p.free = append(p.free, b)
+	ok := p.lent[&b[0]]
+	delete(p.lent, &b[0])
+	p.mu.Unlock()
+	if ok {
+		chunkBufs.Put((*[ChunkSize]byte)(b))
 	}
+	return ok
 }
 
 // chunk is one chunk of a file, read ahead and hashed.

@@ -15,15 +15,15 @@ import (
 
 // Dataset blocks of packMin bytes or more (file chunks) are appended to
 // pack files in <dir>/packs (with O_DIRECT on Linux: no page cache copy;
-// each block starts on a 4 KiB boundary), one fsync per batch, and Badger
-// keeps only where each is (key dk/<CID>, a 16-byte pointer). Writing them
-// into Badger's value log instead went through its memory map, a page fault
-// per 4 KiB, which made it the largest cost of an import and of a fetch. A
-// pointer is written after its pack is synced, so a block the store
-// acknowledged survives kill -9; bytes of a batch cut short are never
-// pointed at. A pack file is deleted once no pointer refers to it (and it is
-// not the one being appended to); the space of a pack's dead blocks comes
-// back only with the last of them.
+// each block starts on a 4 KiB boundary), one writev and one fsync per
+// batch, and Badger keeps only where each is (key dk/<CID>, a 16-byte
+// pointer). Writing them into Badger's value log instead went through its
+// memory map, a page fault per 4 KiB, which made it the largest cost of an
+// import and of a fetch. A pointer is written after its pack is synced, so
+// a block the store acknowledged survives kill -9; bytes of a batch cut
+// short are never pointed at. A pack file is deleted once no pointer refers
+// to it (and it is not the one being appended to); the space of a pack's
+// dead blocks comes back only with the last of them.
 
 const (
 	packMin   = 4 << 10
@@ -126,26 +126,36 @@ func (p *packs) append(bs []Block) ([]ptr, error) {
 		}
 	}
 	out := make([]ptr, len(bs))
+	bufs := make([][]byte, len(bs))
+	// O_DIRECT takes whole aligned pages from aligned memory: blocks not
+	// so are copied, zero padded, into one aligned buffer.
+	var pad int
+	for _, b := range bs {
+		if p.direct && !aligned(b.Data) {
+			pad += padded(len(b.Data))
+		}
+	}
 	var bounce []byte
+	if pad > 0 {
+		bounce = alignedBuf(pad)
+	}
+	off := p.curSize
 	for i, b := range bs {
 		data := b.Data
 		if p.direct && !aligned(data) {
-			// O_DIRECT takes whole aligned pages from aligned memory: the
-			// block is copied into such, zero padded.
-			n := (len(data) + pageSize - 1) / pageSize * pageSize
-			if cap(bounce) < n {
-				bounce = alignedBuf(n)
-			}
-			data = bounce[:n]
+			n := padded(len(data))
+			data, bounce = bounce[:n:n], bounce[n:]
 			clear(data[copy(data, b.Data):])
 		}
-		if _, err := p.cur.Write(data); err != nil {
-			p.abandon()
-			return nil, fmt.Errorf("store: pack write: %w", err)
-		}
-		out[i] = ptr{pack: p.curID, off: uint64(p.curSize), n: uint32(len(b.Data))}
-		p.curSize += int64(len(data))
+		bufs[i] = data
+		out[i] = ptr{pack: p.curID, off: uint64(off), n: uint32(len(b.Data))}
+		off += int64(len(data))
 	}
+	if err := writeBufs(p.cur, bufs); err != nil {
+		p.abandon()
+		return nil, fmt.Errorf("store: pack write: %w", err)
+	}
+	p.curSize = off
 	if err := p.cur.Sync(); err != nil {
 		p.abandon()
 		return nil, fmt.Errorf("store: pack sync: %w", err)
@@ -154,6 +164,9 @@ func (p *packs) append(bs []Block) ([]ptr, error) {
 }
 
 const pageSize = 4096
+
+// padded is n rounded up to whole pages.
+func padded(n int) int { return (n + pageSize - 1) / pageSize * pageSize }
 
 // aligned reports whether b can be written with O_DIRECT as it is: whole
 // pages from a page-aligned address (as Go allocates large slices).

@@ -361,3 +361,36 @@ func TestDataPacks(t *testing.T) {
 		t.Fatalf("after deleting a pack's last block: pack files %v, want the current one", got)
 	}
 }
+
+// TestDataPacksMixedBatch: one batch of blocks that are page-aligned and
+// not (odd sizes, an odd start in memory), written together, reads back
+// block for block, also after a reopen.
+func TestDataPacksMixedBatch(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	odd := block(5, 64<<10+1)
+	odd.Data = odd.Data[1:] // starts one byte into its memory
+	odd.CID = block(6, 1).CID
+	bs := []Block{block(1, 256<<10), block(2, 5000), odd, block(3, 4097), block(4, 256<<10), block(7, 12<<10)}
+	if n, err := s.PutDataBlocks(bs, nil); err != nil || n != len(bs) {
+		t.Fatalf("put = %d, %v", n, err)
+	}
+	check := func(s *Store) {
+		t.Helper()
+		for i, b := range bs {
+			if got, err := s.DataBlock(b.CID); err != nil || !bytes.Equal(got, b.Data) {
+				t.Fatalf("block %d of %d bytes: %d bytes back, %v", i, len(b.Data), len(got), err)
+			}
+		}
+	}
+	check(s)
+	s.Close()
+	if s, err = Open(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	check(s)
+}
