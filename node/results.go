@@ -17,9 +17,11 @@ import (
 
 const resultsPrefix = "results/"
 
-// resultKey is the write-ahead record of one run's result.
+// resultKey is the write-ahead record of one run's result. A run is its
+// item, instance and start: an instance that runs an item again (a retry)
+// writes a second record, not over the first.
 func resultKey(job string, r ledger.ItemResult) string {
-	return resultsPrefix + job + "/" + strconv.FormatInt(r.Item, 10) + "/" + r.Instance
+	return resultsPrefix + job + "/" + strconv.FormatInt(r.Item, 10) + "/" + r.Instance + "/" + strconv.FormatInt(r.Started, 10)
 }
 
 // persistResult writes a result's record durably.
@@ -93,11 +95,13 @@ func (s *scheduler) loadResults() {
 	}
 }
 
-// inLedger reports whether job j holds machine's run r.
+// inLedger reports whether job j holds machine's run r: the same item,
+// instance and start (a retry of the item on the same instance is another
+// run, whose result must not be taken for the first one's and dropped).
 func inLedger(j *ledger.Job, machine string, r ledger.ItemResult) bool {
 	found := false
 	j.Runs.Each(func(run ledger.Run) {
-		found = found || run.Item == r.Item && run.Machine == machine && run.Instance == r.Instance
+		found = found || run.Item == r.Item && run.Machine == machine && run.Instance == r.Instance && run.Started == r.Started
 	})
 	return found
 }
