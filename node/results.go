@@ -52,8 +52,8 @@ func (s *scheduler) forgetResults(job string, rs []ledger.ItemResult) {
 func (s *scheduler) loadResults() {
 	n := s.n
 	type rec struct {
-		job string
-		r   ledger.ItemResult
+		job, key string // key as stored (an older node's keys lack the start)
+		r        ledger.ItemResult
 	}
 	var recs []rec
 	var stale []string
@@ -64,7 +64,7 @@ func (s *scheduler) loadResults() {
 			stale = append(stale, key)
 			return nil
 		}
-		recs = append(recs, rec{job, r})
+		recs = append(recs, rec{job, key, r})
 		return nil
 	})
 	if err != nil {
@@ -76,7 +76,7 @@ func (s *scheduler) loadResults() {
 		for _, x := range recs {
 			j := st.Jobs[x.job]
 			if j == nil || inLedger(j, n.idStr, x.r) {
-				stale = append(stale, resultKey(x.job, x.r))
+				stale = append(stale, x.key)
 				continue
 			}
 			keep = append(keep, x)
