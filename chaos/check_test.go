@@ -58,6 +58,7 @@ type report struct {
 	jobs, items          int
 	realRuns, retries    int
 	extraForced          int
+	afterStop            int
 	faults               []*fault
 	convergeHeal         time.Duration
 	convergeHealOK       bool
@@ -73,8 +74,8 @@ func (r *report) violate(format string, a ...any) {
 func (r *report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos summary: 5 nodes, %s of faults, heartbeat %s, seed %d\n", r.duration, r.hb, r.seed)
-	fmt.Fprintf(&b, "operations: %d job submits (%d got no answer or an error: node paused, killed or cut off), %d jobs in the ledger, %d items, %d real runs on the host (%d retries of items failed on purpose, %d extra runs forced by a partition or pause)\n",
-		r.submits, r.submitFails, r.jobs, r.items, r.realRuns, r.retries, r.extraForced)
+	fmt.Fprintf(&b, "operations: %d job submits (%d got no answer or an error: node paused, killed or cut off), %d jobs in the ledger, %d items, %d real runs on the host (%d retries of items failed on purpose, %d runs after a run stopped (preempted) as job items record, %d extra runs forced by a partition or pause)\n",
+		r.submits, r.submitFails, r.jobs, r.items, r.realRuns, r.retries, r.afterStop, r.extraForced)
 	byKind := map[string]int{}
 	for _, f := range r.faults {
 		byKind[f.kind]++
@@ -277,6 +278,13 @@ func checkRuns(r *report, id string, items []itemInfo, runs map[jobItem][]*hostR
 				r.retries++
 				continue
 			}
+			// A run the node stopped (a plan change preempted it) gives
+			// its item back to the agenda: the next run after the stop is
+			// legitimate when job items record the stop.
+			if at, ok := stoppedAt(prev, it.Runs); ok && !h.start.Before(at) {
+				r.afterStop++
+				continue
+			}
 			first := hrs[0]
 			if forced(faults, machines, first.start, h.start, 3*hb, first.machine, h.machine) {
 				r.extraForced++
@@ -287,6 +295,29 @@ func checkRuns(r *report, id string, items []itemInfo, runs map[jobItem][]*hostR
 			break
 		}
 	}
+}
+
+// stoppedAt returns when host run h was stopped, if it wrote no end line
+// and job items record it as stopped: its start on the host plus its
+// duration in the ledger (a difference of one node's clock, so a skew
+// shifts nothing; the host start is a little later than the node's, so the
+// estimate errs late).
+func stoppedAt(h *hostRun, lrs []ledgerRun) (time.Time, bool) {
+	if !h.end.IsZero() {
+		return time.Time{}, false
+	}
+	for _, lr := range lrs {
+		if !lr.Stopped || lr.Machine != h.machine || lr.Instance != h.instance {
+			continue
+		}
+		st, err1 := time.Parse(time.RFC3339Nano, lr.Start)
+		en, err2 := time.Parse(time.RFC3339Nano, lr.End)
+		if err1 != nil || err2 != nil || en.Before(st) {
+			continue
+		}
+		return h.start.Add(en.Sub(st)), true
+	}
+	return time.Time{}, false
 }
 
 func fmtHostRuns(hrs []*hostRun, names map[string]string) string {

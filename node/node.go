@@ -348,6 +348,9 @@ func (n *Node) Close() error {
 	o := n.org
 	n.org = nil
 	n.mu.Unlock()
+	if n.host != nil {
+		n.host.StopGossip() // no PRUNE to the org's peers (see p2p.Host.StopGossip)
+	}
 	n.closeOffers()
 	if o != nil {
 		o.Close()

@@ -179,6 +179,7 @@ func (n *Node) redialLoop() {
 	var aloneSince time.Time
 	said := false
 	asked := map[peer.ID]time.Time{} // tombstone requests (leave.go)
+	mute := map[peer.ID]time.Time{}  // connected machines GossipSub has no writer to, since
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -192,12 +193,33 @@ func (n *Node) redialLoop() {
 		ids := n.orgMachines()
 		var lost []string
 		connected := 0
+		var reset []string
 		for _, p := range ids {
 			if n.host.Connected(p) {
 				connected++
+				if gossipStuck(mute, p, n.host.GossipWriter(p), now, n.interval) {
+					reset = append(reset, p.String())
+				}
 				continue
 			}
+			delete(mute, p)
 			lost = append(lost, p.String())
+		}
+		for _, id := range reset {
+			if dialing[id] {
+				continue
+			}
+			dialing[id] = true
+			n.log.Info("no gossip stream to a connected machine: reconnecting", "machine", id)
+			n.spawn(func() {
+				defer func() {
+					select {
+					case done <- id:
+					case <-n.ctx.Done():
+					}
+				}()
+				n.resetPeer(id)
+			})
 		}
 		if now.Sub(learnt) >= n.interval {
 			learnt = now
@@ -252,6 +274,49 @@ func aloneGrace(iv time.Duration) time.Duration {
 // redialTimeout bounds one reconnection attempt.
 func (n *Node) redialTimeout() time.Duration {
 	return max(n.interval, 5*time.Second)
+}
+
+// gossipStuck reports whether machine p, connected, has had no GossipSub
+// writer (see p2p.Host.GossipWriter) for gossipResetAfter: its heartbeats
+// and ours no longer pass, and only a new connection brings the writer
+// back. mute remembers since when each machine has had none.
+func gossipStuck(mute map[peer.ID]time.Time, p peer.ID, writer bool, now time.Time, iv time.Duration) bool {
+	if writer {
+		delete(mute, p)
+		return false
+	}
+	since, ok := mute[p]
+	if !ok || now.Before(since) {
+		mute[p] = now
+		return false
+	}
+	if now.Sub(since) < gossipResetAfter(iv) {
+		return false
+	}
+	delete(mute, p) // a new grace after the reset
+	return true
+}
+
+// gossipResetAfter is how long a connected machine may have no GossipSub
+// writer before its connection is reset: a stream opens within
+// milliseconds of a connection, so half an interval (at least 500 ms, at
+// most 5 s) is well past that, and well before the 3 intervals that make a
+// machine offline.
+func gossipResetAfter(iv time.Duration) time.Duration {
+	return min(max(iv/2, 500*time.Millisecond), 5*time.Second)
+}
+
+// resetPeer closes the connections to machine id and dials it again.
+func (n *Node) resetPeer(id string) {
+	p, err := peer.Decode(id)
+	if err != nil {
+		return
+	}
+	ctx, c := context.WithTimeout(n.ctx, n.redialTimeout())
+	defer c()
+	if err := n.host.ResetPeer(ctx, p, n.knownAddrs(id)); err != nil && n.ctx.Err() == nil {
+		n.log.Debug("reconnect for gossip", "machine", id, "err", err)
+	}
 }
 
 // redial makes one attempt to connect to machine id.

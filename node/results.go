@@ -17,9 +17,11 @@ import (
 
 const resultsPrefix = "results/"
 
-// resultKey is the write-ahead record of one run's result.
+// resultKey is the write-ahead record of one run's result. A run is its
+// item, instance and start: an instance that runs an item again (a retry)
+// writes a second record, not over the first.
 func resultKey(job string, r ledger.ItemResult) string {
-	return resultsPrefix + job + "/" + strconv.FormatInt(r.Item, 10) + "/" + r.Instance
+	return resultsPrefix + job + "/" + strconv.FormatInt(r.Item, 10) + "/" + r.Instance + "/" + strconv.FormatInt(r.Started, 10)
 }
 
 // persistResult writes a result's record durably.
@@ -50,8 +52,8 @@ func (s *scheduler) forgetResults(job string, rs []ledger.ItemResult) {
 func (s *scheduler) loadResults() {
 	n := s.n
 	type rec struct {
-		job string
-		r   ledger.ItemResult
+		job, key string // key as stored (an older node's keys lack the start)
+		r        ledger.ItemResult
 	}
 	var recs []rec
 	var stale []string
@@ -62,7 +64,7 @@ func (s *scheduler) loadResults() {
 			stale = append(stale, key)
 			return nil
 		}
-		recs = append(recs, rec{job, r})
+		recs = append(recs, rec{job, key, r})
 		return nil
 	})
 	if err != nil {
@@ -74,7 +76,7 @@ func (s *scheduler) loadResults() {
 		for _, x := range recs {
 			j := st.Jobs[x.job]
 			if j == nil || inLedger(j, n.idStr, x.r) {
-				stale = append(stale, resultKey(x.job, x.r))
+				stale = append(stale, x.key)
 				continue
 			}
 			keep = append(keep, x)
@@ -93,11 +95,13 @@ func (s *scheduler) loadResults() {
 	}
 }
 
-// inLedger reports whether job j holds machine's run r.
+// inLedger reports whether job j holds machine's run r: the same item,
+// instance and start (a retry of the item on the same instance is another
+// run, whose result must not be taken for the first one's and dropped).
 func inLedger(j *ledger.Job, machine string, r ledger.ItemResult) bool {
 	found := false
 	j.Runs.Each(func(run ledger.Run) {
-		found = found || run.Item == r.Item && run.Machine == machine && run.Instance == r.Instance
+		found = found || run.Item == r.Item && run.Machine == machine && run.Instance == r.Instance && run.Started == r.Started
 	})
 	return found
 }

@@ -26,6 +26,7 @@ type dropTracer struct {
 	dropped *prometheus.CounterVec
 	traffic *traffic
 	hook    TraceHook // may be nil
+	writers *psPeers  // may be nil
 }
 
 // Trace events passed to a TraceHook.
@@ -94,8 +95,18 @@ func (t dropTracer) UndeliverableMessage(*pubsub.Message) {
 	t.dropped.WithLabelValues(DropUndeliverable).Inc()
 }
 
-func (t dropTracer) AddPeer(peer.ID, protocol.ID)      { t.trace(TracePeerAdd, nil) }
-func (t dropTracer) RemovePeer(peer.ID)                { t.trace(TracePeerRemove, nil) }
+func (t dropTracer) AddPeer(p peer.ID, _ protocol.ID) {
+	if t.writers != nil {
+		t.writers.set(p, true)
+	}
+	t.trace(TracePeerAdd, nil)
+}
+func (t dropTracer) RemovePeer(p peer.ID) {
+	if t.writers != nil {
+		t.writers.set(p, false)
+	}
+	t.trace(TracePeerRemove, nil)
+}
 func (dropTracer) Join(string)                         {}
 func (dropTracer) Leave(string)                        {}
 func (dropTracer) Graft(peer.ID, string)               {}

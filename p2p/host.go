@@ -2,6 +2,7 @@ package p2p
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -68,6 +69,7 @@ type Host struct {
 	traffic  *traffic
 	gate     *Gate
 	floods   *floods
+	psPeers  psPeers // peers GossipSub has a writer to
 
 	mu     sync.Mutex
 	mdns   mdns.Service // nil unless StartMDNS
@@ -162,6 +164,12 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.refused = registerOrExisting(cfg.Metrics, h.refused)
 	}
 
+	author, err := processAuthor()
+	if err != nil {
+		cancel()
+		_ = lh.Close()
+		return nil, err
+	}
 	ps, err := pubsub.NewGossipSub(hctx, lh,
 		pubsub.WithMessageIdFn(contentID),
 		pubsub.WithMaxMessageSize(MaxPayloadSize+envelopeSlack),
@@ -170,6 +178,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		// libp2p's envelope signature would be a second Ed25519 verify per
 		// message per node, the largest cost of a big org's gossip.
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
+		pubsub.WithMessageAuthor(author), // see processAuthor
 		pubsub.WithPeerScore(peerScoreParams(func(p peer.ID) float64 { return h.floods.score(p) + gate.appScore(p) }), peerScoreThresholds()),
 		pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(h.inspectScores), scoreInspectPeriod),
 		pubsub.WithFloodPublish(true),
@@ -184,7 +193,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		// the next heartbeat, an interval later.
 		pubsub.WithValidateQueueSize(validateQueueSize),
 		pubsub.WithPeerOutboundQueueSize(outboundQueueSize),
-		pubsub.WithRawTracer(dropTracer{self: lh.ID(), dropped: h.dropped, traffic: h.traffic, hook: cfg.Trace}),
+		pubsub.WithRawTracer(dropTracer{self: lh.ID(), dropped: h.dropped, traffic: h.traffic, hook: cfg.Trace, writers: &h.psPeers}),
 		pubsub.WithLogger(logger),
 	)
 	if err != nil {
@@ -390,12 +399,33 @@ func (h *Host) Close() error {
 		orgs = append(orgs, o)
 	}
 	h.mu.Unlock()
+	h.StopGossip() // before the orgs: leave no PRUNE behind (see StopGossip)
 	for _, o := range orgs {
 		o.Close()
 	}
 	h.StopMDNS()
-	h.cancel()
 	return h.h.Close()
+}
+
+// processAuthor returns a random author ID for this process's GossipSub
+// messages (their envelope's From, which nothing reads: our payloads carry
+// and sign their sender, message IDs are content hashes). With the host's
+// own ID as author, a restarted process that was offered its previous
+// process's recent messages (IHAVE, then its own IWANT) rejected them as
+// "self originated" and GossipSub counted each as an invalid delivery of
+// the honest peer that sent it: -100·n² each, so after a restart or two
+// the restarted machine scored its peers below the publish and graylist
+// thresholds, sent them nothing and ignored what they sent: offline both
+// ways, its items and theirs run again (make chaos, sigterm-restart). An
+// author of its own per process never matches a later process's ID; nodes
+// of earlier versions only compare From with their own ID, which it never
+// is either.
+func processAuthor() (peer.ID, error) {
+	_, pub, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		return "", fmt.Errorf("p2p: gossip author key: %w", err)
+	}
+	return peer.IDFromPublicKey(pub)
 }
 
 // gossipParams tunes GossipSub for an org: a full mesh of machines (each
@@ -437,10 +467,23 @@ func peerScoreParams(app func(peer.ID) float64) *pubsub.PeerScoreParams {
 		AppSpecificWeight: 1,
 		// Disabled: the machines of one office share a public IP behind NAT,
 		// and in-process test meshes all share 127.0.0.1.
-		IPColocationFactorWeight:  0,
+		IPColocationFactorWeight: 0,
+		// Behaviour penalties (P7) count GRAFTs within a backoff, broken
+		// IWANT promises and (10 at once) a repeated extensions message.
+		// Machines that restart or reconnect earn them without misbehaving:
+		// a restarted process forgets the backoffs its peers set, and a
+		// writer GossipSub reopens on a surviving connection repeats its
+		// hello. With GossipSub's usual threshold (6) and a 10-minute decay,
+		// make chaos (sigterm-restart) saw restarted machines scored down
+		// to -8000 by their peers: below the publish and graylist
+		// thresholds, no gossip either way, offline to everyone, their
+		// items run again. Members are authenticated and their floods are
+		// limited (ratelimit.go), so only a sustained stream of protocol
+		// faults is penalised: the count decays within a minute and costs
+		// nothing below 100.
 		BehaviourPenaltyWeight:    -10,
-		BehaviourPenaltyThreshold: 6,
-		BehaviourPenaltyDecay:     pubsub.ScoreParameterDecay(10 * time.Minute),
+		BehaviourPenaltyThreshold: 100,
+		BehaviourPenaltyDecay:     pubsub.ScoreParameterDecay(time.Minute),
 		DecayInterval:             time.Second,
 		DecayToZero:               0.01,
 		RetainScore:               10 * time.Minute, // reconnecting does not wash a bad score

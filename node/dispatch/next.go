@@ -75,9 +75,9 @@ type Cursor struct {
 // still mostly agree. An instance with nothing of its own steals, the
 // highest items first (their owners reach them last), never an item its
 // running owner takes next: instance k takes the k-th candidate, and none
-// when there are k or fewer, so that thieves do not collide either; only
-// items whose owner does not run at all are shared out modulo the
-// candidates, so none is left behind.
+// when there are k or fewer, so that thieves do not collide either; items
+// whose owner does not run at all are shared out one per idle owner (and
+// after IdleSteal modulo them), so none is left behind.
 func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 	items := v.Items
 	if len(items) == 0 {
@@ -211,13 +211,36 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 			}
 		}
 	}
+	// Orphans are shared out among the running owners with no free item
+	// of their own in sight (the others take theirs first): the k-th of
+	// them in plan order takes the k-th orphan, so that two idle slots
+	// never take the same one (rank modulo the orphans did: a lone orphan
+	// went to every idle slot at once). A slot beyond the orphans takes
+	// none at first (their takers may be busy, and take them when free);
+	// after IdleSteal it takes the one at its position modulo the orphans:
+	// a slot that took it has announced its lease by then.
+	pos := 0
+	for k := 0; k < rank && k < len(owners); k++ {
+		if isAlive(owners[k]) && len(lowest[k]) == 0 {
+			pos++
+		}
+	}
 	switch {
 	case steal >= 0:
 		c.IdleSince = time.Time{}
 		return v.RangeStart + int64(steal), true
-	case len(orphans) > 0:
+	case pos < len(orphans):
 		c.IdleSince = time.Time{}
-		return orphans[rank%len(orphans)], true
+		return orphans[pos], true
+	case len(orphans) > 0:
+		if c.IdleSince.IsZero() {
+			c.IdleSince = now
+		}
+		if now.Sub(c.IdleSince) >= IdleSteal {
+			c.IdleSince = time.Time{}
+			return orphans[pos%len(orphans)], true
+		}
+		fallthrough
 	case idle >= 0 || idleNext >= 0:
 		// Only items reserved for running owners are left that this slot
 		// backs up. An owner that wanted one has had time to announce its
@@ -231,7 +254,7 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 		case idle >= 0 && idled >= IdleSteal:
 			c.IdleSince = time.Time{}
 			return v.RangeStart + int64(idle), true
-		case idle < 0 && idled >= 2*IdleSteal:
+		case idle < 0 && idleNext >= 0 && idled >= 2*IdleSteal:
 			c.IdleSince = time.Time{}
 			return v.RangeStart + int64(idleNext), true
 		}

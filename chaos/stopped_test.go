@@ -1,0 +1,38 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"testing"
+	"time"
+)
+
+// A run that a plan change stopped, as job items record it, gives its item
+// back: the next run after the stop is no violation; one that started
+// while the stopped run was still running is.
+func TestCheckRunsExcusesRunAfterStop(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	ms := func(d int) time.Time { return t0.Add(time.Duration(d) * time.Millisecond) }
+	// The stopping node's clock is 100 s ahead: only the duration counts.
+	lr := []ledgerRun{
+		{Machine: "A", Instance: "j-s0-1", Start: "2026-01-01T10:01:40.000Z", End: "2026-01-01T10:01:40.500Z", ExitCode: 137, Stopped: true},
+		{Machine: "B", Instance: "j-s0-2", Start: "2026-01-01T10:00:00.700Z", End: "2026-01-01T10:00:01.000Z", Counted: true},
+	}
+	items := []itemInfo{{Item: 1, Status: "done", Runs: lr}}
+	machines := map[string]int{"A": 0, "B": 1}
+	names := map[string]string{"A": "n1", "B": "n2"}
+	for _, c := range []struct {
+		second int // ms after t0 the second run starts
+		want   int // violations
+	}{{700, 0}, {300, 1}} {
+		runs := map[jobItem][]*hostRun{{"j", 1}: {
+			{job: "j", item: 1, machine: "A", instance: "j-s0-1", pid: "1", start: ms(0)},
+			{job: "j", item: 1, machine: "B", instance: "j-s0-2", pid: "2", start: ms(c.second), end: ms(c.second + 300)},
+		}}
+		r := &report{}
+		checkRuns(r, "j", items, runs, nil, machines, names, time.Second)
+		if len(r.violations) != c.want {
+			t.Errorf("second run at +%dms: %d violations, want %d: %v", c.second, len(r.violations), c.want, r.violations)
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package dispatch
+
+import (
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// TestPropNoCollisionOnOrphans: with some owners gone (their items
+// orphans), the running slots deciding at once from the same view never
+// take the same item: orphans are shared out by position, not by rank
+// modulo their number (with one orphan every idle slot took it).
+func TestPropNoCollisionOnOrphans(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		w := drawWorld(t)
+		dead := map[Slot]bool{}
+		var run []Slot
+		for _, sl := range w.slots {
+			if rapid.IntRange(0, 2).Draw(t, "dead") == 0 {
+				dead[sl] = true
+			} else {
+				run = append(run, sl)
+			}
+		}
+		alive := func(k Slot) bool { return !dead[k] }
+		leased := func(it int64) bool { _, ok := w.leased[it]; return ok }
+		took := map[int64]Slot{}
+		for _, sl := range run {
+			it, ok := Next(w.view(sl, leased, alive), &Cursor{}, epoch)
+			if !ok {
+				continue
+			}
+			if o, dup := took[it]; dup {
+				t.Fatalf("%s and %s both took %d", o, sl, it)
+			}
+			took[it] = sl
+		}
+	})
+}
