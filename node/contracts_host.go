@@ -82,8 +82,10 @@ func (n *Node) hostContracts(ctx context.Context) time.Duration {
 	return n.reconcileContracts(ctx)
 }
 
-// mine is this machine's contracts as host, in ledger order, and the
-// org's market policy.
+// hostedContracts is this machine's contracts as host, in ledger order, the
+// org's market policy and this machine's hardware. answerRequests and
+// reconcileContracts each read it: the second must see the accepts the
+// first just wrote, so a pass starts a contract it accepted.
 func (n *Node) hostedContracts() ([]ledger.Contract, market.Policy, ledger.Hardware) {
 	var out []ledger.Contract
 	var p market.Policy
