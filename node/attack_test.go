@@ -6,11 +6,16 @@ package node
 // every attack test is indexed in ledger/attack_test.go.
 
 import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/p2p"
@@ -101,6 +106,68 @@ func TestLeaseClaimsInSlotsItDoesNotHave(t *testing.T) {
 	for item, by := range m.checkDoneOnce(j.ID) {
 		if by == lid {
 			t.Errorf("item %d is done by the lying machine, whose runs never finish", item)
+		}
+	}
+}
+
+// TestLeaseClaimsOutsideThePlan: a member machine with its true slot
+// count (2) and a memory limit (64 MB) too small for a job that asks for
+// 256 MB per instance claims two of that job's items, one in each of its
+// slots, in every heartbeat: the two highest, which their owners reach
+// last. The plan (the same on every node) gives it no
+// instance of the job, so those claims lapse after the lease grace: the
+// items go to the honest machines, the job ends, every item done once by
+// them.
+func TestLeaseClaimsOutsideThePlan(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond, slots: 2, runFor: 200 * time.Millisecond})
+	m.formOrg()
+	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
+	const liar = 2
+	m.stop(liar)
+	small := filepath.Join(t.TempDir(), "node.yaml")
+	if err := os.WriteFile(small, []byte("resources:\n  max_concurrent_jobs: 2\n  memory_limit: 64\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m.nodes[liar].opts.ConfigPath = small
+	var job atomic.Pointer[string] // the job to lie about, set once submitted
+	m.nodes[liar].opts.heartbeatLie = func(hb *p2p.Heartbeat) {
+		if j := job.Load(); j != nil {
+			hb.Instances = []p2p.RunningInstance{
+				{Job: *j, Slot: 0, Kind: "primary", Item: 59, Instance: "fake0", Started: 1},
+				{Job: *j, Slot: 1, Kind: "primary", Item: 60, Instance: "fake1", Started: 1},
+			}
+		}
+	}
+	m.restart(liar)
+	lid := m.nodes[liar].ID().String()
+	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
+	m.nodes[liar].publishMachineUpdate(context.Background()) // its new limits (a restart does not write them)
+	eventually(t, 30*time.Second, "the liar's memory limit in the ledger", func() string {
+		var mem int64 = -1
+		m.nodes[0].snapshot(func(st *ledger.State) {
+			if mc := st.Machines[lid]; mc != nil {
+				mem = mc.Limits.MemoryLimit
+			}
+		})
+		if mem != 64 {
+			return fmt.Sprintf("memory limit %d", mem)
+		}
+		return ""
+	})
+	j := submit(t, m.nodes[0].Node, api.JobSubmit{Name: "lied-to", CPUs: 2, MaxCPUs: ptr(int64(-1)), MemoryMB: 256, RangeStart: ptr[int64](1), RangeEnd: ptr[int64](60), Priority: 5})
+	job.Store(&j.ID)
+	eventually(t, 30*time.Second, "the liar's claims seen", func() string {
+		for _, s := range m.nodes[0].live.All() {
+			if s.Heartbeat.Machine == lid && len(s.Heartbeat.Instances) == 2 {
+				return ""
+			}
+		}
+		return "not yet"
+	})
+	m.waitJobDone(60*time.Second, j.ID)
+	for item, by := range m.checkDoneOnce(j.ID) {
+		if by == lid {
+			t.Errorf("item %d is done by the lying machine, which the plan gives no instance of the job", item)
 		}
 	}
 }

@@ -94,7 +94,11 @@ func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
 	prev, _, had := n.live.Last(id)
 	n.live.Observe(hb, n.now())
 	if id != n.id {
-		n.sched.leases.observe(hb)
+		now := n.now()
+		n.sched.mu.Lock()
+		pl := n.sched.placementsAt(now)
+		n.sched.mu.Unlock()
+		n.sched.leases.observe(hb, pl, now)
 		n.rep.WantHeads(id, hb.Heads)
 	}
 	n.rememberPeer(hb.Machine, hb.Addrs)

@@ -2,12 +2,14 @@ package node
 
 import (
 	"sync"
+	"time"
 
 	"github.com/ipfs/go-cid"
 
 	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/node/dispatch"
 	"github.com/cshare/cshare/p2p"
+	"github.com/cshare/cshare/smartshare"
 )
 
 // leaseBook is other machines' agenda leases, held and released
@@ -23,9 +25,11 @@ type leaseBook struct {
 // (0 <= slot < its total slots, at most config.MaxConcurrentJobsLimit; the
 // first instance listed in a slot). A machine that claims items in slots
 // it does not have, several in one slot, or more finished items than a
-// node lists, holds nothing by those claims: the items go elsewhere. (A
-// machine that holds an item in a slot it has and never finishes it holds
-// that item until it goes offline or is removed.)
+// node lists, holds nothing by those claims: the items go elsewhere. A
+// claim the plan does not place lapses after leaseGrace (see
+// placements.counts). (A machine that holds an item the plan gave it and
+// never finishes it holds that item until it goes offline or is removed:
+// it looks like a slow item, and items have no time limit.)
 func leaseClaims(hb p2p.Heartbeat) []p2p.RunningInstance {
 	out := make([]p2p.RunningInstance, 0, len(hb.Instances))
 	taken := map[int64]bool{}
@@ -47,10 +51,12 @@ func leaseClaims(hb p2p.Heartbeat) []p2p.RunningInstance {
 	return out
 }
 
-// observe records an accepted heartbeat of another machine.
-func (b *leaseBook) observe(hb p2p.Heartbeat) {
-	held := make([]dispatch.Lease, 0, len(hb.Instances))
-	for _, ri := range leaseClaims(hb) {
+// observe records an accepted heartbeat of another machine, vetting its
+// claims against the plan as it is now (pl, at now).
+func (b *leaseBook) observe(hb p2p.Heartbeat, pl placements, now time.Time) {
+	claims := leaseClaims(hb)
+	held := make([]dispatch.Lease, 0, len(claims))
+	for _, ri := range claims {
 		if ri.Item >= 0 {
 			held = append(held, dispatch.Lease{Job: ri.Job, Item: ri.Item})
 		}
@@ -58,6 +64,74 @@ func (b *leaseBook) observe(hb p2p.Heartbeat) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.l.Observe(hb.Machine, held, hb.Heads)
+	for _, ri := range claims {
+		if ri.Item >= 0 {
+			b.l.Counts(hb.Machine, dispatch.Lease{Job: ri.Job, Item: ri.Item}, pl.places(hb.Machine, ri), now, pl.grace)
+		}
+	}
+}
+
+// counts reports whether machine's claim ri (one of leaseClaims) holds its
+// item now (see dispatch.Leases.Counts).
+func (b *leaseBook) counts(machine string, ri p2p.RunningInstance, pl placements, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.l.Counts(machine, dispatch.Lease{Job: ri.Job, Item: ri.Item}, pl.places(machine, ri), now, pl.grace)
+}
+
+// placement is an instance of a job in a slot of a machine, as a plan
+// places it; slot -1 stands for any slot of the machine (a finished item's
+// claim names none).
+type placement struct {
+	machine, job string
+	slot         int64
+}
+
+// placements are where this node's plan puts instances, and its previous
+// plan within grace of the change (nil otherwise), against which it vets
+// other machines' lease claims: a claim counts if the plan placed it while
+// it was held, or for grace after it was first seen (dispatch.Leases.Counts).
+// The maps are the scheduler's cache: read only.
+type placements struct {
+	cur, prev map[placement]bool
+	grace     time.Duration
+}
+
+// places reports whether the plans place machine's claim ri.
+func (p placements) places(machine string, ri p2p.RunningInstance) bool {
+	k := placement{machine: machine, job: ri.Job, slot: ri.Slot}
+	if ri.Kind == kindFinished {
+		k.slot = -1
+	}
+	return p.cur[k] || p.prev[k]
+}
+
+// leaseGrace is how long a lease claim the plan does not place counts: a
+// machine may follow a plan this node has not computed yet (a heartbeat or
+// ledger entry away), or take an item under the plan this node just left.
+func (n *Node) leaseGrace() time.Duration { return max(3*n.interval, 3*time.Second) }
+
+// placementsAt returns the placements to vet claims against at now. s.mu
+// must be held.
+func (s *scheduler) placementsAt(now time.Time) placements {
+	p := placements{cur: s.placedBy(s.plan.Hash, s.plan.Instances), grace: s.n.leaseGrace()}
+	if now.Sub(s.planAt) < p.grace {
+		p.prev = s.placedBy(s.prevHash, s.prevInst)
+	}
+	return p
+}
+
+// placedBy returns the placements of a plan's instances (cached by plan
+// hash). s.mu must be held.
+func (s *scheduler) placedBy(hash string, insts []smartshare.Instance) map[placement]bool {
+	return s.placed.getOr(hash, 4, func() map[placement]bool {
+		m := make(map[placement]bool, 2*len(insts))
+		for _, pi := range insts {
+			m[placement{pi.Machine, pi.Job, int64(pi.Slot)}] = true
+			m[placement{pi.Machine, pi.Job, -1}] = true
+		}
+		return m
+	})
 }
 
 // released adds to leased the items of job that machine released and

@@ -42,6 +42,7 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 	}
 	jo := s.ownersOf(in.job, s.plan.Hash, s.plan.Instances)
 	myPlan := s.plan.Hash
+	pl := s.placementsAt(now)
 	// The previous plan's owners matter only within OwnerGrace of the
 	// change (see dispatch.View.Prev).
 	var prev *jobOwners
@@ -52,7 +53,7 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 		}
 	}
 	s.mu.Unlock()
-	rv := s.remoteView(in.job, myPlan, jo.Slots, now)
+	rv := s.remoteView(in.job, myPlan, jo.Slots, pl, now)
 	lg, unlock := n.rep.ReadLog()
 	defer unlock()
 	for _, id := range rv.online {
@@ -121,8 +122,8 @@ type remoteView struct {
 const remoteViewTTL = 100 * time.Millisecond
 
 // remoteView returns the job's remote view under plan, whose owners are
-// the job's planned instances.
-func (s *scheduler) remoteView(job, plan string, owners []dispatch.Slot, now time.Time) *remoteView {
+// the job's planned instances; pl vets the lease claims (see placements).
+func (s *scheduler) remoteView(job, plan string, owners []dispatch.Slot, pl placements, now time.Time) *remoteView {
 	n := s.n
 	gen := n.live.Gen()
 	s.viewMu.Lock()
@@ -156,7 +157,7 @@ func (s *scheduler) remoteView(job, plan string, owners []dispatch.Slot, now tim
 			if ri.Job != job {
 				continue
 			}
-			if ri.Item >= 0 {
+			if ri.Item >= 0 && s.leases.counts(id, ri, pl, now) {
 				v.leased[ri.Item] = true
 			}
 			if ri.Kind != kindFinished {

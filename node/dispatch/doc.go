@@ -22,5 +22,9 @@
 //   - Every pending item is taken by some running slot in bounded time,
 //     whoever of its owners is gone (orphans), reserved (IdleSteal) or
 //     just moved by a plan change (OwnerGrace).
+//   - A machine's claim on an item that the plan never places lapses
+//     grace after it was first seen, however often it is dropped and made
+//     again; a claim the plan placed while it was held counts until it is
+//     dropped (Leases.Counts).
 //   - Results do not depend on map iteration order.
 package dispatch

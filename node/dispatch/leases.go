@@ -3,6 +3,7 @@ package dispatch
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"github.com/ipfs/go-cid"
 )
@@ -38,6 +39,16 @@ const maxReleased = 1 << 14
 type Leases struct {
 	held map[string]map[Lease]bool  // machine -> items in its latest heartbeat
 	gone map[string][]releasedLease // machine -> items it dropped, with the heads it named then
+	// machine -> when this node first saw each of its claims and whether
+	// the plan placed it then (see Counts): those it holds, and those it
+	// dropped before the plan ever placed them.
+	claims map[string]map[Lease]claim
+}
+
+// claim is what Counts knows of one claim of one machine.
+type claim struct {
+	since  time.Time
+	vetted bool
 }
 
 // Observe records another machine's heartbeat: the items it holds (those
@@ -76,6 +87,56 @@ func (l *Leases) Observe(machine string, held []Lease, heads []string) {
 		l.gone[machine] = append([]releasedLease(nil), g[len(g)-maxReleased:]...)
 	}
 	l.held[machine] = cur
+	// A dropped claim the plan placed is forgotten (a new claim on the item
+	// starts afresh); one it never placed is remembered, so that dropping
+	// and claiming an item again buys no new grace. Past maxReleased of
+	// those the machine loses that memory (sets only: no map order).
+	cs := l.claims[machine]
+	doubts := 0
+	for k, c := range cs {
+		switch {
+		case cur[k]:
+		case c.vetted:
+			delete(cs, k)
+		default:
+			doubts++
+		}
+	}
+	if doubts > maxReleased {
+		for k, c := range cs {
+			if !cur[k] && !c.vetted {
+				delete(cs, k)
+			}
+		}
+	}
+}
+
+// Counts reports whether machine's claim on k (an item its heartbeat
+// holds) counts at now, and records it: planned reports whether the plan
+// places that claim (this node's plan gives the machine an instance of the
+// job in the claim's slot, or gave it one in its previous plan shortly
+// before). A claim counts once the plan has placed it while this node saw
+// it held, until it is dropped, and for grace after this node first saw it
+// (an honest machine may follow a plan this node has not computed yet). A
+// machine that claims items the plan never gives it holds them for grace
+// only, even if it drops and claims them again: they go elsewhere. An
+// honest instance the plan stops finishes its item under a vetted lease.
+func (l *Leases) Counts(machine string, k Lease, planned bool, now time.Time, grace time.Duration) bool {
+	if l.claims == nil {
+		l.claims = map[string]map[Lease]claim{}
+	}
+	cs := l.claims[machine]
+	if cs == nil {
+		cs = map[Lease]claim{}
+		l.claims[machine] = cs
+	}
+	c, ok := cs[k]
+	if !ok {
+		c.since = now
+	}
+	c.vetted = c.vetted || planned
+	cs[k] = c
+	return c.vetted || now.Sub(c.since) < grace
 }
 
 // Released adds to leased the items of job that machine dropped from its
@@ -127,4 +188,5 @@ func (l *Leases) Holder(job string, item int64) string {
 func (l *Leases) Forget(machine string) {
 	delete(l.held, machine)
 	delete(l.gone, machine)
+	delete(l.claims, machine)
 }
