@@ -126,9 +126,15 @@ type Replica struct {
 	// waitBytes is the size of the waiting entries; waitPeak the most
 	// bytes they ever took (tests).
 	waitBytes, waitPeak int
-	syncing             map[peer.ID]bool
-	syncMore            map[peer.ID][]cid.Cid // wants that arrived while a sync from that peer ran
-	wanted              map[string]time.Time  // CIDs asked of some peer, and when (see SyncFrom)
+	// lost is the frontier below the waiting entries last dropped over the
+	// caps (the lowest), and lostClock its entries' clock; lostDrops counts
+	// the drops (see walkback.go).
+	lost      []cid.Cid
+	lostClock uint64
+	lostDrops int
+	syncing   map[peer.ID]bool
+	syncMore  map[peer.ID][]cid.Cid // wants that arrived while a sync from that peer ran
+	wanted    map[string]time.Time  // CIDs asked of some peer, and when (see SyncFrom)
 	// lastAdded is when the last entry was added, or the Replica opened.
 	lastAdded time.Time
 	lastSync  time.Time
@@ -386,7 +392,9 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 		}
 	}
 	if len(r.waiting) > r.cfg.maxWaiting || r.waitBytes > r.cfg.maxWaitingBytes {
-		// A peer is flooding us with orphans.
+		// A peer is flooding us with orphans, or the ledger is longer than
+		// we may hold: keep where they stopped (see walkback.go).
+		r.keepFrontierLocked()
 		r.dropped(DropOrphans, len(r.waiting))
 		r.waiting, r.waitBytes = map[string]*ledger.Entry{}, 0
 	}

@@ -271,7 +271,15 @@ func (r *Replica) fetch(ctx context.Context, p peer.ID, org string, want []cid.C
 		// still missing.
 		floor -= min(floor, syncMargin)
 	}
+	// Asks whose answers were dropped as orphans, asked again once what
+	// lies below them is folded; those whose answers may still wait; how
+	// deep below the lowest orphans the next round asks (see walkback.go).
+	var back, held [][]cid.Cid
+	step := uint64(256)
 	for round := 0; round < 64; round++ {
+		r.mu.RLock()
+		drops0 := r.lostDrops
+		r.mu.RUnlock()
 		// A pipeline: frames are verified (in parallel, on every core) as
 		// they arrive, while the previous ones are stored and folded.
 		fctx, fcancel := context.WithCancel(ctx)
@@ -329,31 +337,28 @@ func (r *Replica) fetch(ctx context.Context, p peer.ID, org string, want []cid.C
 		}
 		// Still missing parents?
 		r.mu.Lock()
-		var missing []cid.Cid
-		var minClock uint64
-		for _, e := range r.waiting {
-			for _, pc := range e.Parents {
-				if !r.lg.Has(pc) && r.waiting[pc.KeyString()] == nil {
-					missing = append(missing, pc)
-					if minClock == 0 || e.Clock < minClock {
-						minClock = e.Clock
-					}
-				}
-			}
-		}
-		if len(missing) == 0 {
+		w := r.walkLocked(drops0)
+		_, head := r.lg.Heads()
+		if len(w.missing) == 0 && len(back) == 0 {
 			r.lastPeer, r.lastSync = p, r.cfg.Now()
 		}
 		r.mu.Unlock()
-		if len(missing) == 0 {
-			return nil
+		held = append(held, want)
+		if w.dropped {
+			back, held = append(back, held...), nil
 		}
-		want = dedupCIDs(missing)
-		if minClock > 256 {
-			floor = minClock - 256
-		} else {
-			floor = 0
+		if len(w.missing) == 0 {
+			held = nil
+			if len(back) == 0 {
+				return nil
+			}
+			want, back = back[len(back)-1], back[:len(back)-1]
+			floor = head - min(head, syncMargin)
+			continue
 		}
+		want = w.missing
+		floor = w.minClock - min(w.minClock, step)
+		step = min(2*step, uint64(r.cfg.maxFetchBlocks))
 	}
 	return errors.New("sync did not converge")
 }
