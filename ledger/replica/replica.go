@@ -126,15 +126,9 @@ type Replica struct {
 	// waitBytes is the size of the waiting entries; waitPeak the most
 	// bytes they ever took (tests).
 	waitBytes, waitPeak int
-	// lost is the frontier below the waiting entries last dropped over the
-	// caps (the lowest), and lostClock its entries' clock; lostDrops counts
-	// the drops (see walkback.go).
-	lost      []cid.Cid
-	lostClock uint64
-	lostDrops int
-	syncing   map[peer.ID]bool
-	syncMore  map[peer.ID][]cid.Cid // wants that arrived while a sync from that peer ran
-	wanted    map[string]time.Time  // CIDs asked of some peer, and when (see SyncFrom)
+	syncing             map[peer.ID]bool
+	syncMore            map[peer.ID][]cid.Cid // wants that arrived while a sync from that peer ran
+	wanted              map[string]time.Time  // CIDs asked of some peer, and when (see SyncFrom)
 	// lastAdded is when the last entry was added, or the Replica opened.
 	lastAdded time.Time
 	lastSync  time.Time
@@ -150,6 +144,13 @@ type Replica struct {
 	// haveHeads is, per machine, the heads its last heartbeat named when
 	// this replica had every one of them (see WantHeads).
 	haveHeads map[string][]string
+
+	// lost is the frontier below the waiting entries last dropped over the
+	// caps (the lowest), and lostClock its entries' clock; lostDrops counts
+	// the drops (see walkback.go). Under mu.
+	lost      []cid.Cid
+	lostClock uint64
+	lostDrops int
 }
 
 var (
