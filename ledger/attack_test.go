@@ -21,7 +21,10 @@ package ledger
 //     TestDemotionConflict
 //   - an entry naming 10,000 parents: TestTenThousandParents (below)
 //   - a 1,000,000-block answer, a children-first chain, undecodable blocks:
-//     ledger/replica/attack_test.go
+//     ledger/replica/attack_test.go; a long chain of real entries, and a
+//     ledger longer than one answer: ledger/replica/bigchain_test.go
+//   - a member machine claiming items the plan does not give it:
+//     node.TestLeaseClaimsOutsideThePlan
 //   - oversized requests on the stream protocols: p2p/attack_test.go,
 //     dataset/attack_test.go
 

@@ -4,7 +4,10 @@ package replica
 // effect and bounded work: a peer that streams an endless chain is cut off
 // after MaxFetchBlocks blocks of one answer; a peer that sends a long chain
 // children first (orphans) makes the replica hold at most MaxWaitingBytes
-// of them; undecodable blocks are counted and dropped. Forged blocks and
+// of them; undecodable blocks are counted and dropped. A real long chain
+// (signed entries, streamed as generated) is in bigchain_test.go: it is
+// folded whole, and a ledger longer than one answer is walked back and
+// joined within the orphan caps. Forged blocks and
 // undecodable announcements are in TestBadInputDropped. The ledger-level
 // attacks (forged, replayed, unauthorised, back-dated entries; 10,000
 // parents) are in ledger/attack_test.go.

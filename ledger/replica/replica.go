@@ -16,7 +16,9 @@
 //     pipeline (SyncFrom, CatchUp): blocks verified against their CID and
 //     signature in parallel on every core as they arrive, stored, folded;
 //   - the orphans (entries whose parents have not arrived), the CIDs asked of
-//     some peer, and which peer a sync is running from;
+//     some peer, and which peer a sync is running from; the walk back down
+//     a ledger longer than one answer or than the orphans it may hold
+//     (walkback.go);
 //   - the answers to peers: p2p.SyncSource (SyncOrg, Collect, Announced) and
 //     p2p.Membership with p2p.LagAware (IsMachine, IsApproved, HasHeads,
 //     HasHeadsPayload), from the current State.
