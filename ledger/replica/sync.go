@@ -276,6 +276,7 @@ func (r *Replica) fetch(ctx context.Context, p peer.ID, org string, want []cid.C
 	// deep below the lowest orphans the next round asks (see walkback.go).
 	var back, held [][]cid.Cid
 	step := uint64(256)
+	total := 0 // blocks received in all rounds
 	for round := 0; round < 64; round++ {
 		r.mu.RLock()
 		drops0 := r.lostDrops
@@ -301,6 +302,12 @@ func (r *Replica) fetch(ctx context.Context, p peer.ID, org string, want []cid.C
 		err := r.cfg.Fetch(fctx, p, org, want, floor, func(raw [][]byte) error {
 			if received += len(raw); received > r.cfg.maxFetchBlocks {
 				return fmt.Errorf("peer %s sent more than %d blocks in one answer", p, r.cfg.maxFetchBlocks)
+			}
+			// Walking back and up again reads a long ledger two or three
+			// times over; a peer whose answers never meet what we have
+			// gets no more (the next sync goes on from what was folded).
+			if total += len(raw); total > maxSyncAnswers*r.cfg.maxFetchBlocks {
+				return fmt.Errorf("peer %s sent more than %d blocks in one sync", p, maxSyncAnswers*r.cfg.maxFetchBlocks)
 			}
 			// The answer holds every entry above the floor that leads to
 			// want, mostly ones we have: a hash is cheaper than a signature.

@@ -16,6 +16,10 @@ import (
 // Memory stays within the waiting caps and a few thousand CIDs per dropped
 // ask; every answer is taken oldest first, so it folds as it arrives.
 
+// maxSyncAnswers is how many answers' worth of blocks (MaxFetchBlocks each)
+// one fetch reads at most, all rounds together.
+const maxSyncAnswers = 4
+
 // walk is where a fetch's walk back stands after a round.
 type walk struct {
 	missing  []cid.Cid // parents the lowest waiting (or dropped) entries lack
@@ -60,7 +64,12 @@ func (r *Replica) walkLocked(drops0 int) walk {
 	w := walk{dropped: r.lostDrops != drops0}
 	w.missing, w.minClock = r.orphanFrontierLocked()
 	if len(r.lost) > 0 && (len(w.missing) == 0 || r.lostClock < w.minClock) {
-		w.missing, w.minClock = r.lost, r.lostClock
+		w.missing, w.minClock = w.missing[:0], r.lostClock
+		for _, c := range r.lost {
+			if !r.lg.Has(c) {
+				w.missing = append(w.missing, c)
+			}
+		}
 	}
 	r.lost, r.lostClock = nil, 0
 	w.missing = dedupCIDs(w.missing)
