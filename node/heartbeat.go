@@ -95,10 +95,7 @@ func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
 	n.live.Observe(hb, n.now())
 	if id != n.id {
 		now := n.now()
-		n.sched.mu.Lock()
-		pl := n.sched.placementsAt(now)
-		n.sched.mu.Unlock()
-		n.sched.leases.observe(hb, pl, now)
+		n.sched.leases.observe(hb, n.sched.placementsAt(now), now)
 		n.rep.WantHeads(id, hb.Heads)
 	}
 	n.rememberPeer(hb.Machine, hb.Addrs)

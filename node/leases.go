@@ -79,61 +79,6 @@ func (b *leaseBook) counts(machine string, ri p2p.RunningInstance, pl placements
 	return b.l.Counts(machine, dispatch.Lease{Job: ri.Job, Item: ri.Item}, pl.places(machine, ri), now, pl.grace)
 }
 
-// placement is an instance of a job in a slot of a machine, as a plan
-// places it; slot -1 stands for any slot of the machine (a finished item's
-// claim names none).
-type placement struct {
-	machine, job string
-	slot         int64
-}
-
-// placements are where this node's plan puts instances, and its previous
-// plan within grace of the change (nil otherwise), against which it vets
-// other machines' lease claims: a claim counts if the plan placed it while
-// it was held, or for grace after it was first seen (dispatch.Leases.Counts).
-// The maps are the scheduler's cache: read only.
-type placements struct {
-	cur, prev map[placement]bool
-	grace     time.Duration
-}
-
-// places reports whether the plans place machine's claim ri.
-func (p placements) places(machine string, ri p2p.RunningInstance) bool {
-	k := placement{machine: machine, job: ri.Job, slot: ri.Slot}
-	if ri.Kind == kindFinished {
-		k.slot = -1
-	}
-	return p.cur[k] || p.prev[k]
-}
-
-// leaseGrace is how long a lease claim the plan does not place counts: a
-// machine may follow a plan this node has not computed yet (a heartbeat or
-// ledger entry away), or take an item under the plan this node just left.
-func (n *Node) leaseGrace() time.Duration { return max(3*n.interval, 3*time.Second) }
-
-// placementsAt returns the placements to vet claims against at now. s.mu
-// must be held.
-func (s *scheduler) placementsAt(now time.Time) placements {
-	p := placements{cur: s.placedBy(s.plan.Hash, s.plan.Instances), grace: s.n.leaseGrace()}
-	if now.Sub(s.planAt) < p.grace {
-		p.prev = s.placedBy(s.prevHash, s.prevInst)
-	}
-	return p
-}
-
-// placedBy returns the placements of a plan's instances (cached by plan
-// hash). s.mu must be held.
-func (s *scheduler) placedBy(hash string, insts []smartshare.Instance) map[placement]bool {
-	return s.placed.getOr(hash, 4, func() map[placement]bool {
-		m := make(map[placement]bool, 2*len(insts))
-		for _, pi := range insts {
-			m[placement{pi.Machine, pi.Job, int64(pi.Slot)}] = true
-			m[placement{pi.Machine, pi.Job, -1}] = true
-		}
-		return m
-	})
-}
-
 // released adds to leased the items of job that machine released and
 // whose result this node may not have yet (has reports whether a ledger
 // entry is here).
@@ -156,4 +101,76 @@ func (b *leaseBook) forget(machine string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.l.Forget(machine)
+}
+
+// placement is an instance of a job in a slot of a machine, as a plan
+// places it; slot -1 stands for any slot of the machine (a finished item's
+// claim names none).
+type placement struct {
+	machine, job string
+	slot         int64
+}
+
+// placements are where this node's plan puts instances, and its previous
+// plan within grace of the change (nil otherwise), against which it vets
+// other machines' lease claims: a claim counts if the plan placed it while
+// it was held, or for grace after it was first seen (dispatch.Leases.Counts).
+// The maps are shared (planPlaces): read only.
+type placements struct {
+	cur, prev map[placement]bool
+	grace     time.Duration
+}
+
+// places reports whether the plans place machine's claim ri.
+func (p placements) places(machine string, ri p2p.RunningInstance) bool {
+	k := placement{machine: machine, job: ri.Job, slot: ri.Slot}
+	if ri.Kind == kindFinished {
+		k.slot = -1
+	}
+	return p.cur[k] || p.prev[k]
+}
+
+// leaseGrace is how long a lease claim the plan does not place counts: a
+// machine may follow a plan this node has not computed yet (a heartbeat or
+// ledger entry away), or take an item under the plan this node just left.
+func (n *Node) leaseGrace() time.Duration { return max(3*n.interval, 3*time.Second) }
+
+// planPlaces is where the current plan puts instances, where the one
+// before did, and when the plan changed: published by reconcile, read
+// without the scheduler's lock (heartbeats are vetted on arrival).
+type planPlaces struct {
+	cur, prev map[placement]bool
+	at        time.Time
+}
+
+// publishPlaces records plan's placements, as it becomes the plan at now.
+// s.mu must be held (reconcile).
+func (s *scheduler) publishPlaces(plan smartshare.Result, now time.Time) {
+	pp := &planPlaces{cur: placedBy(plan.Instances), at: now}
+	if old := s.placed.Load(); old != nil {
+		pp.prev = old.cur
+	}
+	s.placed.Store(pp)
+}
+
+// placementsAt returns the placements to vet claims against at now.
+func (s *scheduler) placementsAt(now time.Time) placements {
+	p := placements{grace: s.n.leaseGrace()}
+	if pp := s.placed.Load(); pp != nil {
+		p.cur = pp.cur
+		if now.Sub(pp.at) < p.grace {
+			p.prev = pp.prev
+		}
+	}
+	return p
+}
+
+// placedBy returns the placements of a plan's instances.
+func placedBy(insts []smartshare.Instance) map[placement]bool {
+	m := make(map[placement]bool, 2*len(insts))
+	for _, pi := range insts {
+		m[placement{pi.Machine, pi.Job, int64(pi.Slot)}] = true
+		m[placement{pi.Machine, pi.Job, -1}] = true
+	}
+	return m
 }

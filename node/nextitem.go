@@ -42,7 +42,6 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 	}
 	jo := s.ownersOf(in.job, s.plan.Hash, s.plan.Instances)
 	myPlan := s.plan.Hash
-	pl := s.placementsAt(now)
 	// The previous plan's owners matter only within OwnerGrace of the
 	// change (see dispatch.View.Prev).
 	var prev *jobOwners
@@ -53,7 +52,7 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 		}
 	}
 	s.mu.Unlock()
-	rv := s.remoteView(in.job, myPlan, jo.Slots, pl, now)
+	rv := s.remoteView(in.job, myPlan, jo.Slots, s.placementsAt(now), now)
 	lg, unlock := n.rep.ReadLog()
 	defer unlock()
 	for _, id := range rv.online {

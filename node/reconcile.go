@@ -100,6 +100,7 @@ func (s *scheduler) reconcile(now time.Time) {
 	defer s.mu.Unlock()
 	if plan.Hash != s.plan.Hash {
 		s.prevInst, s.prevHash, s.planAt = s.plan.Instances, s.plan.Hash, now
+		s.publishPlaces(plan, now)
 	}
 	s.plan, s.planIn = plan, in
 	for _, inst := range s.slots {

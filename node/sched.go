@@ -49,8 +49,8 @@ func (in *instance) current() (int64, runtime.RunID) {
 
 // scheduler turns the shared plan into this machine's instances.
 type scheduler struct {
-	owners  smallCache[string, *jobOwners]         // by job and plan hash (under mu)
-	placed  smallCache[string, map[placement]bool] // by plan hash (under mu; see placementsAt)
+	owners  smallCache[string, *jobOwners] // by job and plan hash (under mu)
+	placed  atomic.Pointer[planPlaces]     // where this plan and the one before put instances (see placementsAt)
 	viewMu  sync.Mutex
 	views   smallCache[string, *remoteView] // by job
 	ringMu  sync.Mutex
