@@ -162,8 +162,8 @@ func joinChain(t *testing.T, c *chain, cfg Config) (*Replica, error, time.Durati
 // and none waits. The node takes all of it, reaches the author's State, and
 // serves it on; the process's heap stays within 64 MiB and 4 KiB an entry
 // (the Log keeps every entry in memory). CSHARE_CHAIN_ENTRIES=n offers n
-// entries against the production caps instead, to measure (100,000 and
-// 1,000,000: see the report in the log); -short skips it.
+// entries against the production caps instead, to measure: -v logs the
+// time, the heap's peak and the live heap after. -short skips it.
 func TestLongLedgerJoin(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a long ledger: -short skips it")
