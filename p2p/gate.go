@@ -492,6 +492,9 @@ func (g *Gate) sweep(now time.Time) {
 		g.members[p] = machine
 		_, hadDep := g.departing[p]
 		if machine {
+			// A joiner that registered is a machine: should it be
+			// removed later, it is a former machine, not a joiner.
+			delete(g.joiners, p)
 			delete(g.departing, p)
 			delete(g.told, p)
 		} else if was || former && !hadDep {
