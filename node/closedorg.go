@@ -67,10 +67,12 @@ func (n *Node) approvedNow() bool { return n.rep.IsApproved(n.id) }
 // the end of Start (armed).
 type approval struct{ armed, was atomic.Bool }
 
-// checkApproved holds dispatch until caught up when this machine has just
-// been approved: as a pending machine it got no heartbeat, so it knows no
-// machine's leases yet. It runs after every ledger change.
-func (n *Node) checkApproved() {
+// checkStanding runs after every ledger change (from the end of Start).
+// It holds dispatch until caught up when this machine has just been
+// approved: as a pending machine it got no heartbeat, so it knows no
+// machine's leases yet. And it ends the joiner standing of the joiners
+// that registered (p2p.Gate.ForgetRegistered).
+func (n *Node) checkStanding() {
 	if !n.approved.armed.Load() {
 		return
 	}
@@ -78,6 +80,7 @@ func (n *Node) checkApproved() {
 	if was := n.approved.was.Swap(now); now && !was {
 		n.holdDispatch("approval")
 	}
+	n.host.Gate().ForgetRegistered()
 }
 
 // ownStanding is this machine's status in st and the entry that set it

@@ -37,7 +37,7 @@ func (n *Node) openReplica() error {
 			n.metrics.entries.Set(float64(n.rep.Len()))
 			n.kickScheduler()
 			n.checkExit()
-			n.checkApproved()
+			n.checkStanding()
 		},
 		HeadsHook: n.opts.HeadsHook,
 		Now:       n.opts.Now,

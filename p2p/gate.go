@@ -83,7 +83,6 @@ const (
 	needNothing  need = iota // anyone connected
 	needSync                 // machine, joiner, departing or former machine
 	needJoiner               // machine or joiner
-	needMachine              // approved or pending machine
 	needApproved             // approved machine
 )
 
@@ -189,6 +188,26 @@ func (g *Gate) isFormer(p peer.ID) bool {
 	return false
 }
 
+// ForgetRegistered ends the joiner standing of every admitted joiner that
+// is a machine of the org now: removed or rejected later, it is a former
+// machine, not a joiner. The node calls it after every ledger change (the
+// sweep does too, for connected peers).
+func (g *Gate) ForgetRegistered() {
+	g.mu.Lock()
+	js := make([]peer.ID, 0, len(g.joiners))
+	for p := range g.joiners {
+		js = append(js, p)
+	}
+	g.mu.Unlock()
+	for _, p := range js {
+		if g.isMachine(p) {
+			g.mu.Lock()
+			delete(g.joiners, p)
+			g.mu.Unlock()
+		}
+	}
+}
+
 // IsJoiner reports whether p is an admitted joiner now.
 func (g *Gate) IsJoiner(p peer.ID) bool { return g.until(g.joiners, p, time.Now()) }
 
@@ -217,8 +236,6 @@ func (g *Gate) allows(p peer.ID, n need) bool {
 	switch n {
 	case needApproved:
 		return g.isApproved(p)
-	case needMachine:
-		return g.isMachine(p)
 	case needJoiner:
 		return g.isMachine(p) || g.until(g.joiners, p, now)
 	default: // needSync
