@@ -70,8 +70,7 @@ type approval struct{ armed, was atomic.Bool }
 // checkStanding runs after every ledger change (from the end of Start).
 // It holds dispatch until caught up when this machine has just been
 // approved: as a pending machine it got no heartbeat, so it knows no
-// machine's leases yet. And it ends the joiner standing of the joiners
-// that registered (p2p.Gate.ForgetRegistered).
+// machine's leases yet.
 func (n *Node) checkStanding() {
 	if !n.approved.armed.Load() {
 		return
@@ -80,7 +79,6 @@ func (n *Node) checkStanding() {
 	if was := n.approved.was.Swap(now); now && !was {
 		n.holdDispatch("approval")
 	}
-	n.host.Gate().ForgetRegistered()
 }
 
 // ownStanding is this machine's status in st and the entry that set it

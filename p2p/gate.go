@@ -99,6 +99,7 @@ type Gate struct {
 	blocked   map[peer.ID]time.Time       // refused until
 	refusals  map[peer.ID][]time.Time     // refused admissions, within blockFor
 	subs      map[peer.ID]map[string]bool // connected peers' refused subscriptions (org topics)
+	rejoins   map[peer.ID]bool            // admitted joiners that were former machines then
 	told      map[peer.ID]bool            // connected former machines OnFormer was called for
 	onFormer  func(peer.ID)
 }
@@ -117,6 +118,7 @@ func newGate(h *Host) *Gate {
 		blocked:   map[peer.ID]time.Time{},
 		refusals:  map[peer.ID][]time.Time{},
 		subs:      map[peer.ID]map[string]bool{},
+		rejoins:   map[peer.ID]bool{},
 		told:      map[peer.ID]bool{},
 	}
 }
@@ -188,28 +190,20 @@ func (g *Gate) isFormer(p peer.ID) bool {
 	return false
 }
 
-// ForgetRegistered ends the joiner standing of every admitted joiner that
-// is a machine of the org now: removed or rejected later, it is a former
-// machine, not a joiner. The node calls it after every ledger change (the
-// sweep does too, for connected peers).
-func (g *Gate) ForgetRegistered() {
-	g.mu.Lock()
-	js := make([]peer.ID, 0, len(g.joiners))
-	for p := range g.joiners {
-		js = append(js, p)
-	}
-	g.mu.Unlock()
-	for _, p := range js {
-		if g.isMachine(p) {
-			g.mu.Lock()
-			delete(g.joiners, p)
-			g.mu.Unlock()
-		}
-	}
-}
-
 // IsJoiner reports whether p is an admitted joiner now.
-func (g *Gate) IsJoiner(p peer.ID) bool { return g.until(g.joiners, p, time.Now()) }
+func (g *Gate) IsJoiner(p peer.ID) bool { return g.isJoiner(p, time.Now()) }
+
+// isJoiner: p was admitted within JoinWindow, and is not a machine removed
+// or rejected since (a removed machine admitted to join again is a joiner).
+func (g *Gate) isJoiner(p peer.ID, now time.Time) bool {
+	if !g.until(g.joiners, p, now) {
+		return false
+	}
+	g.mu.Lock()
+	rejoin := g.rejoins[p]
+	g.mu.Unlock()
+	return rejoin || !g.isFormer(p)
+}
 
 // OnFormer registers fn, called (on its own goroutine) once per connection
 // of a former machine, when the sweep first sees it connected and out: the
@@ -237,18 +231,21 @@ func (g *Gate) allows(p peer.ID, n need) bool {
 	case needApproved:
 		return g.isApproved(p)
 	case needJoiner:
-		return g.isMachine(p) || g.until(g.joiners, p, now)
+		return g.isMachine(p) || g.isJoiner(p, now)
 	default: // needSync
-		return g.isMachine(p) || g.until(g.joiners, p, now) || g.until(g.departing, p, now) || g.isFormer(p)
+		return g.isMachine(p) || g.isJoiner(p, now) || g.until(g.departing, p, now) || g.isFormer(p)
 	}
 }
 
 // Admitted records that p proved a capability: it is a joiner for
-// JoinWindow, and no longer blocked.
+// JoinWindow (while it is not removed or rejected after this: see
+// isJoiner), and no longer blocked.
 func (g *Gate) admitted(p peer.ID) {
+	rejoin := g.isFormer(p)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.joiners[p] = time.Now().Add(g.t.joinWindow)
+	g.rejoins[p] = rejoin
 	delete(g.blocked, p)
 }
 
@@ -290,6 +287,7 @@ func (g *Gate) cut(p peer.ID, d time.Duration) {
 		g.blocked[p] = time.Now().Add(d)
 	}
 	delete(g.joiners, p)
+	delete(g.rejoins, p)
 	g.mu.Unlock()
 	_ = g.h.h.Network().ClosePeer(p)
 }
@@ -429,13 +427,14 @@ func (g *Gate) resetRefused(p peer.ID) {
 		topics = append(topics, topic)
 	}
 	g.mu.Unlock()
-	if !slices.ContainsFunc(topics, func(t string) bool { return g.allows(p, g.topicNeed(t)) }) {
+	i := slices.IndexFunc(topics, func(t string) bool { return g.allows(p, g.topicNeed(t)) })
+	if i < 0 {
 		return
 	}
 	g.mu.Lock()
 	delete(g.subs, p)
 	g.mu.Unlock()
-	g.h.log.Info("reconnecting to a peer that may now have topics it was refused", "peer", p)
+	g.h.log.Info("reconnecting to a peer that may now have a topic it was refused", "peer", p, "topic", topics[i])
 	go func() {
 		ctx, cancel := context.WithTimeout(g.h.ctx, 10*time.Second)
 		defer cancel()
@@ -509,9 +508,6 @@ func (g *Gate) sweep(now time.Time) {
 		g.members[p] = machine
 		_, hadDep := g.departing[p]
 		if machine {
-			// A joiner that registered is a machine: should it be
-			// removed later, it is a former machine, not a joiner.
-			delete(g.joiners, p)
 			delete(g.departing, p)
 			delete(g.told, p)
 		} else if was || former && !hadDep {
@@ -519,6 +515,7 @@ func (g *Gate) sweep(now time.Time) {
 		}
 		dep, isDep := g.departing[p]
 		join, isJoin := g.joiners[p]
+		isJoin = isJoin && (!former || g.rejoins[p]) // see isJoiner
 		tell := former && !g.told[p] && g.onFormer != nil
 		if tell {
 			g.told[p] = true
@@ -570,6 +567,11 @@ func (g *Gate) sweep(now time.Time) {
 			if !now.Before(t) {
 				delete(set, p)
 			}
+		}
+	}
+	for p := range g.rejoins {
+		if _, ok := g.joiners[p]; !ok {
+			delete(g.rejoins, p)
 		}
 	}
 	g.mu.Unlock()
