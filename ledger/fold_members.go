@@ -47,7 +47,7 @@ func applyGenesis(st *State, e *Entry) error {
 	st.Settings, st.OrgKeyID = p.Settings, p.OrgKeyID
 	st.Members[owner] = &Member{ID: owner, Name: ownerName, Role: RoleOwner, Grant: e.Key(), Joined: e.Time}
 	st.Machines[machine] = &Machine{ID: machine, Name: name, Owner: owner, OwnerName: ownerName, Status: MachineApproved,
-		Role: RoleOwner, Registered: e.Time, History: []MachineEvent{{Status: MachineApproved, Time: e.Time, By: owner}}}
+		Role: RoleOwner, Registered: e.Time, History: []MachineEvent{{Status: MachineApproved, Time: e.Time, By: owner, Entry: e.cid.String()}}}
 	return nil
 }
 
@@ -73,7 +73,7 @@ func checkMachineName(s string) error {
 // setStatus changes a machine's status and records it in its history.
 func setStatus(m *Machine, status string, e *Entry, by string) {
 	m.Status = status
-	m.History = append(m.History, MachineEvent{Status: status, Time: e.Time, By: by})
+	m.History = append(m.History, MachineEvent{Status: status, Time: e.Time, By: by, Entry: e.cid.String()})
 }
 
 func applyRegister(st *State, e *Entry, author string, p MachineRegister) error {

@@ -146,6 +146,9 @@ type MachineEvent struct {
 	Status string `cbor:"status" json:"status"`
 	Time   int64  `cbor:"time" json:"time"`                 // the entry's advisory time, Unix ms
 	By     string `cbor:"by,omitempty" json:"by,omitempty"` // the person who made the change (registering: the machine's person)
+	// Entry is the CID of the entry that made the change: for a removed
+	// or rejected machine, what it is served of the ledger ends there.
+	Entry string `cbor:"entry,omitempty" json:"entry,omitempty"`
 }
 
 // PersonOf is the person machine acts for ("" for an unknown machine).

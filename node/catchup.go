@@ -159,6 +159,9 @@ func (n *Node) catchUpWith(p peer.ID, org string) bool {
 	if o == nil {
 		return false
 	}
+	if !n.approvedNow() {
+		return true // a pending machine is sent no heartbeat, and takes no item
+	}
 	seen, err := o.FetchSeen(ctx, p)
 	if err != nil {
 		n.log.Debug("catch-up: fetching heartbeats failed", "peer", p.String(), "err", err)

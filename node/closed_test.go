@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/store"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/p2p"
 )
@@ -135,3 +137,62 @@ type strangerView []peer.ID
 
 func (v strangerView) IsMachine(p peer.ID) bool  { return slices.Contains(v, p) }
 func (v strangerView) IsApproved(p peer.ID) bool { return slices.Contains(v, p) }
+
+// TestRemovedWhileOfflineLearnsIt (issue 20): a machine removed while it
+// was stopped learns it when it starts again: the org's machines serve it
+// the ledger up to the entry that removed it, so it leaves the org (as one
+// removed while online does), and what was written after its removal (a
+// job) never reaches its data dir.
+func TestRemovedWhileOfflineLearnsIt(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond, slots: 1})
+	m.formOrg()
+	ctx := ctxT(t)
+	n0, n1 := m.nodes[0].Node, m.nodes[1].Node
+	org, idC := n0.orgID(), m.nodes[2].idStr
+	m.stop(2)
+	if _, err := n0.MachineAction(ctx, idC, "remove"); err != nil {
+		t.Fatalf("remove: %v", err)
+	}
+	var removal string
+	n0.snapshot(func(st *ledger.State) {
+		h := st.Machines[idC].History
+		removal = h[len(h)-1].Entry
+	})
+	const secret = "written-after-the-removal-5e1d"
+	job := submit(t, n0, api.JobSubmit{Cmd: []string{"echo", secret}})
+	eventually(t, 20*time.Second, "n1 has the job", func() string {
+		has := false
+		n1.snapshot(func(st *ledger.State) { has = st.Jobs[job.ID] != nil })
+		if !has {
+			return "not yet"
+		}
+		return ""
+	})
+
+	m.restart(2)
+	m.waitNoOrg(30*time.Second, 2)
+	dir := filepath.Join(m.nodes[2].opts.DataDir, "orgs", org, "ledger")
+	s, err := store.Open(dir, nil)
+	if err != nil {
+		t.Fatalf("the removed machine's archived ledger: %v", err)
+	}
+	defer s.Close()
+	sawRemoval := false
+	err = s.ForEachBlock(func(c cid.Cid, data []byte) error {
+		sawRemoval = sawRemoval || c.String() == removal
+		if bytes.Contains(data, []byte(secret)) {
+			kind := "?"
+			if e, err := ledger.Decode(data); err == nil {
+				kind = e.Kind
+			}
+			t.Errorf("the removed machine holds entry %s (%s), written after its removal", c, kind)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sawRemoval {
+		t.Fatalf("the removed machine's ledger lacks the entry that removed it (%s)", removal)
+	}
+}

@@ -148,6 +148,9 @@ func (n *Node) learnMachines() {
 		n.mu.RLock()
 		o := n.org
 		n.mu.RUnlock()
+		if o != nil && !n.approvedNow() {
+			return // a pending machine is sent no heartbeat (it catches up once approved)
+		}
 		if o != nil {
 			for _, p := range n.host.Peers() {
 				ctx, c := context.WithTimeout(n.ctx, 5*time.Second)

@@ -94,13 +94,23 @@ func orgExit(st *ledger.State, me string) string {
 	switch m.Status {
 	case ledger.MachineRemoved:
 		if st.Members[m.Owner] == nil {
-			return "this machine's person left the org or was removed from it"
+			return "this machine's person left the org or was removed from it" + byWhom(st, me)
 		}
-		return "this machine was removed from the org"
+		return "this machine was removed from the org" + byWhom(st, me)
 	case ledger.MachineRejected:
-		return "this machine's registration was rejected"
+		return "this machine's registration was rejected" + byWhom(st, me)
 	}
 	return ""
+}
+
+// byWhom says who made machine me's last change of status and when (the
+// entry's advisory time), or "" when the ledger does not say.
+func byWhom(st *ledger.State, me string) string {
+	ev, ok := ownStanding(st, me)
+	if !ok || ev.By == "" {
+		return ""
+	}
+	return " by " + personName(st, ev.By) + " at " + api.FormatTime(time.UnixMilli(ev.Time))
 }
 
 // holdExit keeps checkExit from acting while an operation that changes this

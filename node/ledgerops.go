@@ -37,6 +37,7 @@ func (n *Node) openReplica() error {
 			n.metrics.entries.Set(float64(n.rep.Len()))
 			n.kickScheduler()
 			n.checkExit()
+			n.checkStanding()
 		},
 		HeadsHook: n.opts.HeadsHook,
 		Now:       n.opts.Now,

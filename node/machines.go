@@ -46,7 +46,9 @@ func (n *Node) machineStatus(id string, now time.Time) string {
 		status = m.Status // the fold changes it in place: read it under the lock
 	}
 	unlock()
-	if status != ledger.MachineApproved {
+	if status != ledger.MachineApproved || (id != n.idStr && !n.approvedNow()) {
+		// A machine that is not approved itself is sent no heartbeat
+		// (closed org): it does not know the others' liveness.
 		return status
 	}
 	hb, _, online := n.liveness(id, now)

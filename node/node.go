@@ -123,11 +123,12 @@ type Node struct {
 	bg      sync.WaitGroup // goroutines started with spawn
 	closing bool
 
-	sched   *scheduler
-	gate    gate              // closed while catching up (catchup.go)
-	drivers *runtime.Registry // set once at start, read without a lock
-	logs    *logs.Store       // item output: written by supervision, read by the API and the logs protocol
-	exit    exitState         // the way out of the org (leave.go)
+	sched    *scheduler
+	gate     gate              // closed while catching up (catchup.go)
+	drivers  *runtime.Registry // set once at start, read without a lock
+	logs     *logs.Store       // item output: written by supervision, read by the API and the logs protocol
+	exit     exitState         // the way out of the org (leave.go)
+	approved approval          // this machine approved at the last ledger change (closedorg.go)
 
 	witnessed witnessBook // redemptions witnessed, their registers not yet seen (witness.go)
 
@@ -274,7 +275,8 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		log.Warn("could not remember the listen ports", "err", err)
 	}
 	n.host.Gate().HoldsOrg(func() bool { return n.orgID() != "" })
-	p2p.ServeSync(n.host.LibP2P(), n.rep)
+	p2p.ServeSync(n.host.LibP2P(), syncSource{Replica: n.rep, gate: n.host.Gate()})
+	n.host.Gate().OnFormer(n.tellFormer)
 	p2p.ServeLogs(n.host.LibP2P(), (*logSource)(n))
 	p2p.ServeWitness(n.host.LibP2P(), (*witnessSource)(n))
 	n.host.ServeAdmit((*witnessSource)(n))
@@ -293,6 +295,8 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n.holdDispatch("start") // no new item before catching up with a peer (catchup.go)
+	n.approved.was.Store(n.approvedNow())
+	n.approved.armed.Store(true)
 	// Runs left by a previous process are this machine's before its first
 	// heartbeat: a heartbeat without them would release their leases.
 	n.sched.loadResults()

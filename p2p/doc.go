@@ -16,18 +16,21 @@
 // org's machines (approved or pending, from the node's ledger), joiners
 // that proved a current org key or usable invite over AdmitProtocol
 // (admit.go: a challenge-response signed by the joiner's machine key,
-// bound to a fresh nonce and to both peer IDs), and, for a short grace,
-// machines that were just removed or rejected (to fetch the entry that
-// says so). A connection gater refuses peers that failed admission or were
-// cut off; a sweep closes strangers' connections after Probation; every
-// inbound stream's protocol is checked at negotiation (through the
-// resource manager, so every protocol is covered): sync to machines,
-// joiners and departing machines; heartbeat fetch to machines; logs, the
-// dataset exchange and anything else to approved machines; admission,
-// witnessing, tombstones, identify, ping and pubsub itself to anyone
-// connected. Pubsub's subscription filter ignores strangers' subscriptions
-// to the org's topics (so nothing is published to them) and its peer filter
-// keeps joiners out of the mesh of every topic but the ledger's. A sender over a topic's rate limit (ratelimit.go)
+// bound to a fresh nonce and to both peer IDs), and machines that were
+// removed or rejected, which are served the ledger only up to the entry
+// that says so (SyncHorizon). A connection gater refuses peers that failed
+// admission or were cut off; a sweep closes strangers' connections after
+// Probation, and former machines' after DepartGrace; every inbound
+// stream's protocol is checked at negotiation (through the resource
+// manager, so every protocol is covered): sync to machines, joiners and
+// former machines; heartbeat fetch, logs, the dataset exchange and
+// anything else to approved machines; admission, witnessing, tombstones,
+// identify, ping and pubsub itself to anyone connected. Pubsub's
+// subscription filter takes subscriptions to the org's ledger topic from
+// machines and joiners only, and to its other topics (heartbeats, offers)
+// from approved machines only, so nothing else is published to anyone
+// else; the peer filter keeps the same peers out of each topic's mesh and
+// gossip. A sender over a topic's rate limit (ratelimit.go)
 // has its excess ignored and, when it floods, is graylisted.
 //
 // # Gossip

@@ -1,6 +1,8 @@
 package p2p
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,9 +23,12 @@ import (
 //   - a machine of the org (Membership: approved or pending);
 //   - a joiner: a peer that proved, over AdmitProtocol, that it holds a
 //     current org key or a usable invite, for JoinWindow;
-//   - a departing machine: one that was a machine while connected and no
-//     longer is (removed, rejected), for DepartGrace, so that it can fetch
-//     the entry that says so and leave;
+//   - a former machine: one that is removed or rejected (Former); it may
+//     sync, and the node serves it only the entry that put it out and that
+//     entry's ancestors (SyncHorizon), so that it learns it is out, and
+//     nothing written since; it keeps its connection for DepartGrace from
+//     when it was first seen out (a departing machine: one that was a
+//     machine while connected), and is told that entry then (OnFormer);
 //   - a stranger: anyone else.
 //
 // The Gate enforces that at three points. (1) Connections: a connection
@@ -34,17 +39,28 @@ import (
 // after their grace. (2) Streams: every inbound stream's protocol is
 // checked when it is negotiated (the resource manager's SetProtocol, so it
 // covers every protocol, the dataset exchange's too): see streamNeed.
-// (3) Gossip: a peer that may not even sync (a stranger) has an
-// application score of StrangerScore: below the publish and gossip
+// (3) Gossip: a peer that is neither a machine nor a joiner (a stranger,
+// a former machine) has an application score of StrangerScore: below the publish and gossip
 // thresholds, so this host's pubsub sends it nothing (no message, flood
 // published or forwarded, no IHAVE, no IWANT answer) and keeps it out of
 // every mesh, yet above the graylist, so what it sends is still validated
 // (and rejected). The score follows the ledger at once: a machine this
-// node learns of a moment after it connected gets gossip from then on. A
-// subscription filter takes a peer's subscriptions to the org's topics only
+// node learns of a moment after it connected gets gossip from then on.
+// Every topic of the org but the ledger's (heartbeats, offers) is for
+// approved machines only: joiners and pending machines need the ledger
+// (to register, and to learn that they were approved) and nothing else.
+// Flood publishing sends to every peer pubsub lists as a subscriber whose
+// score is above the publish threshold, so the subscription filter is what
+// keeps a topic from a peer: it takes a subscription to the ledger topic
 // from machines, joiners and peers within their probation (a machine this
-// node lags behind on), and a peer filter keeps joiners out of the mesh and
-// gossip of the org's topics other than the ledger's (heartbeat, offers).
+// node lags behind on), and to the others from approved machines only; the
+// peer filter keeps the same peers out of each topic's mesh and gossip.
+// Pubsub learns a peer's subscriptions only when the peer announces them
+// (on connecting, and on joining a topic), so a refused subscription is
+// remembered, and once the peer may have that topic (a pending machine
+// approved, a machine this node lagged behind on) the sweep closes its
+// connection and dials it again: the new connection's hello announces its
+// subscriptions anew (resetRefused).
 //
 // Before the host has joined an org the gate is open: such a node holds
 // nothing of an org, and is itself the joiner.
@@ -65,9 +81,8 @@ type need int
 
 const (
 	needNothing  need = iota // anyone connected
-	needSync                 // machine, joiner or departing
+	needSync                 // machine, joiner, departing or former machine
 	needJoiner               // machine or joiner
-	needMachine              // approved or pending machine
 	needApproved             // approved machine
 )
 
@@ -78,11 +93,15 @@ type Gate struct {
 	holds atomic.Pointer[func() bool] // see HoldsOrg
 
 	mu        sync.Mutex
-	joiners   map[peer.ID]time.Time   // admitted joiner -> until
-	departing map[peer.ID]time.Time   // departing machine -> until
-	members   map[peer.ID]bool        // connected peers that were machines at the last sweep
-	blocked   map[peer.ID]time.Time   // refused until
-	refusals  map[peer.ID][]time.Time // refused admissions, within blockFor
+	joiners   map[peer.ID]time.Time       // admitted joiner -> until
+	departing map[peer.ID]time.Time       // departing machine -> until
+	members   map[peer.ID]bool            // connected peers that were machines at the last sweep
+	blocked   map[peer.ID]time.Time       // refused until
+	refusals  map[peer.ID][]time.Time     // refused admissions, within blockFor
+	subs      map[peer.ID]map[string]bool // connected peers' refused subscriptions (org topics)
+	rejoins   map[peer.ID]bool            // admitted joiners that were former machines then
+	told      map[peer.ID]bool            // connected former machines OnFormer was called for
+	onFormer  func(peer.ID)
 }
 
 type gateTimings struct {
@@ -98,6 +117,9 @@ func newGate(h *Host) *Gate {
 		members:   map[peer.ID]bool{},
 		blocked:   map[peer.ID]time.Time{},
 		refusals:  map[peer.ID][]time.Time{},
+		subs:      map[peer.ID]map[string]bool{},
+		rejoins:   map[peer.ID]bool{},
+		told:      map[peer.ID]bool{},
 	}
 }
 
@@ -152,6 +174,46 @@ func (g *Gate) isApproved(p peer.ID) bool {
 	return false
 }
 
+// Former is optionally implemented by a Membership: IsFormer reports a
+// removed or rejected machine of the org (see the comment at the top of
+// gate.go).
+type Former interface {
+	IsFormer(id peer.ID) bool
+}
+
+func (g *Gate) isFormer(p peer.ID) bool {
+	for _, m := range g.h.memberships() {
+		if f, ok := m.(Former); ok && f.IsFormer(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsJoiner reports whether p is an admitted joiner now.
+func (g *Gate) IsJoiner(p peer.ID) bool { return g.isJoiner(p, time.Now()) }
+
+// isJoiner: p was admitted within JoinWindow, and is not a machine removed
+// or rejected since (a removed machine admitted to join again is a joiner).
+func (g *Gate) isJoiner(p peer.ID, now time.Time) bool {
+	if !g.until(g.joiners, p, now) {
+		return false
+	}
+	g.mu.Lock()
+	rejoin := g.rejoins[p]
+	g.mu.Unlock()
+	return rejoin || !g.isFormer(p)
+}
+
+// OnFormer registers fn, called (on its own goroutine) once per connection
+// of a former machine, when the sweep first sees it connected and out: the
+// node tells it the entry that put it out, which it fetches at once.
+func (g *Gate) OnFormer(fn func(peer.ID)) {
+	g.mu.Lock()
+	g.onFormer = fn
+	g.mu.Unlock()
+}
+
 func (g *Gate) until(set map[peer.ID]time.Time, p peer.ID, now time.Time) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -168,21 +230,22 @@ func (g *Gate) allows(p peer.ID, n need) bool {
 	switch n {
 	case needApproved:
 		return g.isApproved(p)
-	case needMachine:
-		return g.isMachine(p)
 	case needJoiner:
-		return g.isMachine(p) || g.until(g.joiners, p, now)
+		return g.isMachine(p) || g.isJoiner(p, now)
 	default: // needSync
-		return g.isMachine(p) || g.until(g.joiners, p, now) || g.until(g.departing, p, now)
+		return g.isMachine(p) || g.isJoiner(p, now) || g.until(g.departing, p, now) || g.isFormer(p)
 	}
 }
 
 // Admitted records that p proved a capability: it is a joiner for
-// JoinWindow, and no longer blocked.
+// JoinWindow (while it is not removed or rejected after this: see
+// isJoiner), and no longer blocked.
 func (g *Gate) admitted(p peer.ID) {
+	rejoin := g.isFormer(p)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.joiners[p] = time.Now().Add(g.t.joinWindow)
+	g.rejoins[p] = rejoin
 	delete(g.blocked, p)
 }
 
@@ -224,6 +287,7 @@ func (g *Gate) cut(p peer.ID, d time.Duration) {
 		g.blocked[p] = time.Now().Add(d)
 	}
 	delete(g.joiners, p)
+	delete(g.rejoins, p)
 	g.mu.Unlock()
 	_ = g.h.h.Network().ClosePeer(p)
 }
@@ -254,7 +318,7 @@ func streamNeed(proto protocol.ID) need {
 	case proto == SyncProtocol:
 		return needSync
 	case proto == HeartbeatProtocol:
-		return needMachine
+		return needApproved // as the heartbeat topic
 	}
 	// Logs, the dataset exchange, and anything else: approved machines.
 	return needApproved
@@ -286,7 +350,7 @@ func (g *Gate) topicNeed(topic string) need {
 	case kind == KindLedger:
 		return needJoiner
 	}
-	return needMachine
+	return needApproved // heartbeats, offers, and any other
 }
 
 // peerFilter is pubsub's WithPeerFilter.
@@ -306,23 +370,87 @@ func (f subFilter) FilterIncomingSubscriptions(from peer.ID, subs []*pb.RPC_SubO
 	}
 	out := subs[:0:0]
 	for _, s := range subs {
-		n := min(f.g.topicNeed(s.GetTopicid()), needJoiner)
-		if s.GetSubscribe() && !f.g.allows(from, n) && !f.g.young(from, time.Now()) {
+		topic := s.GetTopicid()
+		n := f.g.topicNeed(topic)
+		if s.GetSubscribe() && !f.g.allows(from, n) && (n > needJoiner || !f.g.young(from, time.Now())) {
+			f.g.refusedSub(from, topic)
 			continue
+		}
+		if n != needNothing {
+			f.g.forgetSub(from, topic)
 		}
 		out = append(out, s)
 	}
 	return out, nil
 }
 
-// StrangerScore is the application score of a peer that may not sync (see
+// maxRefusedSubs bounds the refused subscriptions remembered per peer
+// (only the org's topics are: three per org).
+const maxRefusedSubs = 16
+
+// refusedSub remembers that p's subscription to topic was refused.
+func (g *Gate) refusedSub(p peer.ID, topic string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ts := g.subs[p]
+	if ts == nil {
+		if len(g.subs) >= maxBlocked {
+			return
+		}
+		ts = map[string]bool{}
+		g.subs[p] = ts
+	}
+	if len(ts) < maxRefusedSubs {
+		ts[topic] = true
+	}
+}
+
+// forgetSub: p's (un)subscription to topic was taken.
+func (g *Gate) forgetSub(p peer.ID, topic string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ts := g.subs[p]; ts != nil {
+		delete(ts, topic)
+		if len(ts) == 0 {
+			delete(g.subs, p)
+		}
+	}
+}
+
+// resetRefused closes the connections of p, a peer that now may have a
+// topic whose subscription was refused, and dials it again (see the
+// comment at the top of gate.go).
+func (g *Gate) resetRefused(p peer.ID) {
+	g.mu.Lock()
+	topics := make([]string, 0, len(g.subs[p]))
+	for topic := range g.subs[p] {
+		topics = append(topics, topic)
+	}
+	g.mu.Unlock()
+	i := slices.IndexFunc(topics, func(t string) bool { return g.allows(p, g.topicNeed(t)) })
+	if i < 0 {
+		return
+	}
+	g.mu.Lock()
+	delete(g.subs, p)
+	g.mu.Unlock()
+	g.h.log.Info("reconnecting to a peer that may now have a topic it was refused", "peer", p, "topic", topics[i])
+	go func() {
+		ctx, cancel := context.WithTimeout(g.h.ctx, 10*time.Second)
+		defer cancel()
+		_ = g.h.ResetPeer(ctx, p, nil)
+	}()
+}
+
+// StrangerScore is the application score of a peer that is neither a
+// machine nor a joiner (see
 // the comment at the top of gate.go): between the publish threshold and the
 // graylist threshold of peerScoreThresholds.
 const StrangerScore = -2000
 
 // appScore is the gate's part of pubsub's application score.
 func (g *Gate) appScore(p peer.ID) float64 {
-	if g.allows(p, needSync) {
+	if g.allows(p, needJoiner) {
 		return 0
 	}
 	return StrangerScore
@@ -374,17 +502,32 @@ func (g *Gate) sweep(now time.Time) {
 	for _, p := range nw.Peers() {
 		connected[p] = true
 		machine := g.isMachine(p)
+		former := !machine && g.isFormer(p)
 		g.mu.Lock()
 		was := g.members[p]
 		g.members[p] = machine
+		_, hadDep := g.departing[p]
 		if machine {
 			delete(g.departing, p)
-		} else if was {
+			delete(g.told, p)
+		} else if was || former && !hadDep {
 			g.departing[p] = now.Add(g.t.departGrace)
 		}
 		dep, isDep := g.departing[p]
 		join, isJoin := g.joiners[p]
+		isJoin = isJoin && (!former || g.rejoins[p]) // see isJoiner
+		tell := former && !g.told[p] && g.onFormer != nil
+		if tell {
+			g.told[p] = true
+		}
+		onFormer, refused := g.onFormer, len(g.subs[p]) > 0
 		g.mu.Unlock()
+		if tell {
+			go onFormer(p)
+		}
+		if refused {
+			g.resetRefused(p)
+		}
 		switch {
 		case machine, isJoin && now.Before(join), isDep && now.Before(dep):
 			continue
@@ -402,9 +545,16 @@ func (g *Gate) sweep(now time.Time) {
 		}
 	}
 	g.mu.Lock()
-	for p := range g.members {
+	for _, set := range []map[peer.ID]bool{g.members, g.told} {
+		for p := range set {
+			if !connected[p] {
+				delete(set, p)
+			}
+		}
+	}
+	for p := range g.subs {
 		if !connected[p] {
-			delete(g.members, p)
+			delete(g.subs, p)
 		}
 	}
 	for p, ts := range g.refusals {
@@ -417,6 +567,11 @@ func (g *Gate) sweep(now time.Time) {
 			if !now.Before(t) {
 				delete(set, p)
 			}
+		}
+	}
+	for p := range g.rejoins {
+		if _, ok := g.joiners[p]; !ok {
+			delete(g.rejoins, p)
 		}
 	}
 	g.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -379,17 +380,19 @@ func TestGateClosedWhileHoldingOrg(t *testing.T) {
 	}
 }
 
-// TestLaggingNodeTakesSubscriptionsLater: a node that does not know a peer
-// yet (its ledger lags) takes its subscriptions (it is within its
-// probation) but sends it nothing; once the peer is a machine in its view,
-// it sends it the org's gossip on the same connection.
-func TestLaggingNodeTakesSubscriptionsLater(t *testing.T) {
+// TestPendingGetsOnlyTheLedgerTopic (issue 20): a pending machine, subscribed
+// to every topic of the org, is sent the ledger's heads and neither the
+// heartbeats nor the offers that a machine it is connected to publishes;
+// once approved it gets them (its subscriptions are learnt again: the
+// approving node reconnects), and its own heartbeats are taken.
+func TestPendingGetsOnlyTheLedgerTopic(t *testing.T) {
 	ptShortGate(t)
 	pr := Probation
-	Probation = time.Minute // not cut off meanwhile
+	Probation = time.Minute // not cut off meanwhile, and within its probation
 	a, b := ptHost(t, nil), ptHost(t, nil)
 	Probation = pr
 	ma := newPtMembers(a.ID())
+	ma.add(b.ID(), false) // pending, in a's ledger
 	oa, err := a.JoinOrg(ptOrg, ma)
 	if err != nil {
 		t.Fatal(err)
@@ -398,26 +401,61 @@ func TestLaggingNodeTakesSubscriptionsLater(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := &ptRecorder{}
-	ob.OnHeartbeat(got.add)
-	ptConnect(t, b, a)
-	ptWaitTopicPeer(t, oa.hbTopic, b.ID())
-	ptEventually(t, 5*time.Second, "b's score at a below the publish threshold", func() bool {
-		sc, ok := a.PeerScore(b.ID())
-		return ok && sc < peerScoreThresholds().PublishThreshold
-	})
-	ma.add(b.ID(), true)
-	ptEventually(t, 5*time.Second, "b's score at a back to 0", func() bool {
-		sc, ok := a.PeerScore(b.ID())
-		return ok && sc >= 0
-	})
-	if err := oa.PublishHeartbeat(context.Background(), Heartbeat{Name: "a"}); err != nil {
+	accept := func(peer.ID, *OfferMsg) *OfferVerdict { return nil }
+	ta, err := a.JoinOffers(ptOrg, accept)
+	if err != nil {
 		t.Fatal(err)
 	}
-	ptEventually(t, 10*time.Second, "b to get a's heartbeat", func() bool {
-		return got.has(func(h Heartbeat) bool { return h.Machine == a.ID().String() })
-	})
-	if a.LibP2P().Network().Connectedness(b.ID()) != network.Connected {
-		t.Fatal("the connection was closed")
+	tb, err := b.JoinOffers(ptOrg, accept)
+	if err != nil {
+		t.Fatal(err)
 	}
+	hbs, hbsAtA := &ptRecorder{}, &ptRecorder{}
+	ob.OnHeartbeat(hbs.add)
+	oa.OnHeartbeat(hbsAtA.add)
+	var heads, offers atomic.Int64
+	ob.OnHeads(func(peer.ID, []byte) { heads.Add(1) })
+	tb.OnMessage(func(OfferMsg) { offers.Add(1) })
+	ptConnect(t, b, a)
+	ptWaitTopicPeer(t, oa.ledgerTopic, b.ID())
+	ptWaitTopicPeer(t, ob.hbTopic, a.ID())
+
+	ctx := context.Background()
+	fromA := func(h Heartbeat) bool { return h.Machine == a.ID().String() }
+	publish := func() {
+		t.Helper()
+		if err := oa.PublishHeartbeat(ctx, Heartbeat{Name: "a"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := ta.Publish(ctx, OfferMsg{Withdraw: &ledger.OfferWithdrawal{}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Heads published after a heartbeat and an offer, on the same
+	// stream: once b has them, it would have had those too.
+	for round := int64(1); round <= 2; round++ {
+		publish()
+		if err := oa.PublishHeads(ctx, []byte("heads")); err != nil {
+			t.Fatal(err)
+		}
+		ptEventually(t, 10*time.Second, "the pending machine gets a's heads", func() bool { return heads.Load() >= round })
+	}
+	if hbs.has(fromA) || offers.Load() != 0 {
+		t.Fatalf("the pending machine got a's heartbeat (%v) or %d offers", hbs.has(fromA), offers.Load())
+	}
+	if slices.Contains(oa.hbTopic.ListPeers(), b.ID()) || slices.Contains(ta.Peers(), b.ID()) {
+		t.Fatal("a lists the pending machine as a subscriber of the heartbeat or offers topic")
+	}
+
+	ma.add(b.ID(), true) // approved
+	polls := 0
+	ptEventually(t, 20*time.Second, "the approved machine gets a's heartbeats and offers, and a takes its heartbeats", func() bool {
+		if polls++; polls%20 == 1 { // 5 a second, well within the rate limits
+			publish()
+			if err := ob.PublishHeartbeat(ctx, Heartbeat{Name: "b"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return hbs.has(fromA) && offers.Load() > 0 && hbsAtA.has(func(h Heartbeat) bool { return h.Machine == b.ID().String() })
+	})
 }

@@ -21,8 +21,9 @@ import (
 // asks for the entries reachable back from some CIDs and gets them in batches,
 // ancestors first, in as few round trips as the DAG allows; or it pushes its
 // heads so the other side fetches from it. Only the org's machines, joiners
-// that proved a key (AdmitProtocol) and machines just removed are served
-// (gate.go); anyone else's stream is reset before it is read.
+// that proved a key (AdmitProtocol) and removed or rejected machines (up to
+// the entry that put them out: SyncHorizon) are served (gate.go); anyone
+// else's stream is reset before it is read.
 const SyncProtocol = protocol.ID("/cshare/sync/1.0.0")
 
 // Sync limits.
@@ -46,6 +47,23 @@ type SyncSource interface {
 	// Announced is called when a peer pushes its heads.
 	Announced(from peer.ID, heads []cid.Cid)
 }
+
+// SyncHorizon is optionally implemented by a SyncSource. A peer with a
+// horizon (a removed or rejected machine: see gate.go) is served only the
+// entry that put it out and that entry's ancestors, with its heads
+// answered as that entry, and may not announce: it learns that it is out,
+// and nothing written since.
+type SyncHorizon interface {
+	// Horizon is p's last entry; out is false for a peer without one,
+	// true with an undefined CID for one that gets nothing.
+	Horizon(p peer.ID) (last cid.Cid, out bool)
+	// CollectUpTo is Collect cut to last and its ancestors (want empty:
+	// from last).
+	CollectUpTo(last cid.Cid, want []cid.Cid, floor uint64, limit int) [][]byte
+}
+
+// errFormer answers a former machine's sync request that may not be served.
+const errFormer = "this machine is no longer in the org"
 
 type syncReq struct {
 	Op    string   `cbor:"op"` // "get" | "announce"
@@ -139,6 +157,14 @@ func ServeSync(h host.Host, src SyncSource) {
 			_ = writeSyncFrame(w, syncResp{Err: "bad want list", Done: true})
 			return
 		}
+		last, out := cid.Undef, false
+		if hz, ok := src.(SyncHorizon); ok {
+			last, out = hz.Horizon(s.Conn().RemotePeer())
+		}
+		if out && (req.Op != "get" || !last.Defined()) {
+			_ = writeSyncFrame(w, syncResp{Err: errFormer, Done: true})
+			return
+		}
 		switch req.Op {
 		case "announce":
 			src.Announced(s.Conn().RemotePeer(), want)
@@ -148,7 +174,12 @@ func ServeSync(h host.Host, src SyncSource) {
 			if limit <= 0 || limit > 1<<20 {
 				limit = 1 << 20
 			}
-			blocks := src.Collect(want, req.Floor, limit)
+			var blocks [][]byte
+			if out {
+				blocks = src.(SyncHorizon).CollectUpTo(last, want, req.Floor, limit)
+			} else {
+				blocks = src.Collect(want, req.Floor, limit)
+			}
 			for len(blocks) > 0 {
 				n := min(len(blocks), SyncBatch)
 				if err := writeSyncFrame(w, syncResp{Blocks: blocks[:n]}); err != nil {

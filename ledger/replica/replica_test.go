@@ -304,3 +304,29 @@ func TestMembership(t *testing.T) {
 		t.Fatal("HasHeadsPayload")
 	}
 }
+
+// TestCollectUpTo: a peer served up to an entry (a removed machine, up to
+// its removal) gets that entry and its ancestors, never what came after,
+// even when it names a later entry.
+func TestCollectUpTo(t *testing.T) {
+	a := open(t, t.TempDir(), newSigner(t), Config{})
+	genesis(t, a)
+	es := writeN(t, a, 4)
+	last, later := es[1].CID(), es[3].CID()
+	got := map[string]bool{}
+	for _, b := range a.CollectUpTo(last, nil, 0, 100) {
+		got[ledger.CIDOf(b).String()] = true
+	}
+	if len(got) != 3 || !got[last.String()] || got[es[2].CID().String()] || got[later.String()] {
+		t.Fatalf("up to entry 1 of 4 (and the genesis): %d entries %v", len(got), got)
+	}
+	if b := a.CollectUpTo(last, []cid.Cid{later}, 0, 100); len(b) != 0 {
+		t.Fatalf("a later entry asked for: %d entries served", len(b))
+	}
+	if b := a.CollectUpTo(last, []cid.Cid{es[0].CID(), later}, 0, 100); len(b) != 2 {
+		t.Fatalf("an ancestor and a later entry asked for: %d entries served, want the ancestor and the genesis", len(b))
+	}
+	if _, out := a.Horizon(newSigner(t).ID()); out {
+		t.Fatal("a stranger has a horizon")
+	}
+}
