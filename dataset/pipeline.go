@@ -26,7 +26,9 @@ const readAhead = 32
 // chunkBufs holds chunk buffers imports made and stored, for the next
 // chunks (of this import or a later one) to be read into, not into fresh
 // memory, whose page faults and zeroing cost about as much as hashing. The
-// garbage collector empties it when imports stop.
+// buffers are cut from slabs of huge pages (newChunks); the garbage
+// collector empties the pool when imports stop and frees a slab once none
+// of its buffers is in use.
 var chunkBufs sync.Pool
 
 // chunkPool lends an import chunk buffers: a buffer is in use from the read
@@ -40,16 +42,28 @@ type chunkPool struct {
 func newChunkPool() *chunkPool { return &chunkPool{lent: map[*byte]bool{}} }
 
 func (p *chunkPool) get() []byte {
-	var b []byte
-	if a, ok := chunkBufs.Get().(*[ChunkSize]byte); ok {
-		b = a[:]
-	} else {
-		b = make([]byte, ChunkSize)
+	a, ok := chunkBufs.Get().(*[ChunkSize]byte)
+	if !ok {
+		a = newChunks()
 	}
+	b := a[:]
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lent[&b[0]] = true
 	return b
+}
+
+// chunkSlab is the memory newChunks takes at once.
+const chunkSlab = 16 << 20
+
+// newChunks cuts a new slab of huge pages (hugeBuf) into chunk buffers,
+// returns the first and leaves the others in chunkBufs.
+func newChunks() *[ChunkSize]byte {
+	slab := hugeBuf(chunkSlab)
+	for off := ChunkSize; off < len(slab); off += ChunkSize {
+		chunkBufs.Put((*[ChunkSize]byte)(slab[off : off+ChunkSize]))
+	}
+	return (*[ChunkSize]byte)(slab[:ChunkSize])
 }
 
 // put takes back data if it is a buffer get lent and reports whether it
