@@ -29,8 +29,16 @@ type DataWriter struct {
 	pins  []cid.Cid
 	held  []uint32 // a pack once per append of this writer's not flushed
 	size  int64
-	err   error // a failed flush's: the writer stores nothing more
+	puts  int           // Puts since the last flush
+	ahead int64         // bytes put since a sync ahead last started
+	sync  chan struct{} // closed when the last sync ahead ended
+	err   error         // a failed Put's or Flush's: it stores nothing more
 }
+
+// syncAheadEvery is the bytes put between syncs of the pack started in the
+// background (packs.syncAhead), from a writer's second Put since its last
+// flush on (a PutDataBlocks does not start one).
+const syncAheadEvery = 32 << 20
 
 type pointed struct {
 	c  cid.Cid
@@ -97,9 +105,31 @@ func (w *DataWriter) Put(bs []Block) (int, error) {
 		w.held = append(w.held, ptrs[0].pack)
 		for i, b := range big {
 			w.big = append(w.big, pointed{b.CID, ptrs[i]})
+			w.ahead += int64(len(b.Data))
+		}
+		if w.puts++; w.puts > 1 && w.ahead >= syncAheadEvery && w.syncDone() {
+			w.ahead = 0
+			w.sync = make(chan struct{})
+			go func(id uint32, done chan struct{}) {
+				defer close(done)
+				w.s.packs.syncAhead(id)
+			}(ptrs[0].pack, w.sync)
 		}
 	}
 	return len(fresh), nil
+}
+
+// syncDone reports whether no sync ahead of the writer's runs.
+func (w *DataWriter) syncDone() bool {
+	if w.sync == nil {
+		return true
+	}
+	select {
+	case <-w.sync:
+		return true
+	default:
+		return false
+	}
 }
 
 // Unflushed is the bytes of blocks put since the last Flush.
@@ -120,6 +150,7 @@ func (w *DataWriter) Flush() error {
 	w.s.packs.release(w.held)
 	clear(w.seen)
 	w.big, w.small, w.pins, w.held, w.size = w.big[:0], nil, w.pins[:0], w.held[:0], 0
+	w.puts, w.ahead = 0, 0
 	return nil
 }
 
@@ -160,6 +191,9 @@ func (w *DataWriter) flush() error {
 
 // Close ends the writer: blocks put and not flushed are not stored.
 func (w *DataWriter) Close() {
+	if w.sync != nil {
+		<-w.sync
+	}
 	w.s.packs.release(w.held)
 	w.held = nil
 	if w.err == nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,6 +108,76 @@ func TestDataWriterHeldPack(t *testing.T) {
 	for _, blk := range []Block{a, b} {
 		if got, err := s.DataBlock(blk.CID); err != nil || !bytes.Equal(got, blk.Data) {
 			t.Fatalf("block %s: %d bytes, %v", blk.CID, len(got), err)
+		}
+	}
+}
+
+// TestDataWriterSyncFailed: blocks in a pack whose sync failed (here,
+// one in the background) are never pointed at: the flush fails; the next
+// writer's blocks go to a new pack and are stored.
+func TestDataWriterSyncFailed(t *testing.T) {
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w, err := s.NewDataWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost, kept := block(1, 64<<10), block(2, 64<<10)
+	if _, err := w.Put([]Block{lost}); err != nil {
+		t.Fatal(err)
+	}
+	s.packs.setBad(1, syscall.EIO)
+	if err := w.Flush(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("flush = %v, want EIO", err)
+	}
+	w.Close()
+	if _, err := s.DataBlock(lost.CID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("block of the failed pack: %v; want ErrNotFound", err)
+	}
+	if n, err := s.PutDataBlocks([]Block{kept}, nil); err != nil || n != 1 {
+		t.Fatalf("put after the failure = %d, %v", n, err)
+	}
+	if got, err := s.DataBlock(kept.CID); err != nil || !bytes.Equal(got, kept.Data) {
+		t.Fatalf("block put after the failure: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestDataWriterSyncAhead: a writer putting batch after batch syncs its
+// pack in the background on the way and stores them all at the flush.
+func TestDataWriterSyncAhead(t *testing.T) {
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w, err := s.NewDataWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var all []Block
+	for i := range 3 { // 36 MiB
+		var batch []Block
+		for j := range 48 {
+			batch = append(batch, block(i*48+j, 256<<10))
+		}
+		if n, err := w.Put(batch); err != nil || n != len(batch) {
+			t.Fatalf("put %d = %d, %v", i, n, err)
+		}
+		all = append(all, batch...)
+	}
+	if w.sync == nil {
+		t.Fatal("no sync ahead started")
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range all {
+		if got, err := s.DataBlock(b.CID); err != nil || !bytes.Equal(got, b.Data) {
+			t.Fatalf("block %s: %d bytes, %v", b.CID, len(got), err)
 		}
 	}
 }

@@ -75,9 +75,15 @@ type packs struct {
 	curSize int64
 	next    uint32
 	// held counts, per pack, the appends whose pointers are not written
-	// yet; bad is the packs left with appends that could not be synced.
+	// yet.
 	held map[uint32]int
-	bad  map[uint32]error
+	// ahead counts the syncs of the current pack running without mu
+	// (syncAhead); sync and leave wait for them, so a pack is not closed
+	// under one and its failure is seen.
+	ahead sync.WaitGroup
+
+	bmu sync.Mutex
+	bad map[uint32]error // packs with appends that could not be synced
 
 	rmu     sync.Mutex
 	readers map[uint32]*os.File
@@ -128,7 +134,7 @@ func (p *packs) path(id uint32) string {
 func (p *packs) append(bs []Block) ([]ptr, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cur == nil || p.curSize >= packLimit {
+	if p.cur == nil || p.curSize >= packLimit || p.failed(p.curID) != nil {
 		if err := p.rotate(); err != nil {
 			return nil, err
 		}
@@ -174,14 +180,15 @@ func (p *packs) append(bs []Block) ([]ptr, error) {
 func (p *packs) sync(ids []uint32) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.ahead.Wait()
 	for _, id := range ids {
-		if err := p.bad[id]; err != nil {
+		if err := p.failed(id); err != nil {
 			return fmt.Errorf("store: pack %d sync: %w", id, err)
 		}
 		if p.cur != nil && id == p.curID && p.dirty {
 			if err := syncData(p.cur); err != nil {
 				// Not retried: a second sync may pass with the bytes lost.
-				p.bad[id] = err
+				p.setBad(id, err)
 				p.dirty = false
 				p.abandon()
 				return fmt.Errorf("store: pack %d sync: %w", id, err)
@@ -190,6 +197,39 @@ func (p *packs) sync(ids []uint32) error {
 		}
 	}
 	return nil
+}
+
+// syncAhead syncs pack id, if it is still the current one, without holding
+// appends up: the sync that makes them durable then has less to wait for
+// (a virtio disk wrote its cache out only when told). A failure is kept
+// for that sync to report.
+func (p *packs) syncAhead(id uint32) {
+	p.mu.Lock()
+	f := p.cur
+	if f == nil || p.curID != id || !p.dirty {
+		p.mu.Unlock()
+		return
+	}
+	p.ahead.Add(1)
+	p.mu.Unlock()
+	defer p.ahead.Done()
+	if err := syncData(f); err != nil {
+		p.setBad(id, err)
+	}
+}
+
+func (p *packs) setBad(id uint32, err error) {
+	p.bmu.Lock()
+	defer p.bmu.Unlock()
+	if p.bad[id] == nil {
+		p.bad[id] = err
+	}
+}
+
+func (p *packs) failed(id uint32) error {
+	p.bmu.Lock()
+	defer p.bmu.Unlock()
+	return p.bad[id]
 }
 
 // release ends one hold of each of the packs ids (an id once per append).
@@ -236,9 +276,10 @@ func (p *packs) leave() {
 	if p.cur == nil {
 		return
 	}
+	p.ahead.Wait()
 	if p.dirty {
 		if err := syncData(p.cur); err != nil {
-			p.bad[p.curID] = err
+			p.setBad(p.curID, err)
 		}
 	}
 	_ = p.cur.Close()
@@ -322,7 +363,9 @@ func (p *packs) drop(live map[uint32]bool) error {
 		if err := os.Remove(p.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("store: pack delete: %w", err)
 		}
+		p.bmu.Lock()
 		delete(p.bad, id)
+		p.bmu.Unlock()
 	}
 	return nil
 }
