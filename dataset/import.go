@@ -56,7 +56,10 @@ func Import(ctx context.Context, bs *Blockstore, path string, pin *store.Pin, pr
 		return Result{}, fmt.Errorf("%w: path %q: %v", ErrPath, path, unwrapPathErr(err))
 	}
 	pool := newChunkPool()
-	dag := newBlockWriter(ctx, bs, pin, pool)
+	dag, err := newBlockWriter(ctx, bs, pin, pool)
+	if err != nil {
+		return Result{}, err
+	}
 	defer dag.stop()
 	im := &importer{ctx: ctx, dag: dag, pool: pool, progress: progress}
 	nd, err := im.node(path, fi)

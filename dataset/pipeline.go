@@ -26,7 +26,9 @@ const readAhead = 32
 // chunkBufs holds chunk buffers imports made and stored, for the next
 // chunks (of this import or a later one) to be read into, not into fresh
 // memory, whose page faults and zeroing cost about as much as hashing. The
-// garbage collector empties it when imports stop.
+// buffers are cut from slabs of huge pages (newChunks); the garbage
+// collector empties the pool when imports stop and frees a slab once none
+// of its buffers is in use.
 var chunkBufs sync.Pool
 
 // chunkPool lends an import chunk buffers: a buffer is in use from the read
@@ -40,16 +42,28 @@ type chunkPool struct {
 func newChunkPool() *chunkPool { return &chunkPool{lent: map[*byte]bool{}} }
 
 func (p *chunkPool) get() []byte {
-	var b []byte
-	if a, ok := chunkBufs.Get().(*[ChunkSize]byte); ok {
-		b = a[:]
-	} else {
-		b = make([]byte, ChunkSize)
+	a, ok := chunkBufs.Get().(*[ChunkSize]byte)
+	if !ok {
+		a = newChunks()
 	}
+	b := a[:]
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lent[&b[0]] = true
 	return b
+}
+
+// chunkSlab is the memory newChunks takes at once.
+const chunkSlab = 16 << 20
+
+// newChunks cuts a new slab of huge pages (hugeBuf) into chunk buffers,
+// returns the first and leaves the others in chunkBufs.
+func newChunks() *[ChunkSize]byte {
+	slab := hugeBuf(chunkSlab)
+	for off := ChunkSize; off < len(slab); off += ChunkSize {
+		chunkBufs.Put((*[ChunkSize]byte)(slab[off : off+ChunkSize]))
+	}
+	return (*[ChunkSize]byte)(slab[:ChunkSize])
 }
 
 // put takes back data if it is a buffer get lent and reports whether it
@@ -204,15 +218,21 @@ func (b leafBuilder) WithCodec(c uint64) cid.Builder {
 // writeBatch is the bytes of blocks the writer stores in one write.
 const writeBatch = 16 << 20
 
+// flushEvery is the bytes the writer puts between flushes (and what an
+// interrupted import can leave in packs that nothing points at).
+const flushEvery = 1 << 30
+
 // blockWriter is an ipld.DAGService that stores added blocks in large
-// batches on its own goroutine (one synced write per batch, blocks already
-// stored are skipped), pinning them with pin when not nil. Get and Remove wait for the writes in flight first.
-// Commit stores what is left and reports the first error.
+// batches on its own goroutine through a store.DataWriter (one write per
+// batch, blocks already stored skipped, one flush per flushEvery bytes and
+// one when the blocks are committed), pinning them with pin when not nil.
+// Get and Remove wait for the writes in flight first. Commit stores what
+// is left, flushes, and reports the first error.
 type blockWriter struct {
 	ctx   context.Context // the import's: Add fails once it is done
 	pool  *chunkPool      // takes back the chunk buffers once stored
 	bs    *Blockstore
-	pin   *store.Pin
+	dw    *store.DataWriter
 	batch []store.Block
 	size  int
 	ch    chan []store.Block
@@ -221,10 +241,14 @@ type blockWriter struct {
 	err   error
 }
 
-func newBlockWriter(ctx context.Context, bs *Blockstore, pin *store.Pin, pool *chunkPool) *blockWriter {
-	w := &blockWriter{ctx: ctx, bs: bs, pin: pin, pool: pool}
+func newBlockWriter(ctx context.Context, bs *Blockstore, pin *store.Pin, pool *chunkPool) (*blockWriter, error) {
+	dw, err := bs.s.NewDataWriter(pin)
+	if err != nil {
+		return nil, err
+	}
+	w := &blockWriter{ctx: ctx, bs: bs, dw: dw, pool: pool}
 	w.start()
-	return w
+	return w, nil
 }
 
 func (w *blockWriter) start() {
@@ -236,17 +260,28 @@ func (w *blockWriter) start() {
 			if w.failed() != nil {
 				continue
 			}
-			if _, err := w.bs.s.PutDataBlocks(b, w.pin); err != nil {
-				w.mu.Lock()
-				w.err = err
-				w.mu.Unlock()
+			if _, err := w.dw.Put(b); err != nil {
+				w.fail(err)
 				continue
 			}
 			for _, blk := range b {
 				w.pool.put(blk.Data)
 			}
+			if w.dw.Unflushed() >= flushEvery {
+				if err := w.dw.Flush(); err != nil {
+					w.fail(err)
+				}
+			}
 		}
 	}(w.ch, w.done)
+}
+
+func (w *blockWriter) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+	}
 }
 
 func (w *blockWriter) failed() error {
@@ -285,28 +320,34 @@ func (w *blockWriter) AddMany(ctx context.Context, nds []ipld.Node) error {
 	return nil
 }
 
-// Commit stores every queued block and waits for the writes; the writer
-// can be used again after.
+// Commit stores every queued block, waits for the writes and flushes
+// them; the writer can be used again after.
 func (w *blockWriter) Commit() error {
-	if len(w.batch) > 0 {
-		w.ch <- w.batch
-		w.batch, w.size = nil, 0
-	}
-	close(w.ch)
-	<-w.done
+	w.drain()
 	w.start()
 	return w.failed()
 }
 
-// stop stores the blocks still queued (an import that failed half way
-// leaves what it made for a rerun to reuse) and ends the writer's goroutine.
-func (w *blockWriter) stop() {
+// drain stores the queued blocks, ends the writer's goroutine and flushes.
+func (w *blockWriter) drain() {
 	if len(w.batch) > 0 {
 		w.ch <- w.batch
 		w.batch, w.size = nil, 0
 	}
 	close(w.ch)
 	<-w.done
+	if w.failed() == nil {
+		if err := w.dw.Flush(); err != nil {
+			w.fail(err)
+		}
+	}
+}
+
+// stop stores the blocks still queued (an import that failed half way
+// leaves what it made for a rerun to reuse) and ends the writer.
+func (w *blockWriter) stop() {
+	w.drain()
+	w.dw.Close()
 }
 
 func (w *blockWriter) Get(ctx context.Context, c cid.Cid) (ipld.Node, error) {

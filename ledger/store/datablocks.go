@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -43,73 +42,21 @@ func pinKey(id string, c cid.Cid) []byte {
 // stored, and returns how many were new. With pin, every block of bs (new
 // or not) is pinned in the same writes. It writes through a Badger
 // WriteBatch: many blocks per synced write, which a transaction (capped at a
-// fraction of the memtable) cannot hold.
+// fraction of the memtable) cannot hold. (A DataWriter's Put and Flush.)
 func (s *Store) PutDataBlocks(bs []Block, pin *Pin) (int, error) {
-	if pin != nil && (pin.ID == "" || len(pin.ID) > 64 || strings.Contains(pin.ID, "/")) {
-		return 0, fmt.Errorf("store: data put: pin ID %q; allowed: 1 to 64 bytes without /", pin.ID)
-	}
-	fresh := make([]Block, 0, len(bs))
-	err := s.db.View(func(txn *badger.Txn) error {
-		for _, b := range bs {
-			has, err := hasData(txn, b.CID.Bytes())
-			if err != nil {
-				return err
-			}
-			if !has {
-				fresh = append(fresh, b)
-			}
-		}
-		return nil
-	})
+	w, err := s.NewDataWriter(pin)
 	if err != nil {
-		return 0, fmt.Errorf("store: data put: %w", err)
+		return 0, err
 	}
-	if len(fresh) == 0 && pin == nil {
-		return 0, nil
+	defer w.Close()
+	n, err := w.Put(bs)
+	if err != nil {
+		return 0, err
 	}
-	// Big blocks go to a pack (synced) before their pointers are written.
-	var big []Block
-	var small []Block
-	for _, b := range fresh {
-		if len(b.Data) >= packMin {
-			big = append(big, b)
-		} else {
-			small = append(small, b)
-		}
+	if err := w.Flush(); err != nil {
+		return 0, err
 	}
-	s.packs.gc.RLock()
-	defer s.packs.gc.RUnlock()
-	var ptrs []ptr
-	if len(big) > 0 {
-		if ptrs, err = s.packs.append(big); err != nil {
-			return 0, err
-		}
-	}
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	if pin != nil {
-		var at [8]byte
-		binary.BigEndian.PutUint64(at[:], uint64(pin.At.Unix()))
-		for _, b := range bs {
-			if err := wb.Set(pinKey(pin.ID, b.CID), at[:]); err != nil {
-				return 0, fmt.Errorf("store: data put: %w", err)
-			}
-		}
-	}
-	for _, b := range small {
-		if err := wb.Set(dataKey(b.CID), b.Data); err != nil {
-			return 0, fmt.Errorf("store: data put: %w", err)
-		}
-	}
-	for i, b := range big {
-		if err := wb.Set(ptrKey(b.CID.Bytes()), ptrs[i].encode()); err != nil {
-			return 0, fmt.Errorf("store: data put: %w", err)
-		}
-	}
-	if err := wb.Flush(); err != nil {
-		return 0, fmt.Errorf("store: data put: %w", err)
-	}
-	return len(fresh), nil
+	return n, nil
 }
 
 // ForEachDataPin calls fn for every pinned block with its pin.

@@ -15,15 +15,17 @@ import (
 
 // Dataset blocks of packMin bytes or more (file chunks) are appended to
 // pack files in <dir>/packs (with O_DIRECT on Linux: no page cache copy;
-// each block starts on a 4 KiB boundary), one writev and one fsync per
-// batch, and Badger keeps only where each is (key dk/<CID>, a 16-byte
-// pointer). Writing them into Badger's value log instead went through its
-// memory map, a page fault per 4 KiB, which made it the largest cost of an
-// import and of a fetch. A pointer is written after its pack is synced, so
-// a block the store acknowledged survives kill -9; bytes of a batch cut
-// short are never pointed at. A pack file is deleted once no pointer refers
-// to it (and it is not the one being appended to); the space of a pack's
-// dead blocks comes back only with the last of them.
+// each block starts on a 4 KiB boundary), one writev per batch, and Badger
+// keeps only where each is (key dk/<CID>, a 16-byte pointer). Writing them
+// into Badger's value log instead went through its memory map, a page
+// fault per 4 KiB, which made it the largest cost of an import and of a
+// fetch. A pointer is written after its pack is synced (DataWriter.Flush:
+// an import appends many batches, then syncs once), so a block the store
+// acknowledged survives kill -9; bytes appended but not yet flushed are
+// never pointed at. A pack file is deleted once no pointer refers to it
+// and it is neither the one being appended to nor held (appended to by a
+// writer that has not flushed yet); the space of a pack's dead blocks comes
+// back only with the last of them.
 
 const (
 	packMin   = 4 << 10
@@ -65,12 +67,23 @@ type packs struct {
 	// a pack is never deleted under pointers about to be written.
 	gc sync.RWMutex
 
-	mu      sync.Mutex // appends, the current pack, deletions
+	mu      sync.Mutex // appends, syncs, the current pack, holds, deletions
 	cur     *os.File
 	direct  bool // cur was opened with O_DIRECT
+	dirty   bool // cur has appends not synced yet
 	curID   uint32
 	curSize int64
 	next    uint32
+	// held counts, per pack, the appends whose pointers are not written
+	// yet.
+	held map[uint32]int
+	// ahead counts the syncs of the current pack running without mu
+	// (syncAhead); sync and leave wait for them, so a pack is not closed
+	// under one and its failure is seen.
+	ahead sync.WaitGroup
+
+	bmu sync.Mutex
+	bad map[uint32]error // packs with appends that could not be synced
 
 	rmu     sync.Mutex
 	readers map[uint32]*os.File
@@ -84,7 +97,7 @@ func openPacks(dir string) (*packs, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &packs{dir: dir, readers: map[uint32]*os.File{}, next: 1}
+	p := &packs{dir: dir, readers: map[uint32]*os.File{}, next: 1, held: map[uint32]int{}, bad: map[uint32]error{}}
 	for _, id := range ids {
 		p.next = max(p.next, id+1)
 	}
@@ -115,12 +128,13 @@ func (p *packs) path(id uint32) string {
 	return filepath.Join(p.dir, fmt.Sprintf("%08d.pack", id))
 }
 
-// append writes bs to the current pack, syncs it, and returns where each
-// block is.
+// append writes bs to the current pack and returns where each block is.
+// The pack is held until release(ptrs' pack); the bytes are durable once
+// sync of it returned.
 func (p *packs) append(bs []Block) ([]ptr, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cur == nil || p.curSize >= packLimit {
+	if p.cur == nil || p.curSize >= packLimit || p.failed(p.curID) != nil {
 		if err := p.rotate(); err != nil {
 			return nil, err
 		}
@@ -156,11 +170,77 @@ func (p *packs) append(bs []Block) ([]ptr, error) {
 		return nil, fmt.Errorf("store: pack write: %w", err)
 	}
 	p.curSize = off
-	if err := p.cur.Sync(); err != nil {
-		p.abandon()
-		return nil, fmt.Errorf("store: pack sync: %w", err)
-	}
+	p.dirty = true
+	p.held[p.curID]++
 	return out, nil
+}
+
+// sync makes the appends to the packs ids durable (it syncs the current
+// pack if it is one of them; the others were synced when left).
+func (p *packs) sync(ids []uint32) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ahead.Wait()
+	for _, id := range ids {
+		if err := p.failed(id); err != nil {
+			return fmt.Errorf("store: pack %d sync: %w", id, err)
+		}
+		if p.cur != nil && id == p.curID && p.dirty {
+			if err := syncData(p.cur); err != nil {
+				// Not retried: a second sync may pass with the bytes lost.
+				p.setBad(id, err)
+				p.dirty = false
+				p.abandon()
+				return fmt.Errorf("store: pack %d sync: %w", id, err)
+			}
+			p.dirty = false
+		}
+	}
+	return nil
+}
+
+// syncAhead syncs pack id, if it is still the current one, without holding
+// appends up: the sync that makes them durable then has less to wait for
+// (a virtio disk wrote its cache out only when told). A failure is kept
+// for that sync to report.
+func (p *packs) syncAhead(id uint32) {
+	p.mu.Lock()
+	f := p.cur
+	if f == nil || p.curID != id || !p.dirty {
+		p.mu.Unlock()
+		return
+	}
+	p.ahead.Add(1)
+	p.mu.Unlock()
+	defer p.ahead.Done()
+	if err := syncData(f); err != nil {
+		p.setBad(id, err)
+	}
+}
+
+func (p *packs) setBad(id uint32, err error) {
+	p.bmu.Lock()
+	defer p.bmu.Unlock()
+	if p.bad[id] == nil {
+		p.bad[id] = err
+	}
+}
+
+func (p *packs) failed(id uint32) error {
+	p.bmu.Lock()
+	defer p.bmu.Unlock()
+	return p.bad[id]
+}
+
+// release ends one hold of each of the packs ids (an id once per append).
+func (p *packs) release(ids []uint32) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range ids {
+		if p.held[id]--; p.held[id] <= 0 {
+			delete(p.held, id)
+		}
+	}
 }
 
 const pageSize = 4096
@@ -184,18 +264,30 @@ func alignedBuf(n int) []byte {
 	return b[k : k+n : k+n]
 }
 
-// abandon stops appending to the current pack after a failed write (its
-// size is no longer known); the next append starts a new one.
+// abandon stops appending to the current pack after a failed write or
+// sync (its size is no longer known); the next append starts a new one.
 func (p *packs) abandon() {
+	p.leave()
+}
+
+// leave syncs the current pack's appends (or records why they cannot be),
+// closes it, and leaves no current pack.
+func (p *packs) leave() {
+	if p.cur == nil {
+		return
+	}
+	p.ahead.Wait()
+	if p.dirty {
+		if err := syncData(p.cur); err != nil {
+			p.setBad(p.curID, err)
+		}
+	}
 	_ = p.cur.Close()
-	p.cur = nil
+	p.cur, p.dirty = nil, false
 }
 
 func (p *packs) rotate() error {
-	if p.cur != nil {
-		_ = p.cur.Close()
-		p.cur = nil
-	}
+	p.leave()
 	id := p.next
 	flags := os.O_CREATE | os.O_EXCL | os.O_WRONLY | os.O_APPEND
 	f, err := os.OpenFile(p.path(id), flags|directIO, 0o600)
@@ -259,7 +351,7 @@ func (p *packs) drop(live map[uint32]bool) error {
 		return err
 	}
 	for _, id := range ids {
-		if live[id] || (p.cur != nil && id == p.curID) {
+		if live[id] || p.held[id] > 0 || (p.cur != nil && id == p.curID) {
 			continue
 		}
 		p.rmu.Lock()
@@ -271,16 +363,16 @@ func (p *packs) drop(live map[uint32]bool) error {
 		if err := os.Remove(p.path(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("store: pack delete: %w", err)
 		}
+		p.bmu.Lock()
+		delete(p.bad, id)
+		p.bmu.Unlock()
 	}
 	return nil
 }
 
 func (p *packs) close() {
 	p.mu.Lock()
-	if p.cur != nil {
-		_ = p.cur.Close()
-		p.cur = nil
-	}
+	p.leave()
 	p.mu.Unlock()
 	p.rmu.Lock()
 	for id, f := range p.readers {

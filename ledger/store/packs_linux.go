@@ -12,6 +12,29 @@ import (
 // without a copy into (and throttling by) the page cache.
 const directIO = syscall.O_DIRECT
 
+// syncData makes f's written bytes (and its size) durable
+// (fdatasync: not the times an fsync would also write).
+func syncData(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for {
+			if serr = unix.Fdatasync(int(fd)); !errors.Is(serr, unix.EINTR) {
+				return
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: serr}
+	}
+	return nil
+}
+
 // iovMax is how many buffers one writev takes (Linux's IOV_MAX).
 const iovMax = 1024
 

@@ -16,3 +16,6 @@ func writeBufs(f *os.File, bufs [][]byte) error {
 	}
 	return nil
 }
+
+// syncData makes f's written bytes (and its size) durable.
+func syncData(f *os.File) error { return f.Sync() }

@@ -2,8 +2,9 @@
 // entries), small metadata, the node's write-ahead records (facts of this
 // machine, such as a finished item's result, kept until they are in the
 // ledger), and dataset blocks (small ones in Badger, file chunks in pack
-// files beside it with their places in Badger; see datablocks.go, packs.go)
-// with the pins that keep an unfinished import's blocks.
+// files beside it with their places in Badger; see datablocks.go, packs.go,
+// and datawriter.go for how an import stores them with few syncs) with the
+// pins that keep an unfinished import's blocks.
 // Writes of ledger entries are synchronous (SyncWrites), so an entry the API
 // acknowledged survives kill -9.
 package store
