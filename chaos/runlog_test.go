@@ -30,8 +30,8 @@ const failEvery = 9
 func itemCmd(runLog, failDir string) []string {
 	line := `"$CSHARE_JOB_ID $CSHARE_ITEM $CSHARE_MACHINE $CSHARE_INSTANCE $$ %s $(date +%%s%%N)%s" >> ` + runLog
 	script := "echo " + fmt.Sprintf(line, "start", " ${CUDA_VISIBLE_DEVICES:--}") +
-		"; n=$((CSHARE_ITEM % 5 + 3)); while [ $n -gt 0 ]; do sleep 0.1; n=$((n - 1))" +
-		"; if [ -n \"$CUDA_VISIBLE_DEVICES\" ]; then echo " + fmt.Sprintf(line, "alive", "") + "; fi; done; rc=0" +
+		"; n=$((CSHARE_ITEM % 5 + 3)); if [ -z \"$CUDA_VISIBLE_DEVICES\" ]; then sleep 0.$n" +
+		"; else while [ $n -gt 0 ]; do sleep 0.1; n=$((n - 1)); echo " + fmt.Sprintf(line, "alive", "") + "; done; fi; rc=0" +
 		fmt.Sprintf("; if [ $((CSHARE_ITEM %% %d)) = 0 ] && mkdir %s/$CSHARE_JOB_ID-$CSHARE_ITEM 2>/dev/null; then rc=3; fi", failEvery, failDir) +
 		"; echo " + fmt.Sprintf(line, "end", " $rc") + "; exit $rc"
 	return []string{"sh", "-c", script}
