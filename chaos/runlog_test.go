@@ -26,14 +26,19 @@ const failEvery = 9
 // NS GPUS" (GPUS: its CUDA_VISIBLE_DEVICES, "-" for none), "... alive NS"
 // and "... end NS RC" to runLog. A run killed (SIGKILL) writes no end
 // line: its last alive line is the last moment it is known to hold its
-// GPUs.
+// GPUs. An alive line forks no date (a loaded host made GPU items twice as
+// long): its time is the start's plus the /proc/uptime elapsed since, in
+// centiseconds, less one so that it never says later than the truth.
 func itemCmd(runLog, failDir string) []string {
-	line := `"$CSHARE_JOB_ID $CSHARE_ITEM $CSHARE_MACHINE $CSHARE_INSTANCE $$ %s $(date +%%s%%N)%s" >> ` + runLog
-	script := "echo " + fmt.Sprintf(line, "start", " ${CUDA_VISIBLE_DEVICES:--}") +
+	who := "$CSHARE_JOB_ID $CSHARE_ITEM $CSHARE_MACHINE $CSHARE_INSTANCE $$"
+	cs := func(v string) string { return "${" + v + "%.*}${" + v + "#*.}" } // "123.45" -> 12345
+	script := "t0=$(date +%s%N); read u0 _ < /proc/uptime" +
+		"; echo \"" + who + " start $t0 ${CUDA_VISIBLE_DEVICES:--}\" >> " + runLog +
 		"; n=$((CSHARE_ITEM % 5 + 3)); if [ -z \"$CUDA_VISIBLE_DEVICES\" ]; then sleep 0.$n" +
-		"; else while [ $n -gt 0 ]; do sleep 0.1; n=$((n - 1)); echo " + fmt.Sprintf(line, "alive", "") + "; done; fi; rc=0" +
+		"; else while [ $n -gt 0 ]; do sleep 0.1; n=$((n - 1)); read u _ < /proc/uptime" +
+		"; echo \"" + who + " alive $((t0 + (" + cs("u") + " - " + cs("u0") + " - 1) * 10000000))\" >> " + runLog + "; done; fi; rc=0" +
 		fmt.Sprintf("; if [ $((CSHARE_ITEM %% %d)) = 0 ] && mkdir %s/$CSHARE_JOB_ID-$CSHARE_ITEM 2>/dev/null; then rc=3; fi", failEvery, failDir) +
-		"; echo " + fmt.Sprintf(line, "end", " $rc") + "; exit $rc"
+		"; echo \"" + who + " end $(date +%s%N) $rc\" >> " + runLog + "; exit $rc"
 	return []string{"sh", "-c", script}
 }
 
