@@ -64,7 +64,7 @@ func TestChaos(t *testing.T) {
 		t.Logf("%s = machine %s at %s in namespace %s", n.name, n.id, n.ip, n.ns)
 	}
 
-	wl := &workload{ns: ns, runLog: runLog, failDir: failDir, rng: rand.New(rand.NewPCG(seed, 1)), submitted: map[string]int64{}}
+	wl := &workload{ns: ns, runLog: runLog, failDir: failDir, rng: rand.New(rand.NewPCG(seed, 1)), submitted: map[string]submission{}}
 	nem := newNemesis(w, ns, seed, kinds)
 	stop := make(chan struct{})
 	wlDone, nemDone := make(chan struct{}), make(chan struct{})

@@ -57,6 +57,8 @@ type report struct {
 	submits, submitFails int
 	jobs, items          int
 	realRuns, retries    int
+	gpuRuns              int // real runs that held a GPU
+	gpuJobs              int // jobs that ask GPUs
 	extraForced          int
 	afterStop            int
 	faults               []*fault
@@ -94,7 +96,8 @@ func (r *report) String() string {
 	}
 	fmt.Fprintf(&b, "time to converge after healing: %s (%s 3 heartbeat intervals = %s); all jobs ended %s after healing; quiescent convergence %s after that\n",
 		r.convergeHeal.Round(time.Millisecond), ok, 3*r.hb, r.drained.Round(time.Millisecond), r.convergeEnd.Round(time.Millisecond))
-	b.WriteString("GPU exclusivity: not exercised: node.yaml's resources.gpus is checked against the GPUs the machine detects (NVML) and this host has none, so no instance can hold a GPU (every job asked gpus 0, checked)\n")
+	fmt.Fprintf(&b, "GPU exclusivity: %d GPU runs checked (%d jobs, one in %d, asked 1 GPU per instance of the 2 each node records; a run's GPUs are its CUDA_VISIBLE_DEVICES in the run log): no two runs on one machine held one GPU at once, every run held as many as its job asks\n",
+		r.gpuRuns, r.gpuJobs, gpuEvery)
 	fmt.Fprintf(&b, "violations: %d\n", len(r.violations))
 	for _, v := range r.violations {
 		fmt.Fprintf(&b, "  VIOLATION %s\n", v)
@@ -141,7 +144,7 @@ func jobRange(s string) int64 {
 
 // checkLedgers asserts, from every node's ledger and the host's run log,
 // the run's invariants; it records violations in r.
-func checkLedgers(r *report, ns []*node, runs map[jobItem][]*hostRun, submitted map[string]int64, faults []*fault, hb time.Duration) {
+func checkLedgers(r *report, ns []*node, runs map[jobItem][]*hostRun, submitted map[string]submission, faults []*fault, hb time.Duration) {
 	const d = 30 * time.Second
 	machines, names := map[string]int{}, map[string]string{}
 	for _, n := range ns {
@@ -172,6 +175,7 @@ func checkLedgers(r *report, ns []*node, runs map[jobItem][]*hostRun, submitted 
 	r.jobs = len(ids)
 	for _, id := range ids {
 		var views [][]itemInfo
+		var gpus int64 // per instance, as the first node says
 		for _, n := range ns {
 			var j jobInfo
 			if err := n.json(d, &j, "job", "show", id); err != nil {
@@ -185,16 +189,23 @@ func checkLedgers(r *report, ns []*node, runs map[jobItem][]*hostRun, submitted 
 			}
 			views = append(views, items)
 			total := jobRange(j.Range)
-			if want, ok := submitted[id]; ok && total != want {
-				r.violate("job %s on %s: range %s, submitted with %d items", id, n.name, j.Range, want)
+			want, known := submitted[id]
+			if known && total != want.items {
+				r.violate("job %s on %s: range %s, submitted with %d items", id, n.name, j.Range, want.items)
 			}
 			if !ended(j.State) {
 				r.violate("job %s on %s: not ended: %s", id, n.name, j.State)
 			} else if j.State != "done" {
 				r.violate("job %s on %s: ended %s (every item succeeds within its retries)", id, n.name, j.State)
 			}
-			if j.GPUs != 0 {
-				r.violate("job %s asks %d GPUs: the workload asks none", id, j.GPUs)
+			if known && j.GPUs != want.gpus || j.GPUs < 0 || j.GPUs > 1 {
+				r.violate("job %s on %s asks %d GPUs: submitted with %d (the workload asks 0 or 1)", id, n.name, j.GPUs, want.gpus)
+			}
+			if n == ns[0] {
+				gpus = j.GPUs
+				if gpus > 0 {
+					r.gpuJobs++
+				}
 			}
 			if j.Items.Done > total || j.Items.Done+j.Items.Failed > total {
 				r.violate("job %s on %s: %d items, %d done and %d failed: an item counted twice", id, n.name, total, j.Items.Done, j.Items.Failed)
@@ -236,14 +247,20 @@ func checkLedgers(r *report, ns []*node, runs map[jobItem][]*hostRun, submitted 
 			}
 		}
 		if len(views) > 0 {
-			checkRuns(r, id, views[0], runs, faults, machines, names, hb)
+			checkRuns(r, id, gpus, views[0], runs, faults, machines, names, hb)
 		}
+	}
+	var overlaps []gpuOverlap
+	r.gpuRuns, overlaps = gpuOverlaps(runs)
+	for _, o := range overlaps {
+		r.violate("GPU %s of %s held by two runs at once: job %s item %d: %s; job %s item %d: %s", o.gpu, names[o.machine],
+			o.a.job, o.a.item, fmtHostRuns([]*hostRun{o.a}, names), o.b.job, o.b.item, fmtHostRuns([]*hostRun{o.b}, names))
 	}
 }
 
 // checkRuns compares one job's items as the ledger says with the real runs
-// on the host.
-func checkRuns(r *report, id string, items []itemInfo, runs map[jobItem][]*hostRun, faults []*fault, machines map[string]int, names map[string]string, hb time.Duration) {
+// on the host; each run held gpus GPUs.
+func checkRuns(r *report, id string, gpus int64, items []itemInfo, runs map[jobItem][]*hostRun, faults []*fault, machines map[string]int, names map[string]string, hb time.Duration) {
 	for _, it := range items {
 		hrs := runs[jobItem{id, it.Item}]
 		r.realRuns += len(hrs)
@@ -251,6 +268,9 @@ func checkRuns(r *report, id string, items []itemInfo, runs map[jobItem][]*hostR
 		for _, h := range hrs {
 			if !h.end.IsZero() && h.rc == 0 {
 				succeeded++
+			}
+			if int64(len(h.gpus)) != gpus {
+				r.violate("job %s item %d: a run held GPUs %v; the job asks %d per instance: %s", id, it.Item, h.gpus, gpus, fmtHostRuns([]*hostRun{h}, names))
 			}
 		}
 		if succeeded == 0 {
@@ -326,8 +346,14 @@ func fmtHostRuns(hrs []*hostRun, names map[string]string) string {
 		end := "no end line"
 		if !h.end.IsZero() {
 			end = fmt.Sprintf("%s rc %d", h.end.Format("15:04:05.000"), h.rc)
+		} else if !h.alive.IsZero() {
+			end = fmt.Sprintf("no end line, alive at %s", h.alive.Format("15:04:05.000"))
 		}
-		s[i] = fmt.Sprintf("%s %s pid %s %s..%s", names[h.machine], h.instance, h.pid, h.start.Format("15:04:05.000"), end)
+		gpus := ""
+		if len(h.gpus) > 0 {
+			gpus = " on GPUs " + strings.Join(h.gpus, ",")
+		}
+		s[i] = fmt.Sprintf("%s %s pid %s%s %s..%s", names[h.machine], h.instance, h.pid, gpus, h.start.Format("15:04:05.000"), end)
 	}
 	return strings.Join(s, "; ")
 }

@@ -198,12 +198,13 @@ type nodeStatus struct {
 }
 
 // startNodes starts n nodes, one per namespace of w, with an exec-driver
-// node.yaml of slots slots; t.Cleanup stops them.
+// node.yaml of slots slots and two recorded GPUs (the exec driver gives a
+// run its GPUs in CUDA_VISIBLE_DEVICES); t.Cleanup stops them.
 func startNodes(t *testing.T, w *netw, bin string, slots int, hb time.Duration) []*node {
 	t.Helper()
 	base := t.TempDir()
 	conf := filepath.Join(base, "node.yaml")
-	yaml := fmt.Sprintf("runtime: {exec: true, docker: false}\nresources: {max_concurrent_jobs: %d}\ndiscovery: {mdns: false}\n", slots)
+	yaml := fmt.Sprintf("runtime: {exec: true, docker: false, record_gpus: 2}\nresources: {max_concurrent_jobs: %d}\ndiscovery: {mdns: false}\n", slots)
 	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestCheckRunsExcusesRunAfterStop(t *testing.T) {
 			{job: "j", item: 1, machine: "B", instance: "j-s0-2", pid: "2", start: ms(c.second), end: ms(c.second + 300)},
 		}}
 		r := &report{}
-		checkRuns(r, "j", items, runs, nil, machines, names, time.Second)
+		checkRuns(r, "j", 0, items, runs, nil, machines, names, time.Second)
 		if len(r.violations) != c.want {
 			t.Errorf("second run at +%dms: %d violations, want %d: %v", c.second, len(r.violations), c.want, r.violations)
 		}

@@ -3,11 +3,13 @@ package node
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/runtime"
+	"github.com/cshare/cshare/runtime/hw"
 )
 
 // adopt finds this machine's runs left by a previous process (after a crash)
@@ -68,13 +70,34 @@ func (s *scheduler) adoptOne(drv Driver, r runtime.RunInfo) {
 		_ = drv.Remove(ctx, r.ID)
 		return
 	}
+	// The run holds its GPUs until it ends, and the instance's later items
+	// get them too: without them the plan would give them to another
+	// instance at once.
+	gpus := n.gpuIndices(runtime.GPUsOf(r.Labels))
 	inst := &instance{id: instID, job: jobID, slot: slot, kind: "primary", started: r.StartedAt.UnixMilli(), drv: drv,
-		item: item, run: r.ID, done: make(chan struct{})}
+		gpus: gpus, item: item, run: r.ID, done: make(chan struct{})}
 	s.slots[slot] = inst
 	wctx, cancel := context.WithCancel(n.ctx)
 	inst.cancel = cancel
 	n.spawn(func() { s.work(wctx, inst, j, r.ID) })
-	n.log.Info("adoption: adopted a running instance", "job", jobID, "item", item, "slot", slot)
+	n.log.Info("adoption: adopted a running instance", "job", jobID, "item", item, "slot", slot, "gpus", gpus)
+}
+
+// gpuIndices are this machine's GPU indices for the device IDs a run
+// records (the inverse of deviceIDs: UUIDs, or indices where the UUID is
+// unknown). An ID this machine does not know is left out and logged: no
+// plan can give that GPU to anyone here.
+func (n *Node) gpuIndices(ids []string) []int {
+	var out []int
+	for _, id := range ids {
+		k := slices.IndexFunc(n.hw.GPUs, func(g hw.GPU) bool { return g.UUID == id || strconv.Itoa(g.Index) == id })
+		if k < 0 {
+			n.log.Warn("adoption: a run holds a GPU this machine does not have", "gpu", id)
+			continue
+		}
+		out = append(out, n.hw.GPUs[k].Index)
+	}
+	return out
 }
 
 func slotOf(instID string) (int, error) {

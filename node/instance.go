@@ -103,7 +103,9 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		}
 		dur := s.n.now().Sub(began)
 		in.mu.Lock()
-		killed := in.killed
+		// A run that exited 0 ended on its own: a stop that came after
+		// (told while it was exiting) did not end it, and its item is done.
+		killed := in.killed && (err != nil || st.Code != 0)
 		in.mu.Unlock()
 		out, _ := in.drv.Logs(context.Background(), run)
 		size := int64(len(out))

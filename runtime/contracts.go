@@ -10,7 +10,8 @@ import (
 )
 
 // Labels of a rental contract's instance (issue 18), beside LabelOrg and
-// LabelMachine (the host machine).
+// LabelMachine (the host machine). LabelGPUs and LabelGPUMode also mark a
+// job's run that holds GPUs (see Spec.Labels).
 const (
 	LabelContract = "cshare.contract"
 	// LabelGPUs lists the GPU devices the instance holds ("0,1"; "" for
@@ -137,11 +138,7 @@ func (s ContractSpec) Entrypoint() []string {
 }
 
 func contractRunOf(id RunID, labels map[string]string, running bool) ContractRun {
-	r := ContractRun{ID: id, Contract: labels[LabelContract], Running: running}
-	if g := labels[LabelGPUs]; g != "" {
-		r.GPUs = strings.Split(g, ",")
-	}
-	return r
+	return ContractRun{ID: id, Contract: labels[LabelContract], Running: running, GPUs: GPUsOf(labels)}
 }
 
 func sortContractRuns(rs []ContractRun) {

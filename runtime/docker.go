@@ -180,7 +180,7 @@ func (d *Docker) Start(ctx context.Context, s Spec) (RunID, error) {
 	}
 	if d.recordGPUs && len(hc.DeviceRequests) > 0 {
 		hc.DeviceRequests = nil
-		cfg.Labels[LabelGPUs], cfg.Labels[LabelGPUMode] = strings.Join(s.GPUUUIDs, ","), "record"
+		cfg.Labels[LabelGPUMode] = "record" // LabelGPUs names them (Spec.Labels)
 	}
 	if len(s.Cmd) > 0 {
 		cfg.Cmd = append([]string(nil), s.Cmd...)

@@ -246,6 +246,8 @@ func TestDockerListAfterRestart(t *testing.T) {
 	}
 	s := dockerSpec(job, 2, "sleep", "60")
 	s.Instance = "inst-2"
+	s.GPUUUIDs = []string{"GPU-recorded-1"} // recorded: this engine may have no GPU
+	d.RecordGPUs(true)
 	running, err := d.Start(ctx, s)
 	if err != nil {
 		t.Fatal(err)
@@ -268,7 +270,8 @@ func TestDockerListAfterRestart(t *testing.T) {
 	if r := byID[done]; r.Running || r.ExitCode != 5 || r.Labels[LabelItem] != "1" || r.FinishedAt.IsZero() {
 		t.Errorf("exited run = %+v, want exit 5 of item 1", r)
 	}
-	if r := byID[running]; !r.Running || r.Labels[LabelInstance] != "inst-2" || r.StartedAt.IsZero() {
+	if r := byID[running]; !r.Running || r.Labels[LabelInstance] != "inst-2" || r.StartedAt.IsZero() ||
+		strings.Join(GPUsOf(r.Labels), ",") != "GPU-recorded-1" || r.Labels[LabelGPUMode] != "record" {
 		t.Errorf("running run = %+v", r)
 	}
 	only, err := d2.List(ctx, map[string]string{LabelJob: job, LabelInstance: "inst-2"})

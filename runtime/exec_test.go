@@ -85,10 +85,11 @@ func TestExecEnvLogsAndExitCodes(t *testing.T) {
 	ctx := waitCtx(t)
 
 	s := execSpec(7, "sh", "-c", `echo "job=$CSHARE_JOB_ID item=$CSHARE_ITEM inst=$CSHARE_INSTANCE machine=$CSHARE_MACHINE extra=$EXTRA"
-echo "home=$HOME pwd=$(pwd) path=$PATH"
+echo "home=$HOME pwd=$(pwd) path=$PATH cuda=$CUDA_VISIBLE_DEVICES"
 echo to-stderr >&2
 exit 4`)
 	s.Env = map[string]string{"EXTRA": "yes"}
+	s.GPUUUIDs = []string{"GPU-recorded-1", "GPU-recorded-0"}
 	id, err := e.Start(ctx, s)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +109,7 @@ exit 4`)
 	for _, want := range []string{
 		"job=job1 item=7 inst=inst-1 machine=machine-1 extra=yes",
 		"home=" + work + " pwd=" + work,
-		"path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin cuda=GPU-recorded-1,GPU-recorded-0",
 		"to-stderr",
 	} {
 		if !strings.Contains(string(logs), want) {
@@ -141,7 +142,8 @@ exit 4`)
 	}
 	if len(runs) != 1 || runs[0].ID != id || runs[0].Running || runs[0].ExitCode != 4 ||
 		runs[0].Labels[LabelOrg] != "org1" || runs[0].Labels[LabelMachine] != "machine-1" ||
-		runs[0].StartedAt.IsZero() || runs[0].FinishedAt.Before(runs[0].StartedAt) {
+		runs[0].StartedAt.IsZero() || runs[0].FinishedAt.Before(runs[0].StartedAt) ||
+		strings.Join(GPUsOf(runs[0].Labels), ",") != "GPU-recorded-1,GPU-recorded-0" {
 		t.Errorf("List(item 7) = %+v", runs)
 	}
 	if all, _ := e.List(ctx, nil); len(all) != 3 {

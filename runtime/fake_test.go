@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,6 +20,7 @@ func TestFakeLifecycle(t *testing.T) {
 
 	s := validSpec()
 	s.NanoCPUs, s.MemoryReservationBytes = 2e9, 64<<20
+	s.GPUUUIDs = []string{"GPU-recorded-0"}
 	id, err := f.Start(ctx, s)
 	if err != nil {
 		t.Fatal(err)
@@ -30,8 +32,8 @@ func TestFakeLifecycle(t *testing.T) {
 		t.Errorf("Spec(%s) = %+v", id, got)
 	}
 	runs, _ := f.List(ctx, map[string]string{LabelJob: "job"})
-	if len(runs) != 1 || !runs[0].Running || runs[0].Labels[LabelItem] != "1" {
-		t.Fatalf("List = %+v, want one running run with item 1", runs)
+	if len(runs) != 1 || !runs[0].Running || runs[0].Labels[LabelItem] != "1" || strings.Join(GPUsOf(runs[0].Labels), ",") != "GPU-recorded-0" {
+		t.Fatalf("List = %+v, want one running run with item 1 holding GPU-recorded-0", runs)
 	}
 	if st, _ := f.Stats(ctx, id); st.CPUPercent != 200 || st.MemoryBytes != 64<<20 {
 		t.Errorf("Stats = %+v", st)

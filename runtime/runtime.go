@@ -298,15 +298,30 @@ func (s Spec) Validate() error {
 	return nil
 }
 
-// Labels returns the labels a run of s carries.
+// Labels returns the labels a run of s carries: with GPUs, LabelGPUs too,
+// so that a restarted node adopting the run knows which GPUs it holds
+// (see GPUsOf).
 func (s Spec) Labels() map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		LabelOrg:      s.Org,
 		LabelJob:      s.Job,
 		LabelInstance: s.Instance,
 		LabelItem:     strconv.Itoa(s.Item),
 		LabelMachine:  s.Machine,
 	}
+	if len(s.GPUUUIDs) > 0 {
+		l[LabelGPUs] = strings.Join(s.GPUUUIDs, ",")
+	}
+	return l
+}
+
+// GPUsOf returns the GPU devices a run or contract instance with these
+// labels holds (its LabelGPUs), nil for none.
+func GPUsOf(labels map[string]string) []string {
+	if g := labels[LabelGPUs]; g != "" {
+		return strings.Split(g, ",")
+	}
+	return nil
 }
 
 // Environ returns the run's environment as sorted KEY=VALUE pairs: base

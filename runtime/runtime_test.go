@@ -89,6 +89,15 @@ func TestLabelsAndEnviron(t *testing.T) {
 			t.Errorf("Labels()[%s] = %q, want %q", k, got[k], v)
 		}
 	}
+	// A run with GPUs names them, so a restarted node knows what it holds.
+	if g := GPUsOf(got); g != nil {
+		t.Errorf("GPUsOf(no GPUs) = %v, want nil", g)
+	}
+	gs := s
+	gs.GPUUUIDs = []string{"GPU-a", "GPU-b"}
+	if l := gs.Labels(); l[LabelGPUs] != "GPU-a,GPU-b" || !slices.Equal(GPUsOf(l), gs.GPUUUIDs) {
+		t.Errorf("Labels() with GPUs = %v; GPUsOf = %v", l, GPUsOf(l))
+	}
 	env := s.Environ(map[string]string{"PATH": "/bin", "A": "base"})
 	wantEnv := []string{"A=1", "B=2", "CSHARE_INSTANCE=i", "CSHARE_ITEM=42", "CSHARE_JOB_ID=j", "CSHARE_MACHINE=m", "PATH=/bin"}
 	if !slices.Equal(env, wantEnv) {
