@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -171,6 +172,14 @@ func TestRemovedWhileOfflineLearnsIt(t *testing.T) {
 
 	m.restart(2)
 	m.waitNoOrg(30*time.Second, 2)
+	// Its status says so (not only its log), and keeps saying so.
+	st, err := m.nodes[2].Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Left == nil || st.Left.Org != org || !strings.Contains(st.Left.Why, "removed") {
+		t.Errorf("node status: left %+v; want org %s, removed", st.Left, org)
+	}
 	dir := filepath.Join(m.nodes[2].opts.DataDir, "orgs", org, "ledger")
 	s, err := store.Open(dir, nil)
 	if err != nil {

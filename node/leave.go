@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -219,6 +220,7 @@ func (n *Node) Restart(ctx context.Context) (*Node, error) {
 			where = "deleted (--purge)"
 		}
 		n.log.Info("left the org", "org", e.org, "why", e.why, "old_data", where)
+		n.recordLeft(api.PastOrg{Org: e.org, Why: e.why, At: n.now().UTC().Format(time.RFC3339), OldData: where})
 	}
 	opts := n.opts
 	opts.API, opts.token = n.apiAddr, n.token
@@ -555,4 +557,30 @@ func (n *Node) askTombstone(p peer.ID, org string) {
 	}
 	n.saveTombstone(org, raw)
 	n.requestExit(org, fmt.Sprintf("the owner deleted the org %s while this node was away (tombstone from machine %s)", name, p), false)
+}
+
+// leftFile, in the data dir, records the org this machine last left and
+// why, for node status: a machine removed while it was offline learns it
+// when it comes back, and its user should not have to read the log.
+const leftFile = "left.json"
+
+func (n *Node) recordLeft(l api.PastOrg) {
+	b, _ := json.Marshal(l) // cannot fail: strings only
+	if err := writeFileAtomic(filepath.Join(n.opts.DataDir, leftFile), b, 0o600); err != nil {
+		n.log.Warn("could not record why this machine left its org", "err", err)
+	}
+}
+
+// lastLeft is what recordLeft wrote, or nil (none, or not readable: the
+// file is ours, and only informative).
+func (n *Node) lastLeft() *api.PastOrg {
+	b, err := os.ReadFile(filepath.Join(n.opts.DataDir, leftFile))
+	if err != nil || len(b) > 64<<10 {
+		return nil
+	}
+	var l api.PastOrg
+	if json.Unmarshal(b, &l) != nil || l.Org == "" {
+		return nil
+	}
+	return &l
 }

@@ -87,6 +87,8 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 	s.Org, s.OrgName = st.Org, st.Name
 	if st.Org != "" {
 		s.StateHash = st.Hash() // as org show gives it: converged nodes agree
+	} else {
+		s.Left = n.lastLeft()
 	}
 	if st.Org != "" {
 		s.Person = n.personIn(st)

@@ -14,19 +14,30 @@ import (
 	"github.com/cshare/cshare/ledger/jobspec"
 )
 
+// PastOrg is the org a machine last left, and why (NodeStatus.Left).
+type PastOrg struct {
+	Org     string `json:"org"`
+	Why     string `json:"why"`
+	At      string `json:"at"`       // RFC 3339
+	OldData string `json:"old_data"` // where its data went, or "deleted (--purge)"
+}
+
 // NodeStatus is `cshare node status --json`.
 type NodeStatus struct {
-	ID            string   `json:"id"`
-	Name          string   `json:"name"`
-	Org           string   `json:"org"`
-	OrgName       string   `json:"org_name,omitempty"`
-	Status        string   `json:"status"`
-	Role          string   `json:"role,omitempty"`
-	Person        string   `json:"person,omitempty"` // the person this machine acts for (before an org: its user key's)
-	PersonName    string   `json:"person_name,omitempty"`
-	Peers         int      `json:"peers"`
-	PeerIDs       []string `json:"peer_ids"`
-	Reconnecting  bool     `json:"reconnecting"` // no peer while the org has other approved machines: dialling them
+	ID           string   `json:"id"`
+	Name         string   `json:"name"`
+	Org          string   `json:"org"`
+	OrgName      string   `json:"org_name,omitempty"`
+	Status       string   `json:"status"`
+	Role         string   `json:"role,omitempty"`
+	Person       string   `json:"person,omitempty"` // the person this machine acts for (before an org: its user key's)
+	PersonName   string   `json:"person_name,omitempty"`
+	Peers        int      `json:"peers"`
+	PeerIDs      []string `json:"peer_ids"`
+	Reconnecting bool     `json:"reconnecting"` // no peer while the org has other approved machines: dialling them
+	// Left is the org this machine last left, and why (removed, rejected,
+	// left, deleted): given while it is in no org.
+	Left          *PastOrg `json:"left,omitempty"`
 	Heads         []string `json:"heads"`
 	Entries       int      `json:"entries"`
 	StateHash     string   `json:"state_hash,omitempty"`

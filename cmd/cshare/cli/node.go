@@ -215,10 +215,14 @@ func (a *app) nodeStatusCmd() *cobra.Command {
 			if st.Reconnecting {
 				peers += ", reconnecting"
 			}
-			return kv(a.stdout,
-				[2]string{"id", st.ID},
-				[2]string{"name", orDash(st.Name)},
-				[2]string{"org", org},
+			rows := [][2]string{
+				{"id", st.ID},
+				{"name", orDash(st.Name)},
+				{"org", org}}
+			if st.Org == "" && st.Left != nil {
+				rows = append(rows, [2]string{"left", fmt.Sprintf("%s at %s: %s (its data: %s)", st.Left.Org, st.Left.At, st.Left.Why, st.Left.OldData)})
+			}
+			return kv(a.stdout, append(rows,
 				[2]string{"status", orDash(st.Status)},
 				[2]string{"person", personRef(st.Person, st.PersonName)},
 				[2]string{"role", orDash(st.Role)},
@@ -233,7 +237,7 @@ func (a *app) nodeStatusCmd() *cobra.Command {
 				[2]string{"api", orDash(st.API)},
 				[2]string{"addrs", orDash(strings.Join(st.Addrs, ", "))},
 				[2]string{"data dir", orDash(st.DataDir)},
-			)
+			)...)
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
