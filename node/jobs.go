@@ -516,6 +516,7 @@ func (n *Node) remoteLog(ctx context.Context, job string, item int64, machine st
 	}
 	ctx, cancel := context.WithTimeout(ctx, remoteLogTimeout)
 	defer cancel()
+	n.ensureConnected(ctx, pid)
 	out, err := p2p.FetchLog(ctx, n.host.LibP2P(), pid, p2p.LogsRequest{Org: n.orgID(), Job: job, Item: item}, runtime.LogCap)
 	switch {
 	case err == nil:

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/cshare/cshare/ledger"
@@ -317,6 +318,18 @@ func (n *Node) resetPeer(id string) {
 	if err := n.host.ResetPeer(ctx, p, n.knownAddrs(id)); err != nil && n.ctx.Err() == nil {
 		n.log.Debug("reconnect for gossip", "machine", id, "err", err)
 	}
+}
+
+// ensureConnected dials machine p with every address the address book
+// knows for it when it is not connected: a stream opened to a machine
+// whose connection was just reset (a peer approved a moment ago, see
+// p2p.Gate) would otherwise dial only the peerstore's addresses, which may
+// be none. A failed dial is left for the stream to report.
+func (n *Node) ensureConnected(ctx context.Context, p peer.ID) {
+	if n.host.LibP2P().Network().Connectedness(p) == network.Connected {
+		return
+	}
+	_ = n.host.DialPeer(ctx, p, n.knownAddrs(p.String()))
 }
 
 // redial makes one attempt to connect to machine id.
