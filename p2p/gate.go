@@ -83,6 +83,7 @@ const (
 	needNothing  need = iota // anyone connected
 	needSync                 // machine, joiner, departing or former machine
 	needJoiner               // machine or joiner
+	needMachine              // machine: approved or pending
 	needApproved             // approved machine
 )
 
@@ -232,6 +233,8 @@ func (g *Gate) allows(p peer.ID, n need) bool {
 		return g.isApproved(p)
 	case needJoiner:
 		return g.isMachine(p) || g.isJoiner(p, now)
+	case needMachine:
+		return g.isMachine(p)
 	default: // needSync
 		return g.isMachine(p) || g.isJoiner(p, now) || g.until(g.departing, p, now) || g.isFormer(p)
 	}
@@ -349,8 +352,14 @@ func (g *Gate) topicNeed(topic string) need {
 		return needNothing
 	case kind == KindLedger:
 		return needJoiner
+	case kind == kindOffers:
+		// A registered machine, pending too: a newcomer sees the market
+		// it joined (issue 18: "a newcomer gets the current ones on
+		// join") while an admin decides; offers carry no job, log or
+		// member detail.
+		return needMachine
 	}
-	return needApproved // heartbeats, offers, and any other
+	return needApproved // heartbeats, and any other
 }
 
 // peerFilter is pubsub's WithPeerFilter.

@@ -19,7 +19,10 @@ const KindOffer = "offer"
 
 // TopicOffers names an org's offers topic (issue 18): the market's offers,
 // signed by their host machines, and their withdrawals.
-func TopicOffers(org string) string { return "/cshare/" + org + "/offers" }
+func TopicOffers(org string) string { return "/cshare/" + org + "/" + kindOffers }
+
+// kindOffers is the offers topic's kind (its last path element).
+const kindOffers = "offers"
 
 // OfferMsg is one message on the offers topic: an offer or the withdrawal of
 // one, each signed by its host machine. Seq (the publisher's, unsigned)
