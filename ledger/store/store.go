@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
+	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
@@ -41,7 +43,17 @@ func (a slogAdapter) Warningf(f string, v ...any) { a.l.Warn(fmt.Sprintf(f, v...
 func (a slogAdapter) Infof(string, ...any)        {}
 func (a slogAdapter) Debugf(string, ...any)       {}
 
-// Open opens (or creates) the store in dir. log may be nil.
+// LockWait is how long Open waits for a store another process holds.
+var LockWait = 10 * time.Second
+
+// isLocked reports whether err is Badger's refusal of a directory another
+// process holds (it has no error value of its own for it).
+func isLocked(err error) bool {
+	return strings.Contains(err.Error(), "Cannot acquire directory lock")
+}
+
+// Open opens (or creates) the store in dir. log may be nil. A store another
+// process holds is waited for up to LockWait, then refused with one line.
 func Open(dir string, log *slog.Logger) (*Store, error) {
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(true).
@@ -64,6 +76,16 @@ func Open(dir string, log *slog.Logger) (*Store, error) {
 		opts = opts.WithLogger(nil)
 	}
 	db, err := badger.Open(opts)
+	// A process killed a moment ago may not have let go of the directory
+	// lock yet (a restart right after kill -9, as a supervisor does): wait
+	// for it a while before calling the store taken.
+	for deadline := time.Now().Add(LockWait); err != nil && isLocked(err) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		db, err = badger.Open(opts)
+	}
+	if err != nil && isLocked(err) {
+		return nil, fmt.Errorf("store: %s is in use by another process (another cshare node on this data dir?)", dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
