@@ -52,6 +52,10 @@ type offerBook struct {
 	kick      chan struct{} // a peer joined the topic: republish now
 }
 
+// offerResetDelay is how long after a reconnection the offers go again:
+// time for the subscriptions to cross the new connection.
+const offerResetDelay = 300 * time.Millisecond
+
 func (b *offerBook) kickRepublish() {
 	select {
 	case b.kick <- struct{}{}:
@@ -77,6 +81,12 @@ func (n *Node) joinOffers(org string, o *p2p.Org) error {
 	}
 	t.OnMessage(n.onOffer)
 	t.OnPeerJoin(func(peer.ID) { b.kickRepublish() })
+	// A machine let into the topic by its approval is reconnected (see
+	// p2p.Gate.OnReset); its subscription comes with the new connection's
+	// first message, a moment later, and GossipSub may report no join for a
+	// peer that was reconnected at once: send it the offers then, not at
+	// the next republication.
+	n.host.Gate().OnReset(func(peer.ID) { time.AfterFunc(offerResetDelay, b.kickRepublish) })
 	o.OnHeartbeat(func(hb p2p.Heartbeat) { b.beat(hb.Machine, time.Now()) })
 	b.mu.Lock()
 	b.topic = t

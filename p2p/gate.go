@@ -103,6 +103,7 @@ type Gate struct {
 	rejoins   map[peer.ID]bool            // admitted joiners that were former machines then
 	told      map[peer.ID]bool            // connected former machines OnFormer was called for
 	onFormer  func(peer.ID)
+	onReset   func(peer.ID)
 }
 
 type gateTimings struct {
@@ -212,6 +213,16 @@ func (g *Gate) isJoiner(p peer.ID, now time.Time) bool {
 func (g *Gate) OnFormer(fn func(peer.ID)) {
 	g.mu.Lock()
 	g.onFormer = fn
+	g.mu.Unlock()
+}
+
+// OnReset registers fn, called once a peer whose refused subscription is
+// now allowed has been reconnected (resetRefused): what was published to
+// it before it was let into a topic, it never got, and a publisher that
+// republishes (offers) can send it again.
+func (g *Gate) OnReset(fn func(peer.ID)) {
+	g.mu.Lock()
+	g.onReset = fn
 	g.mu.Unlock()
 }
 
@@ -447,7 +458,15 @@ func (g *Gate) resetRefused(p peer.ID) {
 	go func() {
 		ctx, cancel := context.WithTimeout(g.h.ctx, 10*time.Second)
 		defer cancel()
-		_ = g.h.ResetPeer(ctx, p, nil)
+		if g.h.ResetPeer(ctx, p, nil) != nil {
+			return
+		}
+		g.mu.Lock()
+		fn := g.onReset
+		g.mu.Unlock()
+		if fn != nil {
+			fn(p)
+		}
 	}()
 }
 
