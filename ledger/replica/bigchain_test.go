@@ -139,7 +139,7 @@ func chainSize(tb testing.TB, n int) int {
 
 // joinChain has a new replica catch up with c from a peer that streams it,
 // and reports the time it took and the heap's peak meanwhile.
-func joinChain(t *testing.T, c *chain, cfg Config) (*Replica, error, time.Duration, uint64) {
+func joinChain(t *testing.T, c *chain, cfg Config) (*Replica, time.Duration, uint64, error) {
 	t.Helper()
 	cfg.Fetch = func(ctx context.Context, _ peer.ID, org string, _ []cid.Cid, floor uint64, fn func([][]byte) error) error {
 		if org != c.org {
@@ -153,7 +153,8 @@ func joinChain(t *testing.T, c *chain, cfg Config) (*Replica, error, time.Durati
 	start := time.Now()
 	err := b.CatchUp(context.Background(), "a", c.org)
 	took := time.Since(start)
-	return b, err, took, stop()
+	peak := stop()
+	return b, took, peak, err
 }
 
 // TestLongLedgerJoin: a new node joins an org whose ledger is a chain of
@@ -176,7 +177,7 @@ func TestLongLedgerJoin(t *testing.T) {
 	c := newChain(t, n)
 	var d drops
 	cfg.Dropped = d.add
-	b, err, took, peak := joinChain(t, c, cfg)
+	b, took, peak, err := joinChain(t, c, cfg)
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
