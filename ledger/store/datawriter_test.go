@@ -76,16 +76,7 @@ func TestDataWriterFlush(t *testing.T) {
 // by a deletion that finds no pointer into it; its block reads back after
 // the flush.
 func TestDataWriterHeldPack(t *testing.T) {
-	s, err := Open(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	w, err := s.NewDataWriter(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	s, w := openWriter(t)
 	a, b, gone := block(1, 64<<10), block(2, 64<<10), block(3, 64<<10)
 	if _, err := s.PutDataBlocks([]Block{gone}, nil); err != nil {
 		t.Fatal(err)
@@ -148,16 +139,7 @@ func TestDataWriterSyncFailed(t *testing.T) {
 // TestDataWriterSyncAhead: a writer putting batch after batch syncs its
 // pack in the background on the way and stores them all at the flush.
 func TestDataWriterSyncAhead(t *testing.T) {
-	s, err := Open(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	w, err := s.NewDataWriter(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
+	s, w := openWriter(t)
 	var all []Block
 	for i := range 3 { // 36 MiB
 		var batch []Block
@@ -257,4 +239,21 @@ func killChild(dir string, flushed, put Block) {
 	fmt.Println("ready")
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	os.Exit(1)
+}
+
+// openWriter opens a store in a fresh directory and a DataWriter on it,
+// both closed when the test ends.
+func openWriter(t *testing.T) (*Store, *DataWriter) {
+	t.Helper()
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	w, err := s.NewDataWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	return s, w
 }
