@@ -18,7 +18,10 @@
 //     whatever it knows of others' leases, no thief that knows at least the
 //     leases the owner knows takes it, and two thieves never take the same
 //     item whatever each knows (a thief takes only the items it backs up,
-//     Ring.BackupOf).
+//     Ring.BackupOf); for OwnerGrace after a plan change, while machines
+//     may decide by the old plan or the new, two thieves still never take
+//     the same item (a thief leaves an item another slot backs up under the
+//     previous plan).
 //   - Every pending item is taken by some running slot in bounded time,
 //     whoever of its owners is gone (orphans), reserved (IdleSteal) or
 //     just moved by a plan change (OwnerGrace).

@@ -197,6 +197,10 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 		case !isAlive(owners[cd.owner]):
 			orphans = append(orphans, v.RangeStart+int64(cd.i))
 		case ring.BackupOf(cd.i) != rank:
+		case prevRing != nil && prevRing.BackupOf(cd.i) >= 0 && prevRing.BackupOf(cd.i) != prevRank:
+			// The plan changed less than OwnerGrace ago, and a machine
+			// still on the previous one steals by it: an item another slot
+			// backs up there may be that thief's at this moment.
 		case !reserved[k]:
 			if steal < 0 {
 				steal = cd.i
