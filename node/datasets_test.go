@@ -139,7 +139,10 @@ func TestDatasetsMesh(t *testing.T) {
 // A job that mounts a dataset runs its items only on machines that hold it,
 // materialised and mounted read-only; the submitter need not hold it.
 func TestDatasetJobMount(t *testing.T) {
-	m := newMesh(t, meshConfig{n: 2, interval: 200 * time.Millisecond, slots: 2, runFor: 150 * time.Millisecond, onePerson: true})
+	// Data dirs given relative (a user's `--data-dir a`): a mount's source
+	// must still be absolute ("mounts[0].source: \"a/datasets/…\" is not an
+	// absolute path" failed every item).
+	m := newMesh(t, meshConfig{n: 2, interval: 200 * time.Millisecond, slots: 2, runFor: 150 * time.Millisecond, onePerson: true, relDirs: true})
 	m.formOrg()
 	ctx := ctxT(t)
 	n0, n1 := m.nodes[0].Node, m.nodes[1].Node

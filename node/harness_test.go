@@ -87,6 +87,10 @@ type meshConfig struct {
 	onePerson bool
 	// recordGPUs > 0: node.yaml's runtime.record_gpus (with slots > 0).
 	recordGPUs int
+	// relDirs: the test runs in a directory of its own and each node's
+	// data dir is given relative to it ("n0", "n1", ...), as a user's
+	// `--data-dir a` is.
+	relDirs bool
 }
 
 // newMesh starts cfg.n nodes (not yet in an org).
@@ -96,6 +100,9 @@ func newMesh(t testing.TB, cfg meshConfig) *mesh {
 	var ports []int
 	if cfg.fixPorts {
 		ports = freePorts(t, cfg.n)
+	}
+	if cfg.relDirs {
+		t.Chdir(t.TempDir())
 	}
 	var confPath string
 	if cfg.slots > 0 {
@@ -110,7 +117,11 @@ func newMesh(t testing.TB, cfg meshConfig) *mesh {
 		if cfg.fixPorts {
 			listen = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ports[i])
 		}
-		o := Options{DataDir: t.TempDir(), API: "127.0.0.1:0", Listen: []string{listen}, HeartbeatInterval: cfg.interval, MergeAbove: cfg.merge,
+		dir := name
+		if !cfg.relDirs {
+			dir = t.TempDir()
+		}
+		o := Options{DataDir: dir, API: "127.0.0.1:0", Listen: []string{listen}, HeartbeatInterval: cfg.interval, MergeAbove: cfg.merge,
 			Name: name, NVML: hw.NoNVML{}, ConfigPath: confPath, Logger: testLogger(name), DisableMDNS: !cfg.mdns}
 		mn := &meshNode{name: name, opts: o}
 		if cfg.slots > 0 {

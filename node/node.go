@@ -170,6 +170,14 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("node: data dir is required")
 	}
+	// The node names paths under its data dir to others that do not share
+	// its working directory (Docker's mounts of datasets, exec workdirs):
+	// a data dir given relative (`--data-dir a`) is made absolute.
+	abs, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("node: data dir: %w", err)
+	}
+	opts.DataDir = abs
 	if opts.API == "" {
 		opts.API = DefaultAPI
 	}
