@@ -21,7 +21,9 @@
 //     Ring.BackupOf); for OwnerGrace after a plan change, while machines
 //     may decide by the old plan or the new, two thieves still never take
 //     the same item (a thief leaves an item another slot backs up under the
-//     previous plan).
+//     previous plan). Two slots never take the same orphan (an item whose
+//     owner does not run) whatever leases each knows, while their nodes
+//     agree on which owners run (Ring.TakerOf).
 //   - Every pending item is taken by some running slot in bounded time,
 //     whoever of its owners is gone (orphans), reserved (IdleSteal) or
 //     just moved by a plan change (OwnerGrace).

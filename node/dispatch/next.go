@@ -191,11 +191,15 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 		}
 	}
 	var orphans []int64
-	steal, idle, idleNext := -1, -1, -1
+	steal, idle, idleNext, orphan := -1, -1, -1, -1
+	runs := func(o int) bool { return isAlive(owners[o]) }
 	for k, cd := range cands {
 		switch {
 		case !isAlive(owners[cd.owner]):
 			orphans = append(orphans, v.RangeStart+int64(cd.i))
+			if orphan < 0 && ring.TakerOf(cd.i, runs) == rank {
+				orphan = cd.i
+			}
 		case ring.BackupOf(cd.i) != rank:
 		case prevRing != nil && prevRing.BackupOf(cd.i) >= 0 && prevRing.BackupOf(cd.i) != prevRank:
 			// The plan changed less than OwnerGrace ago, and a machine
@@ -215,14 +219,14 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 			}
 		}
 	}
-	// Orphans are shared out among the running owners with no free item
-	// of their own in sight (the others take theirs first): the k-th of
-	// them in plan order takes the k-th orphan, so that two idle slots
-	// never take the same one (rank modulo the orphans did: a lone orphan
-	// went to every idle slot at once). A slot beyond the orphans takes
-	// none at first (their takers may be busy, and take them when free);
-	// after IdleSteal it takes the one at its position modulo the orphans:
-	// a slot that took it has announced its lease by then.
+	// An orphan has one taker, the first running owner after it on the
+	// ring (Ring.TakerOf), which every node names alike whatever leases it
+	// has heard of (sharing orphans out by position among the owners with
+	// no free item in sight did not: that depends on the leases each node
+	// knows, and two idle slots took one orphan). An idle slot takes the
+	// highest orphan it is the taker of; after IdleSteal, any idle slot
+	// takes the one at its position modulo the orphans (their takers may
+	// be busy): a slot that took it has announced its lease by then.
 	pos := 0
 	for k := 0; k < rank && k < len(owners); k++ {
 		if isAlive(owners[k]) && len(lowest[k]) == 0 {
@@ -233,9 +237,9 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 	case steal >= 0:
 		c.IdleSince = time.Time{}
 		return v.RangeStart + int64(steal), true
-	case pos < len(orphans):
+	case orphan >= 0:
 		c.IdleSince = time.Time{}
-		return orphans[pos], true
+		return v.RangeStart + int64(orphan), true
 	case len(orphans) > 0:
 		if c.IdleSince.IsZero() {
 			c.IdleSince = now

@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"maps"
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -32,6 +34,50 @@ func TestPropNoCollisionOnOrphans(t *testing.T) {
 			}
 			if o, dup := took[it]; dup {
 				t.Fatalf("%s and %s both took %d", o, sl, it)
+			}
+			took[it] = sl
+		}
+	})
+}
+
+// TestPropOrphansBlind: the machines know different subsets of the leases
+// (each its own); two slots still never take the same orphan (an item
+// whose owner is gone).
+func TestPropOrphansBlind(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		w := drawWorld(t)
+		dead := map[Slot]bool{}
+		var run []Slot
+		for _, sl := range w.slots {
+			if rapid.IntRange(0, 2).Draw(t, "dead") == 0 {
+				dead[sl] = true
+			} else {
+				run = append(run, sl)
+			}
+		}
+		alive := func(k Slot) bool { return !dead[k] }
+		knows := map[string]map[int64]bool{}
+		for _, sl := range run {
+			if knows[sl.Machine] != nil {
+				continue
+			}
+			k := map[int64]bool{}
+			for _, it := range slices.Sorted(maps.Keys(w.leased)) {
+				if w.leased[it] == sl.Machine || rapid.Bool().Draw(t, "sees") {
+					k[it] = true
+				}
+			}
+			knows[sl.Machine] = k
+		}
+		took := map[int64]Slot{}
+		for _, sl := range run {
+			k := knows[sl.Machine]
+			it, ok := Next(w.view(sl, func(it int64) bool { return k[it] }, alive), &Cursor{}, epoch)
+			if !ok || !dead[w.ownerOf(it)] {
+				continue
+			}
+			if o, dup := took[it]; dup {
+				t.Fatalf("%s and %s both took orphan %d", o, sl, it)
 			}
 			took[it] = sl
 		}

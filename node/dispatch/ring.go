@@ -121,6 +121,26 @@ func (r *Ring) OwnerOf(i int) int {
 	return int(r.owners[k])
 }
 
+// TakerOf is who takes item i while its owner is gone: the owner of the
+// first point from i's (clockwise, wrapping) whose owner runs, or -1 when
+// none runs. It depends only on the item and on which owners run, not on
+// which items anyone leases, so two nodes that agree on who runs name the
+// same taker whatever leases each has heard of.
+func (r *Ring) TakerOf(i int, runs func(owner int) bool) int {
+	if r == nil || len(r.points) == 0 {
+		return -1
+	}
+	h := itemHash(i)
+	n := len(r.points)
+	k := sort.Search(n, func(x int) bool { return r.points[x] >= h })
+	for d := range n {
+		if o := int(r.owners[(k+d)%n]); runs(o) {
+			return o
+		}
+	}
+	return -1
+}
+
 // BackupOf is item i's backup owner: the owner of the first point after
 // its owner's (clockwise, wrapping) that belongs to another owner, or -1 on
 // a ring of fewer than two owners. Every item has one backup, the same on
