@@ -516,8 +516,16 @@ func (n *Node) remoteLog(ctx context.Context, job string, item int64, machine st
 	}
 	ctx, cancel := context.WithTimeout(ctx, remoteLogTimeout)
 	defer cancel()
-	n.ensureConnected(ctx, pid)
-	out, err := p2p.FetchLog(ctx, n.host.LibP2P(), pid, p2p.LogsRequest{Org: n.orgID(), Job: job, Item: item}, runtime.LogCap)
+	fetch := func() ([]byte, error) {
+		n.ensureConnected(ctx, pid)
+		return p2p.FetchLog(ctx, n.host.LibP2P(), pid, p2p.LogsRequest{Org: n.orgID(), Job: job, Item: item}, runtime.LogCap)
+	}
+	out, err := fetch()
+	if err != nil && !errors.Is(err, p2p.ErrNoLog) && ctx.Err() == nil {
+		// The connection may have been reset under the stream (a machine
+		// let into a topic is reconnected): once more.
+		out, err = fetch()
+	}
 	switch {
 	case err == nil:
 		return out, nil

@@ -326,10 +326,42 @@ func (n *Node) resetPeer(id string) {
 // p2p.Gate) would otherwise dial only the peerstore's addresses, which may
 // be none. A failed dial is left for the stream to report.
 func (n *Node) ensureConnected(ctx context.Context, p peer.ID) {
+	addrs := n.awaitAddrs(ctx, p)
+	// Connected now may be closed a moment later (the gate resets a
+	// connection when a machine is let into a topic): the stream then dials
+	// what the peerstore holds, which for a connection that came in from p
+	// may be nothing yet.
+	n.host.KeepAddrs(p, addrs)
 	if n.host.LibP2P().Network().Connectedness(p) == network.Connected {
 		return
 	}
-	_ = n.host.DialPeer(ctx, p, n.knownAddrs(p.String()))
+	_ = n.host.DialPeer(ctx, p, addrs)
+}
+
+// awaitAddrs returns the address book's addresses of machine p. When it
+// has none and p is neither connected nor in the peerstore (a machine
+// this node has had no heartbeat from yet, such as one approved a moment
+// ago whose heartbeats reach a newly approved node only after its
+// reconnection), it waits for them, as a heartbeat brings them, for up to
+// three heartbeat intervals or until ctx ends.
+func (n *Node) awaitAddrs(ctx context.Context, p peer.ID) []string {
+	addrs := n.knownAddrs(p.String())
+	if len(addrs) > 0 || n.host.LibP2P().Network().Connectedness(p) == network.Connected || len(n.host.PeerAddrs(p)) > 0 {
+		return addrs
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*n.interval)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for len(addrs) == 0 {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		addrs = n.knownAddrs(p.String())
+	}
+	return addrs
 }
 
 // redial makes one attempt to connect to machine id.

@@ -159,6 +159,7 @@ func TestPersonsMachinesAndVisibility(t *testing.T) {
 	// The logs protocol itself: bob's machine is refused alice's job by
 	// each of alice's machines, whether or not it holds the output.
 	for _, n := range []*Node{n0, n1} {
+		n2.ensureConnected(ctx, n.id) // as the node does before a fetch
 		_, err := p2p.FetchLog(ctx, n2.host.LibP2P(), n.id, p2p.LogsRequest{Org: n.orgID(), Job: ja.ID, Item: 1}, runtime.LogCap)
 		if !errors.Is(err, p2p.ErrLogsRefused) || !strings.Contains(err.Error(), "may not see job") {
 			t.Fatalf("bob's machine fetching alice's output from %s: %v", n.idStr, err)

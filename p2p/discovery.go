@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
@@ -86,6 +87,18 @@ func (n mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
 // remembered address is reached at the next attempt, not minutes later. The
 // peer is protected from connection-manager trimming.
 func (h *Host) DialPeer(ctx context.Context, id peer.ID, addrs []string) error {
+	ai := dialInfo(id, addrs)
+	ctx = network.WithForceDirectDial(ctx, "cshare redial")
+	if err := h.h.Connect(ctx, ai); err != nil {
+		return err
+	}
+	h.h.ConnManager().Protect(id, "cshare-bootstrap")
+	return nil
+}
+
+// dialInfo is id with those of addrs that can be dialled (multiaddrs, with
+// or without a /p2p/<id> suffix of that machine; unspecified IPs left out).
+func dialInfo(id peer.ID, addrs []string) peer.AddrInfo {
 	ai := peer.AddrInfo{ID: id}
 	for _, s := range addrs {
 		a, err := ma.NewMultiaddr(s)
@@ -101,12 +114,17 @@ func (h *Host) DialPeer(ctx context.Context, id peer.ID, addrs []string) error {
 		}
 		ai.Addrs = append(ai.Addrs, t)
 	}
-	ctx = network.WithForceDirectDial(ctx, "cshare redial")
-	if err := h.h.Connect(ctx, ai); err != nil {
-		return err
+	return ai
+}
+
+// KeepAddrs puts addrs (as DialPeer takes them) in the peerstore for id for
+// a while, so that a stream opened to id finds an address to dial should its
+// connection close first (one that came in from id leaves the peerstore
+// only what identify learnt, which a connection reset at once may not have).
+func (h *Host) KeepAddrs(id peer.ID, addrs []string) {
+	if ai := dialInfo(id, addrs); len(ai.Addrs) > 0 {
+		h.h.Peerstore().AddAddrs(id, ai.Addrs, peerstore.TempAddrTTL)
 	}
-	h.h.ConnManager().Protect(id, "cshare-bootstrap")
-	return nil
 }
 
 // PeerAddrs are the addresses the peerstore holds for id (learnt by
