@@ -112,6 +112,7 @@ func (n *Node) catchUp(gen uint64, org string) {
 					n.log.Info("caught up; taking new items", "peer", p.String())
 					n.kickScheduler()
 					n.sched.broadcast()
+					n.spawn(func() { n.publishMachineUpdate(n.ctx) })
 				}
 				return
 			}
@@ -122,12 +123,14 @@ func (n *Node) catchUp(gen uint64, org string) {
 			if n.gate.open(gen) {
 				n.log.Warn("no machine of the org reachable for two heartbeat intervals: working alone (items others finish meanwhile may run again)")
 				n.sched.broadcast()
+				n.spawn(func() { n.publishMachineUpdate(n.ctx) })
 			}
 			return
 		case "timeout":
 			if n.gate.open(gen) {
 				n.log.Warn("no connected machine answered a catch-up: taking new items anyway", "peers", peers)
 				n.sched.broadcast()
+				n.spawn(func() { n.publishMachineUpdate(n.ctx) })
 			}
 			return
 		}

@@ -118,7 +118,9 @@ func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
 }
 
 // publishMachineUpdate writes this machine's hardware and limits into the
-// ledger when they differ from what the ledger has.
+// ledger when they differ from what the ledger has: on joining, and each
+// time the node has caught up with the org (after a start: node.yaml's
+// limits may have changed while it was down).
 func (n *Node) publishMachineUpdate(ctx context.Context) {
 	want := ledger.MachineUpdate{Hardware: toLedgerHW(n.hw), Limits: toLedgerLimits(n.limits), Version: Version}
 	var have *ledger.Machine
