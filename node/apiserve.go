@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/cshare/cshare/internal/atomicfile"
 	"github.com/cshare/cshare/node/api"
 )
 
@@ -73,20 +74,20 @@ func (n *Node) serveAPI() error {
 	registerWeb(mux.ServeMux, n)
 	h := api.Guard(mux, api.GuardOptions{Token: n.token, Addr: n.apiAddr, TLS: tlsConf != nil, PublicMetrics: n.cfg.Metrics.Public})
 	n.apiSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf}
-	if err := writeFileAtomic(filepath.Join(n.opts.DataDir, api.TokenFile), []byte(n.token+"\n"), 0o600); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(n.opts.DataDir, api.TokenFile), []byte(n.token+"\n"), 0o600); err != nil {
 		return err
 	}
 	addr := n.apiAddr
 	certFile := filepath.Join(n.opts.DataDir, api.CertFile)
 	if tlsConf != nil {
 		addr = "https://" + addr
-		if err := writeFileAtomic(certFile, certPEM, 0o600); err != nil {
+		if err := atomicfile.WriteFile(certFile, certPEM, 0o600); err != nil {
 			return err
 		}
 	} else if err := os.Remove(certFile); err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(n.opts.DataDir, api.AddrFile), []byte(addr+"\n"), 0o600); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(n.opts.DataDir, api.AddrFile), []byte(addr+"\n"), 0o600); err != nil {
 		return err
 	}
 	if tlsConf != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/cshare/cshare/internal/atomicfile"
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/replica"
 	"github.com/cshare/cshare/node/api"
@@ -464,7 +465,7 @@ func (n *Node) saveTombstone(org string, raw []byte) {
 	dir := filepath.Join(n.opts.DataDir, tombstonesDir)
 	err = os.MkdirAll(dir, 0o700)
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(dir, org), raw, 0o600)
+		err = atomicfile.WriteFile(filepath.Join(dir, org), raw, 0o600)
 	}
 	if err != nil {
 		n.log.Warn("could not keep the org's tombstone", "org", org, "err", err)
@@ -566,7 +567,7 @@ const leftFile = "left.json"
 
 func (n *Node) recordLeft(l api.PastOrg) {
 	b, _ := json.Marshal(l) // cannot fail: strings only
-	if err := writeFileAtomic(filepath.Join(n.opts.DataDir, leftFile), b, 0o600); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(n.opts.DataDir, leftFile), b, 0o600); err != nil {
 		n.log.Warn("could not record why this machine left its org", "err", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/cshare/cshare/internal/atomicfile"
 )
 
 // listenFile, in the data dir, maps each configured listen multiaddr with
@@ -55,7 +57,7 @@ func saveListen(dir string, configured, bound []string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, listenFile), append(data, '\n'), 0o600)
+	return atomicfile.WriteFile(filepath.Join(dir, listenFile), append(data, '\n'), 0o600)
 }
 
 // preferListen returns the addresses to listen on: each configured address

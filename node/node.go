@@ -398,17 +398,6 @@ func (n *Node) spawn(fn func()) {
 	}()
 }
 
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
 func (n *Node) joinTopics(org string) error {
 	o, err := n.host.JoinOrg(org, n.rep)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/cshare/cshare/internal/atomicfile"
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/market"
 	"github.com/cshare/cshare/node/api"
@@ -258,7 +259,7 @@ func (n *Node) saveOffers() {
 	sort.Slice(d.Offers, func(i, j int) bool { return d.Offers[i].Offer.ID < d.Offers[j].Offer.ID })
 	data, err := json.Marshal(d)
 	if err == nil {
-		err = writeFileAtomic(filepath.Join(n.opts.DataDir, offersFile), data, 0o600)
+		err = atomicfile.WriteFile(filepath.Join(n.opts.DataDir, offersFile), data, 0o600)
 	}
 	if err != nil {
 		n.log.Warn("could not save this machine's offers", "err", err)

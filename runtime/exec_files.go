@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/cshare/cshare/internal/atomicfile"
 )
 
 func newExecID() (RunID, error) {
@@ -66,28 +68,11 @@ func writeJSONAtomic(path string, v any) error {
 	return writeFileAtomic(path, append(b, '\n'))
 }
 
-// writeFileAtomic writes via a synced temporary file and a rename, so a
-// reader (or a node after a crash) sees the old or the new content, never
-// a torn one.
+// writeFileAtomic replaces a run's file so that a reader (or a node after
+// a crash) sees the old or the new content, never a torn one.
 func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp-go"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("runtime: exec: write %s: %w", filepath.Base(path), err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("runtime: exec: write %s: %w", filepath.Base(path), err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("runtime: exec: sync %s: %w", filepath.Base(path), err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("runtime: exec: write %s: %w", filepath.Base(path), err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("runtime: exec: write %s: %w", filepath.Base(path), err)
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
+		return fmt.Errorf("runtime: exec: %w", err)
 	}
 	return nil
 }
