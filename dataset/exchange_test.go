@@ -17,7 +17,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
-	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	tcp "github.com/libp2p/go-libp2p/p2p/transport/tcp"
 
@@ -27,12 +26,12 @@ import (
 func newHost(tb testing.TB) host.Host {
 	tb.Helper()
 	// The node's transports, security, muxer and dial ranker (p2p.New):
-	// TCP and QUIC, Noise, yamux, TCP first.
+	// TCP and QUIC, TLS then Noise, yamux, TCP first.
 	h, err := libp2p.New(
 		libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"),
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Transport(quic.NewTransport),
-		libp2p.Security(noise.ID, noise.New),
+		p2p.Security(),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.SwarmOpts(swarm.WithDialRanker(p2p.TCPFirst)),
 		libp2p.DisableRelay(),

@@ -6,7 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 )
 
 // TestMDNSService: one name per org, not showing the org ID, within DNS-SD's
@@ -43,4 +47,45 @@ func TestKeepAddrs(t *testing.T) {
 		t.Fatalf("after KeepAddrs: %v", err)
 	}
 	s.Close()
+}
+
+// TestSecurityTLSThenNoise: two nodes secure their connection with TLS; a
+// peer offering Noise alone (a node of an earlier version) still connects,
+// in either direction.
+func TestSecurityTLSThenNoise(t *testing.T) {
+	a, b := ptHost(t, nil), ptHost(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := a.DialPeer(ctx, b.ID(), b.ListenAddrs()); err != nil {
+		t.Fatal(err)
+	}
+	conns := a.LibP2P().Network().ConnsToPeer(b.ID())
+	if len(conns) == 0 {
+		t.Fatal("no connection after the dial")
+	}
+	for _, c := range conns {
+		if got := c.ConnState().Security; got != libp2ptls.ID {
+			t.Fatalf("two nodes: security %q; want %q", got, libp2ptls.ID)
+		}
+	}
+	old, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.Security(noise.ID, noise.New), libp2p.DisableRelay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	if err := old.Connect(ctx, peer.AddrInfo{ID: a.ID(), Addrs: a.LibP2P().Addrs()}); err != nil {
+		t.Fatalf("a Noise-only peer dialling: %v", err)
+	}
+	if err := b.DialPeer(ctx, old.ID(), []string{old.Addrs()[0].String()}); err != nil {
+		t.Fatalf("dialling a Noise-only peer: %v", err)
+	}
+	conns = b.LibP2P().Network().ConnsToPeer(old.ID())
+	if len(conns) == 0 {
+		t.Fatal("no connection to the Noise-only peer after the dial")
+	}
+	for _, c := range conns {
+		if got := c.ConnState().Security; got != noise.ID {
+			t.Fatalf("with a Noise-only peer: security %q; want %q", got, noise.ID)
+		}
+	}
 }

