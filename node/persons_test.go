@@ -164,6 +164,7 @@ func TestPersonsMachinesAndVisibility(t *testing.T) {
 		if !errors.Is(err, p2p.ErrLogsRefused) || !strings.Contains(err.Error(), "may not see job") {
 			t.Fatalf("bob's machine fetching alice's output from %s: %v", n.idStr, err)
 		}
+		n2.ensureConnected(ctx, n.id)
 		_, err = p2p.FetchLog(ctx, n2.host.LibP2P(), n.id, p2p.LogsRequest{Org: n.orgID(), Job: jb.ID, Item: 1}, runtime.LogCap)
 		if err != nil && !errors.Is(err, p2p.ErrNoLog) {
 			t.Fatalf("bob's machine fetching his own output from %s: %v", n.idStr, err)
