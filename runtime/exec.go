@@ -333,6 +333,19 @@ func (e *Exec) loadState(id RunID) (execState, error) {
 		return st, fmt.Errorf("runtime: exec: corrupt state of %s: %w", id, err)
 	}
 	st.ID = id
+	if st.Pid == 0 && e.child(id) == nil {
+		// Start records the state before it starts the wrapper and again
+		// with the wrapper's pid after: a node killed between the two left
+		// a run going without its pid, which then passed for lost (exit
+		// -1: its item failed) while its command ran on. Find the wrapper
+		// by the exit file it names, and record its pid.
+		if pid, start, ok := findWrapper(e.exitPath(id)); ok {
+			st.Pid, st.PidStart = pid, start
+			if err := writeJSONAtomic(e.statePath(id), st); err != nil {
+				e.log.Warn("exec driver: cannot record a found run's pid", "run", string(id), "err", err)
+			}
+		}
+	}
 	return st, nil
 }
 

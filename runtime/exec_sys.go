@@ -291,6 +291,41 @@ func groupAlive(pgid int) bool {
 	return !ok || len(pids) > 0
 }
 
+// findWrapper finds the live wrapper of a run by its exit file: the leader
+// of its own process group (Start makes it a session leader) running
+// /bin/sh with exitPath among its arguments (the command it starts execs
+// away from that command line; a child forked but not yet exec'd is no
+// group leader).
+func findWrapper(exitPath string) (pid int, start uint64, ok bool) {
+	if !procAvailable() {
+		return 0, 0, false
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, ent := range ents {
+		p, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		ps, err := readProcStat(p)
+		if err != nil || ps.pgrp != p || ps.state == 'Z' || ps.state == 'X' || ps.state == 'x' {
+			continue
+		}
+		args := bytes.Split(bytes.TrimSuffix(procCmdline(p), []byte{0}), []byte{0})
+		if len(args) < 2 || string(args[0]) != "/bin/sh" {
+			continue
+		}
+		for _, a := range args[1:] {
+			if string(a) == exitPath {
+				return p, ps.starttime, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
 func procCmdline(pid int) []byte {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	return b

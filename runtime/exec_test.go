@@ -621,3 +621,39 @@ func TestExecHelperNode(t *testing.T) {
 	_ = os.Stdout.Sync()
 	time.Sleep(time.Minute) // killed by the parent test long before
 }
+
+// TestExecRunWithoutItsPidIsFound: a node killed between starting a run's
+// wrapper and recording its pid (Start writes the state twice) left a state
+// without the pid; a restarted node took the run for lost (exit -1, its item
+// failed) while its command ran on. It now finds the wrapper by its exit
+// file: the run is running, and its real exit code is recorded.
+func TestExecRunWithoutItsPidIsFound(t *testing.T) {
+	root, work := t.TempDir(), t.TempDir()
+	stopAll(t, root)
+	e1, _ := newTestExec(t, root)
+	ctx := waitCtx(t)
+	release := filepath.Join(work, "release")
+	id, err := e1.Start(ctx, execSpec(1, "sh", "-c", "while [ ! -e "+release+" ]; do sleep 0.05; done; exit 9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e1.loadState(id)
+	if err != nil || st.Pid == 0 {
+		t.Fatalf("state after Start: %+v, %v", st, err)
+	}
+	st.Pid, st.PidStart = 0, 0 // as the first of Start's two writes left it
+	if err := writeJSONAtomic(e1.statePath(id), st); err != nil {
+		t.Fatal(err)
+	}
+	e2, _ := newTestExec(t, root) // the restarted node: the run is not its child
+	runs, err := e2.List(ctx, nil)
+	if err != nil || len(runs) != 1 || !runs[0].Running {
+		t.Fatalf("after the restart: %+v, %v; want the run running", runs, err)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := e2.Wait(ctx, id); err != nil || es.Code != 9 {
+		t.Fatalf("Wait = %+v, %v; want exit 9", es, err)
+	}
+}
