@@ -93,6 +93,8 @@ func (n *Node) holdDispatch(why string) {
 // catchUp syncs the ledger with one connected machine of the org and
 // learns the heartbeats it has seen, then opens the gate (generation gen).
 func (n *Node) catchUp(gen uint64, org string) {
+	var caughtUp time.Time // when a catch-up with a peer succeeded
+	var with peer.ID
 	for n.ctx.Err() == nil {
 		if g, _, _ := n.gate.state(); g != gen {
 			return // closed again since: that catch-up goes on
@@ -103,19 +105,32 @@ func (n *Node) catchUp(gen uint64, org string) {
 			machines[id] = true
 		}
 		for _, p := range n.host.Peers() {
-			if !machines[p] {
+			if !machines[p] || !caughtUp.IsZero() {
 				continue
 			}
 			peers++
 			if n.catchUpWith(p, org) {
+				caughtUp, with = n.now(), p
+			}
+		}
+		if !caughtUp.IsZero() {
+			// The peer may have started a moment ago itself (every machine
+			// killed and restarted at once) and know no machine's
+			// heartbeat: a machine connected to this one whose runs it has
+			// not heard of may be running the very items this one would
+			// take (it sends a heartbeat with them as it starts). Wait for
+			// one from each, for up to one and a half intervals.
+			missing := n.connectedUnheard(machines)
+			if len(missing) == 0 || n.now().Sub(caughtUp) >= n.interval*3/2 {
 				if n.gate.open(gen) {
-					n.log.Info("caught up; taking new items", "peer", p.String())
+					n.log.Info("caught up; taking new items", "peer", with.String(), "unheard", len(missing))
 					n.kickScheduler()
 					n.sched.broadcast()
 					n.spawn(func() { n.publishMachineUpdate(n.ctx) })
 				}
 				return
 			}
+			peers++
 		}
 		_, since, _ := n.gate.state()
 		switch catchUpVerdict(since, n.now(), n.interval, peers > 0) {
@@ -142,6 +157,22 @@ func (n *Node) catchUp(gen uint64, org string) {
 		case <-t.C:
 		}
 	}
+}
+
+// connectedUnheard are the machines of machines this node is connected to
+// and has no heartbeat of (none while this machine is not approved: it is
+// sent none).
+func (n *Node) connectedUnheard(machines map[peer.ID]bool) []peer.ID {
+	if !n.approvedNow() {
+		return nil
+	}
+	var out []peer.ID
+	for id := range machines {
+		if _, _, ok := n.live.LastOf(id.String()); !ok && n.host.Connected(id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // catchUpTimeout bounds one catch-up attempt with one peer.
