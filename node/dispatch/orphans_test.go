@@ -1,8 +1,6 @@
 package dispatch
 
 import (
-	"maps"
-	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -15,15 +13,7 @@ import (
 func TestPropNoCollisionOnOrphans(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := drawWorld(t)
-		dead := map[Slot]bool{}
-		var run []Slot
-		for _, sl := range w.slots {
-			if rapid.IntRange(0, 2).Draw(t, "dead") == 0 {
-				dead[sl] = true
-			} else {
-				run = append(run, sl)
-			}
-		}
+		dead, run := drawDead(t, w)
 		alive := func(k Slot) bool { return !dead[k] }
 		leased := func(it int64) bool { _, ok := w.leased[it]; return ok }
 		took := map[int64]Slot{}
@@ -46,29 +36,9 @@ func TestPropNoCollisionOnOrphans(t *testing.T) {
 func TestPropOrphansBlind(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := drawWorld(t)
-		dead := map[Slot]bool{}
-		var run []Slot
-		for _, sl := range w.slots {
-			if rapid.IntRange(0, 2).Draw(t, "dead") == 0 {
-				dead[sl] = true
-			} else {
-				run = append(run, sl)
-			}
-		}
+		dead, run := drawDead(t, w)
 		alive := func(k Slot) bool { return !dead[k] }
-		knows := map[string]map[int64]bool{}
-		for _, sl := range run {
-			if knows[sl.Machine] != nil {
-				continue
-			}
-			k := map[int64]bool{}
-			for _, it := range slices.Sorted(maps.Keys(w.leased)) {
-				if w.leased[it] == sl.Machine || rapid.Bool().Draw(t, "sees") {
-					k[it] = true
-				}
-			}
-			knows[sl.Machine] = k
-		}
+		knows := drawKnowledge(t, w, run)
 		took := map[int64]Slot{}
 		for _, sl := range run {
 			k := knows[sl.Machine]
@@ -82,4 +52,18 @@ func TestPropOrphansBlind(t *testing.T) {
 			took[it] = sl
 		}
 	})
+}
+
+// drawDead draws which of the plan's slots are gone (about one in three)
+// and returns them and the slots that run, in plan order.
+func drawDead(t *rapid.T, w *world) (dead map[Slot]bool, run []Slot) {
+	dead = map[Slot]bool{}
+	for _, sl := range w.slots {
+		if rapid.IntRange(0, 2).Draw(t, "dead") == 0 {
+			dead[sl] = true
+		} else {
+			run = append(run, sl)
+		}
+	}
+	return dead, run
 }

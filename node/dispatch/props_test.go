@@ -51,6 +51,25 @@ func (w *world) view(sl Slot, leased func(int64) bool, alive func(Slot) bool) Vi
 
 func (w *world) ownerOf(it int64) Slot { return w.slots[w.owners.Ring.OwnerOf(int(it-w.start))] }
 
+// drawKnowledge draws, for each machine of slots, the leases it has heard
+// of: its own always, each other one or not.
+func drawKnowledge(t *rapid.T, w *world, slots []Slot) map[string]map[int64]bool {
+	knows := map[string]map[int64]bool{}
+	for _, sl := range slots {
+		if knows[sl.Machine] != nil {
+			continue
+		}
+		k := map[int64]bool{}
+		for _, it := range slices.Sorted(maps.Keys(w.leased)) {
+			if w.leased[it] == sl.Machine || rapid.Bool().Draw(t, "sees") {
+				k[it] = true
+			}
+		}
+		knows[sl.Machine] = k
+	}
+	return knows
+}
+
 // TestPropNoCollisionWhilePlansAgree: while the plans agree and every owner
 // runs, slots deciding at once from the same leases never take the same
 // item, round after round (each round's picks leased for the next), until
@@ -102,19 +121,7 @@ func TestPropOwnersBlind(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := drawWorld(t)
 		alive := func(k Slot) bool { _, ok := w.owners.Rank[k]; return ok }
-		knows := map[string]map[int64]bool{} // machine -> the leases it sees
-		for _, sl := range w.slots {
-			if knows[sl.Machine] != nil {
-				continue
-			}
-			k := map[int64]bool{}
-			for _, it := range slices.Sorted(maps.Keys(w.leased)) {
-				if w.leased[it] == sl.Machine || rapid.Bool().Draw(t, "sees") {
-					k[it] = true
-				}
-			}
-			knows[sl.Machine] = k
-		}
+		knows := drawKnowledge(t, w, w.slots)      // machine -> the leases it sees
 		subset := func(a, b map[int64]bool) bool { // a ⊆ b
 			for it := range a {
 				if !b[it] {
