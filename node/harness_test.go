@@ -71,6 +71,7 @@ type mesh struct {
 	nodes     []*meshNode
 	runs      *runLog // shared by every node's recDriver
 	onePerson bool    // formOrg: every machine acts for the owner's person
+	ownerToo  []int   // formOrg: these machines act for the owner's person too
 }
 
 type meshConfig struct {
@@ -268,6 +269,9 @@ func (m *mesh) formOrg() string {
 		for i := range m.nodes[1:] {
 			m.sharePerson(0, i+1)
 		}
+	}
+	for _, i := range m.ownerToo {
+		m.sharePerson(0, i)
 	}
 	// Join in parallel, approve as the registrations arrive.
 	var wg sync.WaitGroup

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -287,7 +288,6 @@ func (n *Node) Leave(ctx context.Context, req api.LeaveRequest) (api.LeftOrg, er
 		return api.LeftOrg{}, err
 	}
 	release := n.holdExit()
-	defer release()
 	var person, role, org, name string
 	approved := false
 	n.snapshot(func(st *ledger.State) {
@@ -297,6 +297,7 @@ func (n *Node) Leave(ctx context.Context, req api.LeaveRequest) (api.LeftOrg, er
 		approved = m != nil && m.Status == ledger.MachineApproved
 	})
 	if role == ledger.RoleOwner && approved {
+		release()
 		return api.LeftOrg{}, api.Errorf(http.StatusConflict, "the owner cannot leave: transfer ownership first with cshare org transfer --to PERSON")
 	}
 	if person == "" || role == "" || !approved {
@@ -308,15 +309,84 @@ func (n *Node) Leave(ctx context.Context, req api.LeaveRequest) (api.LeftOrg, er
 		if role != "" {
 			why += fmt.Sprintf("; its person is still a %s through their other machines", role)
 		}
+		defer release()
 		return n.left(org, name, why, req.Purge, "")
 	}
+	return n.exitBy(ctx, release, ledger.KindMemberRemove, ledger.MemberRef{Member: person}, org, name,
+		"this machine's person left the org", req.Purge)
+}
+
+// ownExit reports whether, in the current state, cond holds.
+func (n *Node) ownExit(cond func(st *ledger.State) bool) (ok bool) {
+	n.snapshot(func(st *ledger.State) { ok = cond(st) })
+	return ok
+}
+
+// leaveBy writes an entry that takes this machine out of its org, other
+// than member leave (a member removing themselves, a machine removing
+// itself), through exitBy: the org learns of it before the node resets.
+// The org's data is archived, as after any exit.
+func (n *Node) leaveBy(ctx context.Context, kind string, payload any, why string) (api.LeftOrg, error) {
+	release := n.holdExit()
+	var org, name string
+	n.snapshot(func(st *ledger.State) { org, name = st.Org, st.Name })
+	res, err := n.exitBy(ctx, release, kind, payload, org, name, why, false)
+	if err == nil && res.Warning != "" {
+		n.log.Warn(res.Warning)
+	}
+	return res, err
+}
+
+// exitBy writes the entry (kind, payload) that takes this machine out of
+// its org (its person leaving or removed, its own machine removed), as
+// member leave does: a node never leaves before the org knows (issue 27).
+// With other approved machines in the org and none of them connected, it
+// fails with one line and writes nothing. Once written, the entry is pushed
+// to a peer; the node resets when one has it. When none has it within
+// pushWait, the command answers with a warning and the node stays in the
+// org, pushing, until one has it (or the node is closed). release is the
+// caller's holdExit, which exitBy takes over.
+func (n *Node) exitBy(ctx context.Context, release func(), kind string, payload any, org, name, why string, purge bool) (api.LeftOrg, error) {
 	peers := n.orgMachines()
-	e, err := n.write(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: person})
+	if len(peers) > 0 && !slices.ContainsFunc(peers, n.host.Connected) {
+		release()
+		return api.LeftOrg{}, api.Errorf(http.StatusServiceUnavailable,
+			"no other machine of the org is connected, so none would learn that this machine left; nothing changed: try again when one is (cshare node status shows peers)")
+	}
+	e, err := n.write(ctx, kind, payload)
 	if err != nil {
+		release()
 		return api.LeftOrg{}, refused(err)
 	}
-	warn := n.pushEntry(ctx, org, e, peers)
-	return n.left(org, name, "this machine's person left the org", req.Purge, warn)
+	if len(peers) == 0 {
+		defer release()
+		return n.left(org, name, why, purge, "")
+	}
+	if _, ok := n.pushEntry(ctx, org, e, peers); ok {
+		defer release()
+		return n.left(org, name, why, purge, "")
+	}
+	// Not received yet: keep holding the exit while pushing in the
+	// background; the reset comes when a peer has the entry.
+	n.spawn(func() {
+		defer release()
+		for n.ctx.Err() == nil {
+			if _, ok := n.pushEntry(n.ctx, org, e, peers); ok {
+				n.left(org, name, why, purge, "")
+				return
+			}
+			select {
+			case <-n.ctx.Done():
+			case <-time.After(n.interval):
+			}
+		}
+	})
+	dest := ""
+	if !purge {
+		dest = archivePath(n.opts.DataDir, org)
+	}
+	return api.LeftOrg{Org: org, OrgName: name, Archive: dest, Purged: purge,
+		Warning: fmt.Sprintf("the %s entry has not reached another machine of the org within %s; this machine stays in the org, trying, until one has it, and leaves then", kind, n.pushWait())}, nil
 }
 
 // DeleteOrg implements api.Service: the owner writes the org's tombstone
@@ -347,7 +417,7 @@ func (n *Node) DeleteOrg(ctx context.Context, req api.OrgDeleteRequest) (api.Lef
 		return api.LeftOrg{}, refused(err)
 	}
 	n.saveTombstone(org, e.Bytes())
-	warn := n.pushEntry(ctx, org, e, peers)
+	warn, _ := n.pushEntry(ctx, org, e, peers)
 	return n.left(org, name, "this machine's person, the owner, deleted the org", req.Purge, warn)
 }
 
@@ -377,8 +447,8 @@ func (n *Node) pushWait() time.Duration {
 // approved machines) that is connected: it announces e to each and asks
 // them for it until one has it, for at most pushWait. It returns a warning
 // when none had it by then ("" also when no peer is connected: there is
-// nobody to tell).
-func (n *Node) pushEntry(ctx context.Context, org string, e *ledger.Entry, peers []peer.ID) string {
+// nobody to tell); delivered says whether one had it.
+func (n *Node) pushEntry(ctx context.Context, org string, e *ledger.Entry, peers []peer.ID) (warn string, delivered bool) {
 	ctx, cancel := context.WithTimeout(ctx, n.pushWait())
 	defer cancel()
 	h := n.host.LibP2P()
@@ -397,17 +467,17 @@ func (n *Node) pushEntry(ctx context.Context, org string, e *ledger.Entry, peers
 				}
 			}
 			if peerHas(ctx, h, p, org, e) {
-				return ""
+				return "", true
 			}
 		}
 		if connected == 0 {
 			n.log.Info("no other machine of the org is connected; nobody to tell", "kind", e.Kind)
-			return ""
+			return "", false
 		}
 		select {
 		case <-ctx.Done():
 			n.log.Warn("the entry reached no other machine before this node left", "kind", e.Kind, "cid", e.CID().String())
-			return fmt.Sprintf("the %s entry reached no other machine of the org within %s; they learn of it when this machine's ledger reaches them, if ever", e.Kind, n.pushWait())
+			return fmt.Sprintf("the %s entry reached no other machine of the org within %s; they learn of it when this machine's ledger reaches them, if ever", e.Kind, n.pushWait()), false
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

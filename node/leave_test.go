@@ -429,3 +429,119 @@ func TestPendingMachineLeaves(t *testing.T) {
 		t.Fatalf("after the pending machine left: person %q, their approved machine %s", role, status)
 	}
 }
+
+// TestRemoveSelfReachesTheOrg: a node that removes its own person or
+// machine, by any command, leaves only once another machine of the org has
+// the entry (issue 27: a member's `member remove` of herself reset her node
+// 13 ms later and the entry reached nobody, for good); with no other machine
+// of the org connected the command fails and changes nothing. The paths: a
+// member's member remove of herself, an admin's, and a machine remove of
+// the node's own machine (one of the owner's).
+func TestRemoveSelfReachesTheOrg(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 4, interval: 250 * time.Millisecond})
+	m.ownerToo = []int{3} // n3 is a second machine of the owner's
+	m.formOrg()
+	ctx := ctxT(t)
+	n0, n1 := m.nodes[0].Node, m.nodes[1].Node
+	if _, err := n0.SetRole(ctx, n1.person(), ledger.RoleAdmin); err != nil {
+		t.Fatal(err)
+	}
+	m.waitConverged(30 * time.Second)
+
+	// Cut off: every other machine stopped. The command fails, nothing changes.
+	n2 := m.nodes[2].Node
+	for _, i := range []int{0, 1, 3} {
+		m.stop(i)
+	}
+	eventually(t, 20*time.Second, "n2 connected to no machine of the org", func() string {
+		for _, p := range n2.orgMachines() {
+			if n2.host.Connected(p) {
+				return "connected to " + p.String()
+			}
+		}
+		return ""
+	})
+	before := entryCount(n2)
+	if _, err := n2.RemoveMember(ctx, n2.person()); err == nil || statusCode(err) != http.StatusServiceUnavailable || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("member remove of oneself, cut off: %v; want one line, 503", err)
+	}
+	if _, err := n2.MachineAction(ctx, n2.idStr, "remove"); err == nil {
+		t.Fatal("machine remove of oneself, cut off: no error")
+	}
+	if got := entryCount(n2); got != before || m.noOrg(2) == "" {
+		t.Fatalf("cut off: %d entries after the refused removals, %d before; no org: %q", got, before, m.noOrg(2))
+	}
+	for _, i := range []int{0, 1, 3} {
+		m.restart(i)
+	}
+	m.waitConverged(60 * time.Second)
+	n0, n1 = m.nodes[0].Node, m.nodes[1].Node
+
+	// gone: when the command answers, another machine of the org (one of
+	// others) already has the removal.
+	gone := func(who, id string, others ...int) {
+		t.Helper()
+		var seen []string
+		for _, i := range others {
+			st := machineStatus(m.nodes[i].Node, id)
+			if st == ledger.MachineRemoved {
+				return
+			}
+			seen = append(seen, m.nodes[i].name+": "+st)
+		}
+		t.Fatalf("%s: as soon as the command answered, the org's other machines see the machine as %v; want removed on one", who, seen)
+	}
+	// A member removes herself.
+	id2, p2 := n2.idStr, n2.person()
+	if got, err := n2.RemoveMember(ctx, p2); err != nil || got != p2 {
+		t.Fatalf("member remove of oneself: %q, %v", got, err)
+	}
+	gone("member remove self", id2, 0, 1, 3)
+	// An admin removes himself.
+	id1 := n1.idStr
+	if _, err := n1.RemoveMember(ctx, n1.person()); err != nil {
+		t.Fatalf("an admin's member remove of himself: %v", err)
+	}
+	gone("an admin's member remove self", id1, 0, 3)
+	// The owner's second machine removes itself.
+	n3 := m.nodes[3].Node
+	id3 := n3.idStr
+	if _, err := n3.MachineAction(ctx, id3, "remove"); err != nil {
+		t.Fatalf("machine remove of oneself: %v", err)
+	}
+	gone("machine remove self", id3, 0)
+	m.waitNoOrg(30*time.Second, 1, 2, 3)
+	if role := func() (r string) {
+		n0.snapshot(func(st *ledger.State) { r = st.Role(n0.person()) })
+		return
+	}(); role != ledger.RoleOwner {
+		t.Fatalf("the owner's person is %q after her second machine left; want owner", role)
+	}
+}
+
+// TestRemovedWhileCutOffRejoinsPending: a person removed while their only
+// node was down learns it when the node comes back, leaves, and joining
+// again with the org key makes the machine pending, never approved.
+func TestRemovedWhileCutOffRejoinsPending(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 2, interval: 250 * time.Millisecond, fixPorts: true})
+	key := m.formOrg()
+	ctx := ctxT(t)
+	n0 := m.nodes[0].Node
+	person, id1 := m.nodes[1].Node.person(), m.nodes[1].Node.idStr
+	m.stop(1)
+	if _, err := n0.RemoveMember(ctx, person); err != nil {
+		t.Fatal(err)
+	}
+	m.restart(1)
+	m.waitNoOrg(30*time.Second, 1)
+	res, err := m.nodes[1].Node.Join(ctx, api.JoinRequest{OrgKey: key})
+	if err != nil || res.Status != ledger.MachinePending {
+		t.Fatalf("rejoin after being removed while down: %+v, %v; want pending", res, err)
+	}
+	eventually(t, 20*time.Second, "the owner sees the machine pending", func() string {
+		if st := machineStatus(n0, id1); st != ledger.MachinePending {
+			return "status " + st
+		}
+		return ""
+	})
+}

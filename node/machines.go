@@ -212,6 +212,14 @@ func (n *Node) MachineAction(ctx context.Context, id, action string) (api.Machin
 	default:
 		return api.MachineInfo{}, api.Errorf(http.StatusBadRequest, "unknown machine action %q; allowed: approve, reject, remove", api.Ellipsize(action))
 	}
+	if kind == ledger.KindMachineRemove && m.ID == n.idStr {
+		// Removing this machine takes this node out of the org: as member
+		// leave, the org learns of it first.
+		if _, err := n.leaveBy(ctx, kind, ledger.MachineRef{Machine: m.ID}, "this machine was removed from the org by its own node"); err != nil {
+			return api.MachineInfo{}, err
+		}
+		return n.Machine(ctx, m.ID)
+	}
 	if _, err := n.write(ctx, kind, ledger.MachineRef{Machine: m.ID}); err != nil {
 		return api.MachineInfo{}, refused(err)
 	}
@@ -322,6 +330,14 @@ func (n *Node) RemoveMember(ctx context.Context, id string) (string, error) {
 	})
 	if err != nil {
 		return "", err
+	}
+	if n.ownExit(func(st *ledger.State) bool { return target == n.personIn(st) }) {
+		// Removing this machine's own person takes this node out of the
+		// org: as member leave, the org learns of it first.
+		if _, err := n.leaveBy(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: target}, "this machine's person removed themselves from the org"); err != nil {
+			return "", err
+		}
+		return target, nil
 	}
 	_, err = n.write(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: target})
 	return target, refused(err)
