@@ -205,3 +205,34 @@ func TestContractsOnTheHost(t *testing.T) {
 		return ""
 	})
 }
+
+// TestForeignRunsRemovedAtStart: a node removes, at start, the contract
+// instances and runs of this machine labelled for an org it is not in
+// (issue 27: a rental's container kept running after org delete, also
+// after the host's node restarted).
+func TestForeignRunsRemovedAtStart(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 1, interval: 250 * time.Millisecond, slots: 1, runFor: time.Hour})
+	m.formOrg()
+	ctx := ctxT(t)
+	n := m.nodes[0].Node
+	drv := m.nodes[0].drv
+	mk := func(org, contract string) {
+		if _, err := drv.CreateContract(ctx, runtime.ContractSpec{Org: org, Machine: n.idStr, Contract: contract, Image: "busybox"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("bafyotherorg", "cforeign00001")
+	if _, err := drv.Start(ctx, runtime.Spec{Org: "bafyotherorg", Machine: n.idStr, Job: "jforeign", Item: 1, Instance: "i1", Image: "busybox", Cmd: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	m.stop(0)
+	m.restart(0)
+	eventually(t, 20*time.Second, "the other org's instance and run removed at start", func() string {
+		cs, _ := drv.ListContracts(ctx, "bafyotherorg", n.idStr)
+		runs, _ := drv.List(ctx, map[string]string{runtime.LabelOrg: "bafyotherorg"})
+		if len(cs) != 0 || len(runs) != 0 {
+			return fmt.Sprintf("contract instances %+v, runs of the other org %d", cs, len(runs))
+		}
+		return ""
+	})
+}

@@ -253,6 +253,57 @@ func (n *Node) removeRuns(org string) {
 	})
 }
 
+// removeForeignRuns stops and removes every run and contract instance of
+// this machine that is labelled for an org other than the one the node is
+// in (every one, in no org): the node left that org while they ran, or was
+// down when it did (issue 27: a rental outlived its org). Start runs it,
+// so it runs after every exit too. A run is looked at again just before it
+// goes, so one of an org the node has just joined stays.
+func (n *Node) removeForeignRuns() {
+	if n.drivers == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
+	defer cancel()
+	foreign := func(org string) bool { return org != n.orgID() }
+	n.drivers.Each(func(drv Driver) {
+		runs, err := drv.List(ctx, map[string]string{runtime.LabelMachine: n.idStr})
+		if err != nil {
+			n.log.Debug("could not list this machine's runs", "driver", drv.Name(), "err", err)
+			return
+		}
+		for _, r := range runs {
+			if org := r.Labels[runtime.LabelOrg]; foreign(org) {
+				_ = drv.Stop(ctx, r.ID, 0)
+				if err := drv.Remove(ctx, r.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
+					n.log.Warn("could not remove a run of an org this machine is not in", "driver", drv.Name(), "org", org, "run", string(r.ID), "err", err)
+					continue
+				}
+				n.log.Info("removed a run of an org this machine is not in", "org", org, "run", string(r.ID))
+			}
+		}
+	})
+	d, ok := n.contractDriver()
+	if !ok {
+		return
+	}
+	runs, err := d.ListContracts(ctx, "", n.idStr)
+	if err != nil {
+		n.log.Debug("could not list this machine's contract instances", "err", err)
+		return
+	}
+	for _, r := range runs {
+		if !foreign(r.Org) {
+			continue
+		}
+		if err := d.RemoveContract(ctx, r.ID); err != nil {
+			n.log.Warn("could not remove a contract instance of an org this machine is not in", "org", r.Org, "contract", r.Contract, "err", err)
+			continue
+		}
+		n.log.Info("removed a contract instance of an org this machine is not in", "org", r.Org, "contract", r.Contract)
+	}
+}
+
 // moveOrgData moves the org's entries of dataDir (orgDataDirs) into dest,
 // or deletes them when purge.
 func moveOrgData(dataDir, dest string, purge bool) error {

@@ -293,6 +293,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := n.initRuntime(); err != nil {
 		return nil, err
 	}
+	n.spawn(n.removeForeignRuns)
 	if org := n.orgID(); org != "" {
 		if err := n.joinTopics(org); err != nil {
 			return nil, err

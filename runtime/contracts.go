@@ -57,6 +57,7 @@ type ContractSpec struct {
 // ContractRun is a contract instance as the driver finds it.
 type ContractRun struct {
 	ID       RunID
+	Org      string // the org whose contract it is (label cshare.org)
 	Contract string
 	GPUs     []string
 	Running  bool
@@ -74,7 +75,8 @@ type ContractDriver interface {
 	// stopped instance is not an error.
 	StopContract(ctx context.Context, id RunID, grace time.Duration) error
 	// ListContracts lists the instances of org's contracts hosted by
-	// machine, running or not, by contract ID then run ID.
+	// machine, running or not, by contract ID then run ID; with org "",
+	// those of every org.
 	ListContracts(ctx context.Context, org, machine string) ([]ContractRun, error)
 	// RemoveContract deletes the instance and its disk, stopping it first.
 	RemoveContract(ctx context.Context, id RunID) error
@@ -138,7 +140,7 @@ func (s ContractSpec) Entrypoint() []string {
 }
 
 func contractRunOf(id RunID, labels map[string]string, running bool) ContractRun {
-	return ContractRun{ID: id, Contract: labels[LabelContract], Running: running, GPUs: GPUsOf(labels)}
+	return ContractRun{ID: id, Org: labels[LabelOrg], Contract: labels[LabelContract], Running: running, GPUs: GPUsOf(labels)}
 }
 
 func sortContractRuns(rs []ContractRun) {

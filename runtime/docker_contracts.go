@@ -99,16 +99,20 @@ func (d *Docker) StopContract(ctx context.Context, id RunID, grace time.Duration
 	return nil
 }
 
-// ListContracts lists the contract containers of org hosted by machine.
+// ListContracts lists the contract containers of org hosted by machine
+// (of every org with org "").
 func (d *Docker) ListContracts(ctx context.Context, org, machine string) ([]ContractRun, error) {
-	args := filters.NewArgs(filters.Arg("label", LabelContract), filters.Arg("label", LabelOrg+"="+org), filters.Arg("label", LabelMachine+"="+machine))
+	args := filters.NewArgs(filters.Arg("label", LabelContract), filters.Arg("label", LabelMachine+"="+machine))
+	if org != "" {
+		args.Add("label", LabelOrg+"="+org)
+	}
 	summaries, err := d.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
 	if err != nil {
 		return nil, fmt.Errorf("runtime: list contract containers: %w", err)
 	}
 	out := make([]ContractRun, 0, len(summaries))
 	for _, c := range summaries {
-		if c.Labels[LabelOrg] != org || c.Labels[LabelMachine] != machine || c.Labels[LabelContract] == "" {
+		if (org != "" && c.Labels[LabelOrg] != org) || c.Labels[LabelMachine] != machine || c.Labels[LabelContract] == "" {
 			continue
 		}
 		out = append(out, contractRunOf(RunID(c.ID), c.Labels, c.State == container.StateRunning || c.State == container.StateRestarting))
