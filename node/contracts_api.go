@@ -87,17 +87,28 @@ func (n *Node) findOffer(ref string) (ledger.SignedOffer, error) {
 	return recs[id], nil
 }
 
-// contractRef resolves ref to a contract, read with the state at now.
+// maySeeContract: a member sees the contracts they rent or host; admins
+// and the owner see every one (issue 27: what a contract runs, its env
+// among it, went to every member).
+func maySeeContract(st *ledger.State, person string, c *ledger.Contract) bool {
+	return c.Renter == person || c.Host == person || st.IsAdmin(person)
+}
+
+// contractRef resolves ref to a contract this machine's person may see,
+// read with the state at now: one they may not see is "no such contract",
+// as a job is.
 func (n *Node) contractRef(ref string, fn func(st *ledger.State, c *ledger.Contract) error) error {
 	if err := n.needOrg(); err != nil {
 		return err
 	}
 	var err error
 	n.snapshot(func(st *ledger.State) {
-		cs := st.SortedContracts()
-		cands := make([]candidate, len(cs))
-		for i, c := range cs {
-			cands[i] = candidate{ID: c.ID}
+		me := n.personIn(st)
+		var cands []candidate
+		for _, c := range st.SortedContracts() {
+			if maySeeContract(st, me, c) {
+				cands = append(cands, candidate{ID: c.ID})
+			}
 		}
 		var id string
 		if id, err = resolveRef("contract", "cshare contract ls", ref, cands); err == nil {
@@ -107,7 +118,8 @@ func (n *Node) contractRef(ref string, fn func(st *ledger.State, c *ledger.Contr
 	return err
 }
 
-// Contracts lists the org's contracts in ledger order.
+// Contracts lists the org's contracts this machine's person may see, in
+// ledger order.
 func (n *Node) Contracts(_ context.Context) ([]api.ContractInfo, error) {
 	if err := n.needOrg(); err != nil {
 		return nil, err
@@ -116,8 +128,11 @@ func (n *Node) Contracts(_ context.Context) ([]api.ContractInfo, error) {
 	out := []api.ContractInfo{}
 	n.snapshot(func(st *ledger.State) {
 		waiting := market.Resolve(st.MarketContracts(""), now, st.MarketPolicy())
+		me := n.personIn(st)
 		for _, c := range st.SortedContracts() {
-			out = append(out, contractInfo(st, c, now, waiting))
+			if maySeeContract(st, me, c) {
+				out = append(out, contractInfo(st, c, now, waiting))
+			}
 		}
 	})
 	return out, nil

@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -235,4 +236,81 @@ func TestForeignRunsRemovedAtStart(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// TestContractVisibility: a member sees the contracts they rent or host,
+// admins and the owner every one; another member's contract is "no such
+// contract" to show, stop, start, rm and extend alike, and its env never
+// reaches them (issue 27: contract show gave another member's API_SECRET).
+func TestContractVisibility(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 3, interval: 200 * time.Millisecond, slots: 1, recordGPUs: 1})
+	m.formOrg()
+	host, renter, other := m.nodes[0], m.nodes[1], m.nodes[2]
+	ctx := ctxT(t)
+	var offer api.OfferInfo
+	eventually(t, 20*time.Second, "the host can offer", func() string {
+		var err error
+		offer, err = host.CreateOffer(ctx, api.OfferCreate{Price: "2", ForMS: market.Day})
+		return errText(err)
+	})
+	var c api.ContractInfo
+	eventually(t, 20*time.Second, "the renter rents", func() string {
+		var err error
+		c, err = renter.CreateContract(ctx, api.ContractCreate{Offer: offer.ID, Image: "img", GPUs: 1, ForMS: market.Hour,
+			Env: map[string]string{"API_SECRET": "s3cr3t-canary"}, Cmd: []string{"run", "cmd-canary"}, OnStart: "echo onstart-canary"})
+		return errText(err)
+	})
+	eventually(t, 20*time.Second, "every node has the contract", func() string {
+		_, err := other.Node.contractAny(c.ID)
+		return errText(err)
+	})
+	for _, mn := range []*meshNode{host, renter} {
+		got, err := mn.Contract(ctx, c.ID)
+		if err != nil || got.Env["API_SECRET"] != "s3cr3t-canary" {
+			t.Fatalf("%s: contract show: %+v, %v", mn.name, got, err)
+		}
+		if cs, err := mn.Contracts(ctx); err != nil || len(cs) != 1 {
+			t.Fatalf("%s: contract ls: %d, %v", mn.name, len(cs), err)
+		}
+	}
+	if cs, err := other.Contracts(ctx); err != nil || len(cs) != 0 {
+		t.Fatalf("another member's contract ls: %+v, %v; want none", cs, err)
+	}
+	_, err := other.Contract(ctx, c.ID)
+	oneLine(t, "another member's contract show", err, http.StatusNotFound, "no such contract")
+	for _, a := range []string{api.ContractStop, api.ContractStart, api.ContractRm} {
+		_, err := other.ContractAction(ctx, c.ID, a)
+		oneLine(t, "another member's contract "+a, err, http.StatusNotFound, "no such contract")
+	}
+	_, err = other.ExtendContract(ctx, c.ID, api.ContractExtendRequest{ForMS: market.Hour})
+	oneLine(t, "another member's contract extend", err, http.StatusNotFound, "no such contract")
+	// Promoted to admin, the same member sees it.
+	if _, err := host.SetRole(ctx, other.Node.person(), ledger.RoleAdmin); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "an admin sees the contract", func() string {
+		got, err := other.Contract(ctx, c.ID)
+		if err == nil && got.Env["API_SECRET"] != "s3cr3t-canary" {
+			return fmt.Sprintf("env %v", got.Env)
+		}
+		return errText(err)
+	})
+}
+
+// contractAny is contract id as the state has it, whoever may see it.
+func (n *Node) contractAny(id string) (c ledger.Contract, err error) {
+	err = fmt.Errorf("no contract %s", id)
+	n.snapshot(func(st *ledger.State) {
+		if x := st.Contracts[id]; x != nil {
+			c, err = *x, nil
+		}
+	})
+	return c, err
+}
+
+func errText(err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	return ""
 }

@@ -147,23 +147,6 @@ func (n *Node) resolveJob(ref string) (*ledger.Job, error) {
 	return j, err
 }
 
-// resolveJobToManage is resolveJob for changing a job (what: "modify",
-// "cancel"): a job of another person's that the reference names is a 403
-// naming the rule, not a 404.
-func (n *Node) resolveJobToManage(ref, what string) (*ledger.Job, error) {
-	j, err := n.resolveJob(ref)
-	var se *api.StatusError
-	if err == nil || !errors.As(err, &se) || se.Code != http.StatusNotFound {
-		return j, err
-	}
-	n.snapshot(func(st *ledger.State) {
-		if id, aerr := resolveRef("job", "cshare job ls", ref, jobCandidates(st, "")); aerr == nil {
-			err = api.Errorf(http.StatusForbidden, "%s; only the submitter of a job, admins and the owner may %s it, and job %s is another person's", n.whoAmI(st), what, id)
-		}
-	})
-	return nil, err
-}
-
 // jobInfo renders a job with its live instances from the current plan.
 func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
 	ji := api.JobInfo{ID: j.ID, Name: j.Spec.Name, Submitter: j.Submitter, Priority: j.Priority, CPUs: j.Spec.CPUs,
@@ -419,7 +402,7 @@ func (n *Node) ModifyJob(ctx context.Context, id string, req api.JobModify) (api
 	if err := n.needOrg(); err != nil {
 		return api.JobInfo{}, err
 	}
-	j, err := n.resolveJobToManage(id, "modify")
+	j, err := n.resolveJob(id)
 	if err != nil {
 		return api.JobInfo{}, err
 	}
@@ -447,7 +430,7 @@ func (n *Node) CancelJob(ctx context.Context, id string) (api.JobInfo, error) {
 	if err := n.needOrg(); err != nil {
 		return api.JobInfo{}, err
 	}
-	j, err := n.resolveJobToManage(id, "cancel")
+	j, err := n.resolveJob(id)
 	if err != nil {
 		return api.JobInfo{}, err
 	}

@@ -135,9 +135,11 @@ func TestPersonsMachinesAndVisibility(t *testing.T) {
 	_, err = n2.JobLogs(ctx, ja.ID, 1)
 	oneLine(t, "bob's job logs of alice's job", err, http.StatusNotFound, "no such job")
 	_, err = n2.CancelJob(ctx, ja.ID)
-	oneLine(t, "bob's cancel of alice's job", err, http.StatusForbidden, "this machine acts for person bob", "a member", "only the submitter")
+	// Cancel and modify say what show says: they do not reveal that the
+	// job exists (issue 27).
+	oneLine(t, "bob's cancel of alice's job", err, http.StatusNotFound, "no such job")
 	_, err = n2.ModifyJob(ctx, ja.ID, api.JobModify{Priority: ptr(int64(3))})
-	oneLine(t, "bob's modify of alice's job", err, http.StatusForbidden, "only the submitter")
+	oneLine(t, "bob's modify of alice's job", err, http.StatusNotFound, "no such job")
 	if _, err := n2.JobLogs(ctx, jb.ID, 1); err != nil {
 		t.Fatalf("bob's logs of his own job: %v", err)
 	}
