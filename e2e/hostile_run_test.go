@@ -368,7 +368,9 @@ func (h *hostile) run(t *testing.T, c hcase) {
 		r = h.runCLI(t, c)
 	}
 	h.checkShape(t, c, r)
-	checkOutput(t, r)
+	for _, f := range outputFaults(r) {
+		t.Error(f)
+	}
 	for _, s := range c.want.not {
 		if strings.Contains(r.all(), s) {
 			t.Errorf("the output names %q:\n%s", s, ellipsize(r.all()))
@@ -593,28 +595,29 @@ func wantText(w want) string {
 	return s
 }
 
-// checkOutput checks what holds for any output: no raw control byte but
-// \n and \t (no C1 control either), and no more than 64 characters of a
-// huge value echoed.
-func checkOutput(t *testing.T, r result) {
-	t.Helper()
+// outputFaults says what is wrong with any output: a raw control byte but
+// \n and \t (a C1 control too), or more than 64 characters of a huge
+// value echoed.
+func outputFaults(r result) []string {
+	var faults []string
 	for _, o := range []string{r.stdout, r.stderr, r.body} {
 		for i, c := range []byte(o) {
 			if (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f {
-				t.Errorf("raw control byte 0x%02x at %d of the output: %q", c, i, ellipsize(o))
+				faults = append(faults, fmt.Sprintf("raw control byte 0x%02x at %d of the output: %q", c, i, ellipsize(o)))
 				break
 			}
 		}
 		for _, ru := range o {
 			if ru >= 0x80 && ru <= 0x9f {
-				t.Errorf("raw C1 control U+%04X in the output: %q", ru, ellipsize(o))
+				faults = append(faults, fmt.Sprintf("raw C1 control U+%04X in the output: %q", ru, ellipsize(o)))
 				break
 			}
 		}
 		if strings.Contains(o, huge[:65]) {
-			t.Errorf("the output echoes more than 64 characters of a 10 KB value (%d bytes)", len(o))
+			faults = append(faults, fmt.Sprintf("the output echoes more than 64 characters of a 10 KB value (%d bytes)", len(o)))
 		}
 	}
+	return faults
 }
 
 // alive checks that every node still in the org answers its status.
@@ -832,6 +835,31 @@ func (h *hostile) selfRemoval(t *testing.T, p int, r result, id string) {
 		t.Errorf("%s's node is still in the org after removing itself", personName[p])
 	}
 	h.active[p] = false
+}
+
+// TestHostileOutputFaults: the check every hostile case's output passes
+// finds what it must, and only that.
+func TestHostileOutputFaults(t *testing.T) {
+	for _, c := range []struct {
+		out    string
+		faulty bool
+	}{
+		{"one line\n\ttabbed, ünïcode ✓\n", false},
+		{huge[:64] + "…", false},
+		{"a\x1b[2J", true},
+		{"bell\x07", true},
+		{"cr\r", true},
+		{"nul\x00", true},
+		{"del\x7f", true},
+		{"csi\u009b2J", true},
+		{huge[:65], true},
+	} {
+		for _, r := range []result{{stdout: c.out}, {stderr: c.out}, {body: c.out}} {
+			if got := outputFaults(r); (len(got) > 0) != c.faulty {
+				t.Errorf("outputFaults(%q) = %q; want faulty %v", c.out, got, c.faulty)
+			}
+		}
+	}
 }
 
 // TestHostileFast runs the fast subset of the hostile cases (make test);
