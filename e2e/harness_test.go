@@ -266,17 +266,7 @@ func meshOn(t *testing.T, n int, listen string, extra ...string) []*proc {
 		ps[0].must("member", "set-role", st.Person, "admin")
 	}
 	for _, p := range ps {
-		eventually(t, 20*time.Second, "all machines available on every node", func() bool {
-			var ms []machine
-			p.json(&ms, "machine", "ls")
-			avail := 0
-			for _, m := range ms {
-				if m.Status == "available" || m.Status == "busy" {
-					avail++
-				}
-			}
-			return avail == n
-		})
+		eventually(t, 20*time.Second, "all machines available on every node", func() bool { return p.available() == n })
 		eventually(t, 20*time.Second, "every person an admin or the owner on every node", func() bool {
 			admins := 0
 			for _, m := range p.members() {
@@ -288,6 +278,20 @@ func meshOn(t *testing.T, n int, listen string, extra ...string) []*proc {
 		})
 	}
 	return ps
+}
+
+// available counts the machines p's node lists as available or busy.
+func (p *proc) available() int {
+	p.t.Helper()
+	var ms []machine
+	p.json(&ms, "machine", "ls")
+	n := 0
+	for _, m := range ms {
+		if m.Status == "available" || m.Status == "busy" {
+			n++
+		}
+	}
+	return n
 }
 
 func dockerAvailable(t *testing.T) {
@@ -313,4 +317,41 @@ func (p *proc) members() []member {
 	var ms []member
 	p.json(&ms, "member", "ls")
 	return ms
+}
+
+type offerRow struct {
+	ID      string  `json:"id"`
+	Machine string  `json:"machine"`
+	Mine    bool    `json:"mine"`
+	CPUs    int64   `json:"cpus"`
+	Price   float64 `json:"price"`
+}
+
+type contractRow struct {
+	ID     string `json:"id"`
+	Offer  string `json:"offer"`
+	Host   string `json:"host"`
+	Renter string `json:"renter"`
+	State  string `json:"state"`
+	GPUs   int    `json:"gpus"`
+	Start  string `json:"start"`
+	End    string `json:"end"`
+	Cost   float64
+	Reason string `json:"reason"`
+}
+
+func (p *proc) contract(id string) contractRow {
+	p.t.Helper()
+	var c contractRow
+	p.json(&c, "contract", "show", id)
+	return c
+}
+
+func findMember(ms []member, id string) *member {
+	for i := range ms {
+		if ms[i].ID == id {
+			return &ms[i]
+		}
+	}
+	return nil
 }

@@ -13,14 +13,6 @@ import (
 	"time"
 )
 
-type offerRow struct {
-	ID      string  `json:"id"`
-	Machine string  `json:"machine"`
-	Mine    bool    `json:"mine"`
-	CPUs    int64   `json:"cpus"`
-	Price   float64 `json:"price"`
-}
-
 // TestOffersThroughTheCLI: an offer made on one node is listed by offer ls
 // on the others (the issue asks within 2 s; this polls with a generous
 // deadline and logs the time it took), filtered by queries, refused with
@@ -73,26 +65,6 @@ func TestOffersThroughTheCLI(t *testing.T) {
 			return true
 		})
 	}
-}
-
-type contractRow struct {
-	ID     string `json:"id"`
-	Offer  string `json:"offer"`
-	Host   string `json:"host"`
-	Renter string `json:"renter"`
-	State  string `json:"state"`
-	GPUs   int    `json:"gpus"`
-	Start  string `json:"start"`
-	End    string `json:"end"`
-	Cost   float64
-	Reason string `json:"reason"`
-}
-
-func (p *proc) contract(id string) contractRow {
-	p.t.Helper()
-	var c contractRow
-	p.json(&c, "contract", "show", id)
-	return c
 }
 
 // containerState is the state of the contract's container on the shared
