@@ -28,16 +28,6 @@ func contractContainers(t *testing.T, machine string) []string {
 	return strings.Fields(string(out))
 }
 
-// removeContainersOf removes machine's containers when the test ends.
-func removeContainersOf(t *testing.T, machine string) {
-	t.Cleanup(func() {
-		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=cshare.machine="+machine).Output()
-		for _, id := range strings.Fields(string(out)) {
-			_ = exec.Command("docker", "rm", "-f", "-v", id).Run()
-		}
-	})
-}
-
 // stop stops p's node the way a user does (SIGTERM) and waits for it.
 func (p *proc) stop() {
 	p.t.Helper()
@@ -89,7 +79,7 @@ func TestRentalsEndWithTheirOrg(t *testing.T) {
 		var st status
 		h.json(&st, "node", "status")
 		ids = append(ids, st.ID)
-		removeContainersOf(t, st.ID)
+		t.Cleanup(func() { removeContainersOf(st.ID) })
 	}
 	for _, h := range hosts {
 		rent(t, h, renter)
@@ -130,7 +120,7 @@ func TestRentalsEndWithTheirRenter(t *testing.T) {
 	host := ps[0]
 	var hst status
 	host.json(&hst, "node", "status")
-	removeContainersOf(t, hst.ID)
+	t.Cleanup(func() { removeContainersOf(hst.ID) })
 	leaver, removed := ps[1], ps[2]
 	a := rent(t, host, leaver)
 	b := rent(t, host, removed)
