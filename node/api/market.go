@@ -86,23 +86,28 @@ func (r OfferCreate) Offer(machine string, hw market.Hardware, now int64) (marke
 		o.Until = r.Until
 	case r.ForMS != 0:
 		if r.ForMS < 0 || r.ForMS > market.MaxDuration {
-			return bad("for_ms", "%d; allowed: 1 ms to 10 years", r.ForMS)
+			return bad("for_ms", "%s; allowed: 1 ms to 10 years", msText(r.ForMS))
 		}
 		o.Until = now + r.ForMS
 	default:
 		o.Until = now + DefaultOfferFor
 	}
 	if r.MinDurationMS < 0 || r.MinDurationMS > o.Until-now {
-		v := market.FormatDuration(r.MinDurationMS)
-		if r.MinDurationMS < 0 {
-			v = fmt.Sprintf("%d ms", r.MinDurationMS)
-		}
-		return bad("min_duration_ms", "%s; allowed: 0 to %s (the offer's window)", v, market.FormatDuration(o.Until-now))
+		return bad("min_duration_ms", "%s; allowed: 0 to %s (the offer's window)", msText(r.MinDurationMS), market.FormatDuration(o.Until-now))
 	}
 	if err := o.Check(); err != nil {
 		return market.Offer{}, BadRequest(err)
 	}
 	return o, nil
+}
+
+// msText renders a duration in ms from a request: as a duration when it
+// is one (0 to MaxDuration), else the number as sent.
+func msText(ms int64) string {
+	if ms < 0 || ms > market.MaxDuration {
+		return fmt.Sprintf("%d ms", ms)
+	}
+	return market.FormatDuration(ms)
 }
 
 // OfferInfo is an offer as `offer ls` shows it. Prices are dollars
