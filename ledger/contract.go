@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cshare/cshare/internal/edkey"
+	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/market"
 )
@@ -154,18 +156,21 @@ func ContractIDFor(e *Entry) string {
 	return "c" + hex.EncodeToString(d)
 }
 
-// ValidateContractSpec checks what a contract runs; errors name the field.
+// ValidateContractSpec checks what a contract runs with the job spec's
+// checks (package jobspec): the image as job submit checks it, the
+// environment's names and values and the command's words (UTF-8, no NUL),
+// and onstart. Errors name the field and echo at most 64 characters.
 func ValidateContractSpec(s ContractSpec) error {
-	if s.Image == "" || len(s.Image) > 256 || strings.ContainsAny(s.Image, " \t\r\n\x00") {
-		return fmt.Errorf("image: %q; a Docker image reference, 1..256 characters without spaces", s.Image)
+	if err := jobspec.CheckImage(s.Image); err != nil {
+		return err
 	}
 	if len(s.Env) > 256 {
 		return fmt.Errorf("env: %d variables; at most 256", len(s.Env))
 	}
+	if err := jobspec.CheckEnv(s.Env); err != nil {
+		return err
+	}
 	for _, k := range sortedKeys(s.Env) {
-		if err := jobspec.CheckEnvName(k); err != nil {
-			return err
-		}
 		if len(s.Env[k]) > 4096 {
 			return fmt.Errorf("env: %s's value is %d bytes; at most 4096", k, len(s.Env[k]))
 		}
@@ -176,12 +181,15 @@ func ValidateContractSpec(s ContractSpec) error {
 		}
 	}
 	for _, a := range s.Cmd {
-		if len(a) > 4096 || strings.ContainsRune(a, 0) {
-			return fmt.Errorf("cmd: an argument of %d bytes; at most 4096, without NUL", len(a))
+		if len(a) > 4096 {
+			return fmt.Errorf("cmd: an argument of %d bytes; at most 4096", len(a))
 		}
 	}
-	if len(s.OnStart) > 4096 || strings.ContainsRune(s.OnStart, 0) {
-		return fmt.Errorf("onstart: %d bytes; at most 4096, without NUL", len(s.OnStart))
+	if len(s.OnStart) > 4096 {
+		return fmt.Errorf("onstart: %d bytes; at most 4096", len(s.OnStart))
+	}
+	if strings.ContainsRune(s.OnStart, 0) || !utf8.ValidString(s.OnStart) {
+		return fmt.Errorf("onstart: %s holds a NUL byte or bytes that are not UTF-8; allowed: UTF-8 text without NUL bytes", text.Echo(s.OnStart))
 	}
 	return nil
 }

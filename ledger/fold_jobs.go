@@ -43,6 +43,11 @@ func ValidateJobSpec(s JobSpec) error {
 	if s.Driver == "docker" && s.Image == "" {
 		return errors.New("image: required for the docker driver")
 	}
+	if s.Image != "" {
+		if err := jobspec.CheckImage(s.Image); err != nil {
+			return err
+		}
+	}
 	for _, err := range []error{
 		jobspec.CheckRange(s.RangeStart, s.RangeEnd),
 		jobspec.CheckPriority(s.Priority),
@@ -64,12 +69,7 @@ func ValidateJobSpec(s JobSpec) error {
 			return err
 		}
 	}
-	for _, k := range sortedKeys(s.Env) {
-		if err := jobspec.CheckEnvName(k); err != nil {
-			return err
-		}
-	}
-	return nil
+	return jobspec.CheckEnv(s.Env)
 }
 
 // ValidateJobModify checks a job.modify's values as ValidateJobSpec does.

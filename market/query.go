@@ -35,9 +35,10 @@ type QueryError struct {
 	Msg  string
 }
 
-// Error is one line: the message echoes parts of the query, escaped.
+// Error is one line: the message echoes parts of the query, escaped and
+// the term cut to 64 characters.
 func (e *QueryError) Error() string {
-	return fmt.Sprintf("offer query: %q: %s", e.Term, text.Escape(e.Msg))
+	return fmt.Sprintf("offer query: %s: %s", text.Echo(e.Term), text.Escape(e.Msg))
 }
 
 // Is makes errors.Is(err, ErrQuery) hold.
@@ -170,6 +171,9 @@ func ParseQuery(s string) (Query, error) {
 	if len(s) > MaxQueryLen {
 		return Query{}, &QueryError{Term: s[:32] + "...", Msg: fmt.Sprintf("query of %d bytes; at most %d", len(s), MaxQueryLen)}
 	}
+	if err := checkQueryText(s); err != nil {
+		return Query{}, err
+	}
 	var q Query
 	i := 0
 	for {
@@ -187,6 +191,33 @@ func ParseQuery(s string) (Query, error) {
 		q.Terms = append(q.Terms, t)
 		i = next
 	}
+}
+
+// checkQueryText refuses a query that holds a byte that is not UTF-8 or a
+// control character other than the spaces between terms (tab, newline):
+// said as such, with its position, before the grammar would blame it on
+// something else ("\x1b[31m" looks like a list).
+func checkQueryText(s string) error {
+	if i := text.InvalidAt(s); i >= 0 {
+		return &QueryError{Term: termAround(s, i), Msg: fmt.Sprintf("a byte that is not UTF-8 at byte %d; a query is text", i+1)}
+	}
+	pos := 0
+	for i, r := range s {
+		pos++
+		if text.Unsafe(r) && !(r < 0x80 && isSpace(byte(r))) {
+			return &QueryError{Term: termAround(s, i), Msg: fmt.Sprintf("control character %U not allowed, at character %d", r, pos)}
+		}
+	}
+	return nil
+}
+
+// termAround is the word of s (between spaces) that holds byte i.
+func termAround(s string, i int) string {
+	j := i
+	for j > 0 && !isSpace(s[j-1]) {
+		j--
+	}
+	return rest(s, j)
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

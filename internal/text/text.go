@@ -36,6 +36,7 @@ import (
 const (
 	MaxName        = 64   // characters (runes) of a name
 	MaxDescription = 4096 // bytes of a description
+	MaxEcho        = 64   // characters of a bad value an error message echoes
 )
 
 // Error is a refused name or description: one line naming the field, what
@@ -186,3 +187,42 @@ func Escape(s string) string {
 // Quote is s escaped and in double quotes, for error messages that echo a
 // user's string.
 func Quote(s string) string { return `"` + Escape(s) + `"` }
+
+// Clip cuts s to MaxEcho characters (runes; a byte that is not UTF-8
+// counts as one), ending a longer s in "…", so that an error does not
+// echo a 10 KB value back. It does not escape: see Echo.
+func Clip(s string) string {
+	n := 0
+	for i := 0; i < len(s); n++ {
+		if n == MaxEcho {
+			return s[:i] + "…"
+		}
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	return s
+}
+
+// Echo is how an error message repeats a user's bad value: escaped, in
+// double quotes, and at most MaxEcho characters of it; a longer value is
+// cut, ends in "…" and says its length in bytes: "aaa…" (10240 bytes).
+func Echo(s string) string {
+	c := Clip(s)
+	if c == s {
+		return Quote(s)
+	}
+	return Quote(c) + fmt.Sprintf(" (%d bytes)", len(s))
+}
+
+// InvalidAt is the offset of the first byte of s that is not UTF-8, or -1
+// when s is valid UTF-8.
+func InvalidAt(s string) int {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
+}

@@ -128,3 +128,26 @@ func FuzzCheckName(f *testing.F) {
 		}
 	})
 }
+
+// TestEcho: an echoed value is escaped, quoted and at most MaxEcho
+// characters of the value, with its length when cut.
+func TestEcho(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"busybox", `"busybox"`},
+		{"a\x1bb", `"a\x1bb"`},
+		{strings.Repeat("x", MaxEcho), `"` + strings.Repeat("x", MaxEcho) + `"`},
+		{strings.Repeat("x", 10240), `"` + strings.Repeat("x", MaxEcho) + `…" (10240 bytes)`},
+		{strings.Repeat("é", 65), `"` + strings.Repeat("é", MaxEcho) + `…" (130 bytes)`},
+		{strings.Repeat("\xff", 70), `"` + strings.Repeat(`\xff`, MaxEcho) + `…" (70 bytes)`},
+	} {
+		if got := Echo(c.in); got != c.want {
+			t.Errorf("Echo(%.20q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	for _, s := range append(hostile, strings.Repeat("\u202e", 1000)) {
+		e := Echo(s)
+		if !utf8.ValidString(e) || Escape(e) != e {
+			t.Errorf("Echo(%q) = %q: not safe text", s, e)
+		}
+	}
+}

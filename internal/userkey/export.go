@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -160,6 +161,23 @@ func Export(k *Key, passphrase []byte) ([]byte, error) {
 // ErrWrongPassphrase when it does not open). A passphrase given for a plain
 // export is not needed and is ignored.
 func Import(b []byte, passphrase []byte) (*Key, error) {
+	k, _, err := importExport(b, passphrase)
+	return k, err
+}
+
+// importExport is Import, saying also whether the export was encrypted.
+func importExport(b []byte, passphrase []byte) (*Key, bool, error) {
+	k, err := importBytes(b, passphrase)
+	return k, err == nil && isEncrypted(b), err
+}
+
+// isEncrypted says whether a valid export holds its key encrypted.
+func isEncrypted(b []byte) bool {
+	var f exportFile
+	return json.Unmarshal(b, &f) == nil && f.Encrypted != nil
+}
+
+func importBytes(b []byte, passphrase []byte) (*Key, error) {
 	if len(b) > maxFile {
 		return nil, fmt.Errorf("%d bytes is too large for a person export (at most %d)", len(b), maxFile)
 	}
@@ -286,14 +304,60 @@ func ReadExport(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	b, err := readExport(f)
+	var pe *fs.PathError
+	if err != nil && !errors.As(err, &pe) {
+		err = fmt.Errorf("%s %w", path, err)
+	}
+	return b, err
+}
+
+// readExport reads an open export file, at most 64 KiB; an error that is
+// not an *fs.PathError does not name the file.
+func readExport(f *os.File) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(f, maxFile+1))
 	if err != nil {
 		return nil, err
 	}
 	if len(b) > maxFile {
-		return nil, fmt.Errorf("%s is larger than %d KiB; it is not a person export", path, maxFile>>10)
+		return nil, fmt.Errorf("is larger than %d KiB; it is not a person export", maxFile>>10)
 	}
 	return b, nil
+}
+
+// ErrTooOpen says an export that holds its key in plain text can be read
+// (or written) by others than its owner: OpenSSH refuses such a key too.
+var ErrTooOpen = errors.New("permissions too open")
+
+// ImportFile reads the export at path (at most 64 KiB) and imports it as
+// Import does. An export whose key is not encrypted is refused (an error
+// wrapping ErrTooOpen, saying to chmod 600 it) when its file is readable
+// or writable by its group or others: anyone there could act as the
+// person. The mode is that of the file read, not of the path looked up
+// again.
+func ImportFile(path string, passphrase []byte) (*Key, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b, err := readExport(f)
+	if err != nil {
+		return nil, err
+	}
+	k, encrypted, err := importExport(b, passphrase)
+	if err != nil {
+		return nil, err
+	}
+	if perm := fi.Mode().Perm(); !encrypted && perm&0o077 != 0 && runtime.GOOS != "windows" {
+		return nil, fmt.Errorf("%w: mode %04o lets others than you read or change this unencrypted key; run chmod 600 %s (or export it again with --passphrase-file)",
+			ErrTooOpen, perm, path)
+	}
+	return k, nil
 }
 
 // ErrExists says an export's destination exists and force was not given.

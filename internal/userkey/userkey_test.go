@@ -384,3 +384,51 @@ func TestLoadOrCreate(t *testing.T) {
 	}
 	sameKey(t, k2, k)
 }
+
+// TestImportFileRefusesOpenPlainKey: ImportFile refuses a plaintext export
+// readable or writable by group or others (ErrTooOpen, saying chmod 600
+// and the path), takes it at 0600 or 0400, and takes an encrypted export
+// whatever its mode.
+func TestImportFileRefusesOpenPlainKey(t *testing.T) {
+	k, err := New("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "plain")
+	b, _ := Export(k, nil)
+	if err := WriteExport(plain, b, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []os.FileMode{0o666, 0o644, 0o640, 0o620, 0o602} {
+		if err := os.Chmod(plain, m); err != nil {
+			t.Fatal(err)
+		}
+		_, err := ImportFile(plain, nil)
+		if !errors.Is(err, ErrTooOpen) || !strings.Contains(err.Error(), "chmod 600 "+plain) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("mode %o: %v", m, err)
+		}
+	}
+	for _, m := range []os.FileMode{0o600, 0o400} {
+		if err := os.Chmod(plain, m); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := ImportFile(plain, nil); err != nil || got.ID != k.ID {
+			t.Errorf("mode %o: %v", m, err)
+		}
+	}
+	enc := filepath.Join(dir, "enc")
+	b, _ = Export(k, []byte("pw"))
+	if err := os.WriteFile(enc, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(enc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ImportFile(enc, []byte("pw")); err != nil || got.ID != k.ID {
+		t.Errorf("encrypted at 0644: %v", err)
+	}
+	if _, err := ImportFile(enc, nil); !errors.Is(err, ErrEncrypted) {
+		t.Errorf("encrypted without a passphrase: %v", err)
+	}
+}

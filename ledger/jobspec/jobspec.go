@@ -30,8 +30,14 @@
 // Every error is an *Error: one line naming the field, the value and what
 // is allowed. The CLI renames the field to its flag with Rename.
 //
-// The package is pure and imports nothing of cshare, so the ledger fold can
-// use it.
+// Text a job runs (cmd, env, image) is checked here too: no NUL byte and
+// valid UTF-8 in the command and the environment (JSON would turn a bad
+// byte into U+FFFD on the way, so it is refused, not changed), and an image
+// reference as Docker reads it (github.com/distribution/reference). A
+// value is echoed escaped and cut to 64 characters (text.Echo).
+//
+// The package is pure and imports of cshare only internal/text (pure too),
+// so the ledger fold can use it.
 package jobspec
 
 import (
@@ -39,10 +45,14 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/distribution/reference"
 	units "github.com/docker/go-units"
+
+	"github.com/cshare/cshare/internal/text"
 )
 
 // Bounds of a job spec.
@@ -58,6 +68,8 @@ const (
 	MaxGPUs         = 64
 	MaxRetries      = 100
 	MaxCmdArgs      = 4096
+	MaxImageLen     = 256      // bytes of an image reference (Docker bounds its name to 255)
+	MaxSpecText     = 48 << 10 // bytes of cmd and env together: a ledger entry is at most 64 KiB
 )
 
 // Error is a refused value: Field is the spec's field ("memory") or, in the
@@ -97,9 +109,13 @@ func fail(field, value, problem, allowed string) error {
 	return &Error{Field: field, Value: value, Problem: problem, Allowed: allowed}
 }
 
-// quote quotes a user's string for an error message: %q keeps control
-// characters and newlines out of the one line.
-func quote(s string) string { return strconv.Quote(s) }
+// quote quotes a user's string for an error message: escaped (control
+// characters and newlines stay out of the one line) and cut to 64
+// characters (text.Echo).
+func quote(s string) string { return text.Echo(s) }
+
+// clip cuts an unquoted echo (a number as written) to 64 characters.
+func clip(s string) string { return text.Clip(s) }
 
 // above and below are the Problems of a value out of its range.
 func above(max string) string { return "is above the maximum " + max }
@@ -135,11 +151,11 @@ func parseWhole(field, s string, lo, hi int64, allowed string) (int64, error) {
 	f, _ := strconv.ParseFloat(s, 64) // ±Inf on overflow
 	switch {
 	case f > float64(hi) && f >= math.MaxInt64:
-		return 0, fail(field, s, above(itoa(hi)), allowed)
+		return 0, fail(field, clip(s), above(itoa(hi)), allowed)
 	case f < float64(lo) && f <= math.MinInt64:
-		return 0, fail(field, s, below(itoa(lo)), allowed)
+		return 0, fail(field, clip(s), below(itoa(lo)), allowed)
 	case f != math.Trunc(f):
-		return 0, fail(field, s, "is not a whole number", allowed)
+		return 0, fail(field, clip(s), "is not a whole number", allowed)
 	}
 	n := int64(f)
 	return n, inRange(field, n, lo, hi, itoa, allowed)
@@ -175,9 +191,9 @@ func ParseCores(s string) (int64, error) {
 	f, _ := strconv.ParseFloat(s, 64)
 	switch {
 	case f >= 1e15: // beyond what millicores hold exactly
-		return 0, fail("cores", s, above(FormatCores(MaxCoresMilli)), coresAllowed)
+		return 0, fail("cores", clip(s), above(FormatCores(MaxCoresMilli)), coresAllowed)
 	case f < 0.0005: // rounds below one millicore: never to 0, no limit
-		return 0, fail("cores", s, below("0.001"), coresAllowed)
+		return 0, fail("cores", clip(s), below("0.001"), coresAllowed)
 	}
 	m := int64(math.Round(f * 1000))
 	return m, CheckCores(m)
@@ -251,7 +267,7 @@ func ParseSizeMB(field, s string) (int64, error) {
 	// Either way the size in MB is worked out again in floating point, to
 	// name it as the API would.
 	if b < 0 || b > MaxMemoryMB<<20 {
-		v := s
+		v := clip(s)
 		if m := sizeRE.FindStringSubmatch(s); m != nil {
 			f, _ := strconv.ParseFloat(m[1], 64)
 			mult := map[string]float64{"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}[strings.ToLower(m[2])]
@@ -281,7 +297,7 @@ func ParseMemory(s string) (int64, error) {
 		return 0, err
 	}
 	if mb < MinMemoryMB {
-		v := strings.TrimSpace(s)
+		v := clip(strings.TrimSpace(s))
 		if mb > 0 {
 			v = FormatMB(mb) // as rounded up: 100 bytes is 1 MiB
 		}
@@ -318,7 +334,7 @@ func ParseRange(s string) (start, end int64, err error) {
 		end, err2 = strconv.ParseInt(m[2], 10, 64)
 	}
 	if err1 != nil || err2 != nil {
-		return 0, 0, fail("range", s, "has a number above the maximum "+itoa(math.MaxInt64), rangeAllowed)
+		return 0, 0, fail("range", clip(s), "has a number above the maximum "+itoa(math.MaxInt64), rangeAllowed)
 	}
 	return start, end, CheckRange(start, end)
 }
@@ -408,7 +424,9 @@ func CheckDriver(d string) error {
 	return nil
 }
 
-// CheckCmd checks a job's command: at least a program, which is not blank.
+// CheckCmd checks a job's command: at least a program, which is not blank,
+// and every word valid UTF-8 without a NUL byte (a NUL cannot reach a
+// process's arguments, and JSON would change a bad byte to U+FFFD).
 func CheckCmd(cmd []string) error {
 	switch {
 	case len(cmd) == 0:
@@ -417,6 +435,25 @@ func CheckCmd(cmd []string) error {
 		return fail("cmd", quote(cmd[0]), "is not a program", "the first word of the command must not be blank")
 	case len(cmd) > MaxCmdArgs:
 		return fail("cmd", strconv.Itoa(len(cmd))+" arguments", above(strconv.Itoa(MaxCmdArgs)), "allowed: at most 4096 words")
+	}
+	for i, a := range cmd {
+		if err := checkText(fmt.Sprintf("word %d of the command", i+1), a); err != nil {
+			return fail("cmd", quote(a), err.Error(), textAllowed)
+		}
+	}
+	return nil
+}
+
+const textAllowed = "allowed: UTF-8 text without NUL bytes"
+
+// checkText says what makes s no text a process can take: a NUL byte or
+// bytes that are not UTF-8; what names s in the problem.
+func checkText(what, s string) error {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return fmt.Errorf("(%s) holds a NUL byte at byte %d", what, i)
+	}
+	if i := text.InvalidAt(s); i >= 0 {
+		return fmt.Errorf("(%s) is not valid UTF-8 at byte %d", what, i)
 	}
 	return nil
 }
@@ -439,7 +476,36 @@ func CheckEnvName(k string) error {
 	return nil
 }
 
+// CheckEnv checks an environment's names (CheckEnvName) and values
+// (CheckEnvValue), in sorted order, so every node names the same one.
+func CheckEnv(env map[string]string) error {
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if err := CheckEnvName(k); err != nil {
+			return err
+		}
+		if err := CheckEnvValue(k, env[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckEnvValue checks the value of variable k: UTF-8 without NUL (a NUL
+// cannot reach a process's environment).
+func CheckEnvValue(k, v string) error {
+	if err := checkText(k+"'s value", v); err != nil {
+		return fail("env", quote(v), err.Error(), textAllowed)
+	}
+	return nil
+}
+
 // ParseEnv reads NAME=VALUE pairs; a later NAME wins, as in docker run.
+// Names and values are checked as CheckEnv checks them.
 func ParseEnv(kvs []string) (map[string]string, error) {
 	if len(kvs) == 0 {
 		return nil, nil
@@ -453,7 +519,62 @@ func ParseEnv(kvs []string) (map[string]string, error) {
 		if err := CheckEnvName(k); err != nil {
 			return nil, err
 		}
+		if err := CheckEnvValue(k, v); err != nil {
+			return nil, err
+		}
 		env[k] = v
 	}
 	return env, nil
+}
+
+// CheckSpecText checks that a spec's command and environment fit in one
+// ledger entry: at most MaxSpecText bytes together. The error names the
+// larger of the two (cmd or env).
+func CheckSpecText(cmd []string, env map[string]string) error {
+	var nc, ne int
+	for _, a := range cmd {
+		nc += len(a) + 1
+	}
+	for k, v := range env {
+		ne += len(k) + len(v) + 2
+	}
+	if nc+ne <= MaxSpecText {
+		return nil
+	}
+	field := "cmd"
+	if ne > nc {
+		field = "env"
+	}
+	return fail(field, fmt.Sprintf("%d bytes (command %d, env %d)", nc+ne, nc, ne),
+		"is too large: the command and env of a job or contract hold at most "+strconv.Itoa(MaxSpecText)+" bytes together",
+		"shorten --env or the command (give large inputs as a dataset)")
+}
+
+const imageAllowed = "allowed: a Docker image reference like busybox, ubuntu:24.04 or ghcr.io/org/app:v1, its repository in lower case, at most 256 characters"
+
+// anchoredImageID is an image ID in full (64 hex digits), which Docker
+// runs as it runs a name.
+var anchoredImageID = regexp.MustCompile(`^[a-f0-9]{64}$`)
+
+// CheckImage checks an image reference as Docker reads it (the
+// distribution/reference parser Docker's client uses, so "../x" and
+// "BusyBox:Latest" are refused here, not when a machine pulls it), or a
+// full image ID.
+func CheckImage(ref string) error {
+	switch {
+	case ref == "":
+		return fail("image", `""`, "is empty", imageAllowed)
+	case len(ref) > MaxImageLen:
+		return fail("image", quote(ref), "is too long", imageAllowed)
+	case anchoredImageID.MatchString(ref):
+		return nil
+	}
+	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
+		problem := "is not an image reference"
+		if _, lerr := reference.ParseNormalizedNamed(strings.ToLower(ref)); lerr == nil {
+			problem = "has upper-case letters where Docker takes lower case only"
+		}
+		return fail("image", quote(ref), problem, imageAllowed)
+	}
+	return nil
 }

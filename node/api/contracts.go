@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/cshare/cshare/ledger/jobspec"
 )
 
 // ContractCreate is POST /v1/contracts: a rental request for part of an
@@ -95,6 +97,9 @@ func contractRoutes(mux Mux, svc Service, auth func(func(http.ResponseWriter, *h
 		var req ContractCreate
 		if err := DecodeBody(r.Body, &req); err != nil {
 			return nil, err
+		}
+		if err := jobspec.CheckSpecText(req.Cmd, req.Env); err != nil {
+			return nil, BadRequest(err)
 		}
 		return svc.CreateContract(r.Context(), req)
 	}))

@@ -2,9 +2,11 @@ package api
 
 import (
 	"cmp"
+	"fmt"
 	"net/http"
 	"slices"
 
+	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/market"
 )
 
@@ -66,27 +68,46 @@ func (r OfferCreate) Offer(machine string, hw market.Hardware, now int64) (marke
 			continue
 		}
 		if *x.v < x.min || *x.v > x.has {
-			return bad(x.field, "%d; this machine has %d: allowed %d..%d", *x.v, x.has, x.min, x.has)
+			if x.field == "cpus" {
+				return bad(x.field, "%d; this machine has %d: allowed %d..%d", *x.v, x.has, x.min, x.has)
+			}
+			return bad(x.field, "%s; this machine has %s: allowed %s to %s", jobspec.FormatMB(*x.v), jobspec.FormatMB(x.has),
+				jobspec.FormatMB(x.min), jobspec.FormatMB(x.has))
 		}
 		*x.dst = *x.v
 	}
 	switch {
 	case r.Until != 0 && r.ForMS != 0:
-		return bad("until", "give until or for, not both")
+		return bad("until", "give until or for_ms, not both")
 	case r.Until != 0:
+		if r.Until <= now || r.Until-now > market.MaxDuration {
+			return bad("until", "%d; the offer must end after now and within 10 years", r.Until)
+		}
 		o.Until = r.Until
 	case r.ForMS != 0:
+		if r.ForMS < 0 || r.ForMS > market.MaxDuration {
+			return bad("for_ms", "%s; allowed: 1 ms to 10 years", msText(r.ForMS))
+		}
 		o.Until = now + r.ForMS
 	default:
 		o.Until = now + DefaultOfferFor
 	}
-	if o.Until <= now || o.Until-now > market.MaxDuration {
-		return bad("until", "the offer must end after now and within 10 years")
+	if r.MinDurationMS < 0 || r.MinDurationMS > o.Until-now {
+		return bad("min_duration_ms", "%s; allowed: 0 to %s (the offer's window)", msText(r.MinDurationMS), market.FormatDuration(o.Until-now))
 	}
 	if err := o.Check(); err != nil {
 		return market.Offer{}, BadRequest(err)
 	}
 	return o, nil
+}
+
+// msText renders a duration in ms from a request: as a duration when it
+// is one (0 to MaxDuration), else the number as sent.
+func msText(ms int64) string {
+	if ms < 0 || ms > market.MaxDuration {
+		return fmt.Sprintf("%d ms", ms)
+	}
+	return market.FormatDuration(ms)
 }
 
 // OfferInfo is an offer as `offer ls` shows it. Prices are dollars

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -11,6 +12,9 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/cshare/cshare/internal/text"
+	"github.com/cshare/cshare/ledger/jobspec"
 )
 
 func sprintf(format string, a ...any) string { return fmt.Sprintf(format, a...) }
@@ -60,20 +64,11 @@ func (r *headerRecorder) WriteHeader(code int)        { r.code = code }
 
 // MaxEcho is how many characters of a user's reference or path an error
 // echoes back.
-const MaxEcho = 64
+const MaxEcho = text.MaxEcho
 
 // Ellipsize cuts s to MaxEcho characters, with an ellipsis, so an error
-// does not echo a 100 KB ID back.
-func Ellipsize(s string) string {
-	n := 0
-	for i := range s {
-		if n == MaxEcho {
-			return s[:i] + "…"
-		}
-		n++
-	}
-	return s
-}
+// does not echo a 100 KB ID back (text.Clip).
+func Ellipsize(s string) string { return text.Clip(s) }
 
 // Handler returns the API's http.Handler. token is the bearer token every
 // request must carry; extra routes (the dashboard, /metrics) may be added to
@@ -162,7 +157,7 @@ func Handler(svc Service, token string) Mux {
 	mux.HandleFunc("POST /v1/machines/{id}/{action}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		a := r.PathValue("action")
 		if a != "approve" && a != "reject" && a != "remove" {
-			return nil, Errorf(http.StatusNotFound, "unknown machine action %q; allowed: approve, reject, remove", Ellipsize(a))
+			return nil, FieldErrorf(http.StatusNotFound, "action", "unknown machine action %s; allowed: approve, reject, remove", text.Echo(a))
 		}
 		return svc.MachineAction(ctx(r), r.PathValue("id"), a)
 	}))
@@ -196,6 +191,11 @@ func Handler(svc Service, token string) Mux {
 		var req JobSubmit
 		if err := decode(r, &req); err != nil {
 			return nil, err
+		}
+		// Said here, naming the field, not as "entry too large" when the
+		// node writes it.
+		if err := jobspec.CheckSpecText(req.Cmd, req.Env); err != nil {
+			return nil, BadRequest(err)
 		}
 		return svc.SubmitJob(ctx(r), req)
 	}))
@@ -279,12 +279,26 @@ func Handler(svc Service, token string) Mux {
 }
 
 // DecodeBody decodes a request body strictly into v: one JSON value, no
-// unknown fields, nothing after it but white space. An empty body leaves v
-// as it is. Errors are *StatusError 400 (413 for a body over MaxBodySize).
+// unknown fields, nothing after it but white space, and text that is UTF-8
+// as sent (encoding/json would turn a bad byte into U+FFFD: see badText).
+// An empty body leaves v as it is. Errors are *StatusError 400 (413 for a
+// body over MaxBodySize), with the field at fault.
 func DecodeBody(r io.Reader, v any) error {
-	dec := json.NewDecoder(r)
+	body, err := io.ReadAll(r)
+	if isTooBig(err) {
+		var tooBig *http.MaxBytesError
+		errors.As(err, &tooBig)
+		return Errorf(http.StatusRequestEntityTooLarge, "request body: larger than %d bytes", tooBig.Limit)
+	}
+	if err != nil {
+		return Errorf(http.StatusBadRequest, "request body: %v", err)
+	}
+	if field, problem, ok := badText(body); !ok {
+		return FieldErrorf(http.StatusBadRequest, field, "%s: %s; allowed: UTF-8 text", field, problem)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	err = dec.Decode(v)
 	if errors.Is(err, io.EOF) {
 		return nil // no body
 	}

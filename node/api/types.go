@@ -8,10 +8,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/jobspec"
+	"github.com/cshare/cshare/market"
 )
 
 // PastOrg is the org a machine last left, and why (NodeStatus.Left).
@@ -408,14 +411,35 @@ func Errorf(code int, format string, a ...any) error {
 	return &StatusError{Code: code, Msg: sprintf(format, a...)}
 }
 
-// BadRequest is err as a 400, naming the field of a *jobspec.Error.
+// BadRequest is err as a 400, naming the field at fault: that of a
+// *jobspec.Error or a *text.Error (a name), or the field a market error
+// names ("market: bad offer: cpus: ..."), as the request's JSON key.
 func BadRequest(err error) error {
 	se := &StatusError{Code: http.StatusBadRequest, Msg: err.Error()}
 	var je *jobspec.Error
-	if errors.As(err, &je) {
+	var te *text.Error
+	switch {
+	case errors.As(err, &je):
 		se.Field = je.Field
+	case errors.As(err, &te):
+		se.Field = te.Field
+	case errors.Is(err, market.ErrOffer), errors.Is(err, market.ErrAsk):
+		msg := err.Error()
+		for _, prefix := range []string{market.ErrOffer.Error() + ": ", market.ErrAsk.Error() + ": "} {
+			msg = strings.TrimPrefix(msg, prefix)
+		}
+		if f, _, ok := strings.Cut(msg, ": "); ok && marketFields[f] != "" {
+			se.Field = marketFields[f]
+		}
 	}
 	return se
+}
+
+// marketFields maps the fields market errors name to the request's JSON
+// keys (OfferCreate, ContractCreate).
+var marketFields = map[string]string{
+	"gpus": "gpus", "cpus": "cpus", "memory_mb": "memory_mb", "disk_mb": "disk_mb", "price": "price",
+	"disk_price": "disk_price", "until": "until", "min_duration": "min_duration_ms", "duration": "for_ms",
 }
 
 // FieldErrorf builds a StatusError about one field of the request.

@@ -98,16 +98,17 @@ func (a *app) report(cmd *cobra.Command, err error) int {
 		fmt.Fprintf(a.stderr, "cshare: %s (see %s --help)\n", text.Escape(oneLine(ue.msg)), ue.cmd)
 		return 2
 	case errors.As(err, &ee):
-		fmt.Fprintf(a.stderr, "cshare: %s\n", text.Escape(oneLine(a.explain(ee.err))))
+		fmt.Fprintf(a.stderr, "cshare: %s\n", text.Escape(oneLine(a.explain(cmd, ee.err))))
 		return ee.code
 	default:
-		fmt.Fprintf(a.stderr, "cshare: %s\n", text.Escape(oneLine(a.explain(err))))
+		fmt.Fprintf(a.stderr, "cshare: %s\n", text.Escape(oneLine(a.explain(cmd, err))))
 		return 1
 	}
 }
 
-// explain turns an error from the API client into what the user should read.
-func (a *app) explain(err error) string {
+// explain turns an error from the API client into what the user should
+// read: an error about one field of the request names cmd's flag for it.
+func (a *app) explain(cmd *cobra.Command, err error) string {
 	if errors.Is(err, api.ErrNodeNotRunning) || errors.Is(err, syscall.ECONNREFUSED) {
 		if a.apiAddr != "" {
 			return fmt.Sprintf("no node answers at %s (--api) for data dir %s; start one with: cshare node run --data-dir %s --api %s",
@@ -117,7 +118,7 @@ func (a *app) explain(err error) string {
 	}
 	var se *api.StatusError
 	if errors.As(err, &se) {
-		return se.Msg
+		return flagMessage(cmd, se)
 	}
 	return err.Error()
 }

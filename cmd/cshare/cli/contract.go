@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
 )
@@ -42,10 +43,19 @@ func (a *app) contractCreateCmd() *cobra.Command {
 				return usagef(cmd, "--image is required: the Docker image the contract runs")
 			}
 			req := api.ContractCreate{Offer: args[0], Image: image, GPUs: gpus, CPUs: cpus, OnStart: onstart, Cmd: cmdArgs}
+			// The node's checks (ledger.ValidateContractSpec), said here
+			// naming the flags: JSON would turn a byte that is not UTF-8
+			// into U+FFFD on the way.
+			if err := jobspec.CheckImage(strings.TrimSpace(image)); err != nil {
+				return usagef(cmd, "%v", flagErr(err, "--image"))
+			}
 			if len(cmdArgs) > 0 {
 				if err := jobspec.CheckCmd(cmdArgs); err != nil {
 					return usagef(cmd, "%v", err)
 				}
+			}
+			if i := text.InvalidAt(onstart); i >= 0 {
+				return usagef(cmd, "--onstart: %s is not valid UTF-8 at byte %d; allowed: UTF-8 text", text.Echo(onstart), i)
 			}
 			if gpus < 0 || cpus < 0 {
 				return usagef(cmd, "--gpus and --cpus: a positive number")
@@ -53,6 +63,9 @@ func (a *app) contractCreateCmd() *cobra.Command {
 			var err error
 			if req.Env, err = jobspec.ParseEnv(env); err != nil {
 				return usagef(cmd, "%v", flagErr(err, "--env"))
+			}
+			if err := specText(cmdArgs, req.Env); err != nil {
+				return usagef(cmd, "%v", err)
 			}
 			if disk != "" {
 				if req.DiskMB, err = jobspec.ParseSizeMB("--disk", disk); err != nil {

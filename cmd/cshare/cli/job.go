@@ -114,6 +114,11 @@ func (s *submitFlags) request(cmd *cobra.Command, args []string) (submission, er
 	}
 	req.Driver = s.driver
 	req.Image = strings.TrimSpace(s.image)
+	if req.Image != "" {
+		if err := jobspec.CheckImage(req.Image); err != nil {
+			return sub, flagErr(err, "--image")
+		}
+	}
 	req.Name = strings.TrimSpace(s.name)
 	if req.Name != "" {
 		if err := text.CheckName("--name", req.Name); err != nil {
@@ -171,6 +176,9 @@ func (s *submitFlags) request(cmd *cobra.Command, args []string) (submission, er
 	}
 	if req.Env, err = jobspec.ParseEnv(s.env); err != nil {
 		return sub, flagErr(err, "--env")
+	}
+	if err := specText(req.Cmd, req.Env); err != nil {
+		return sub, err
 	}
 	return sub, nil
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -56,7 +55,7 @@ data on this machine is kept aside in <data-dir>/orgs/<org-id>, or deleted
 with --purge (other machines keep theirs aside).`,
 		Args: exactArgs(),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			confirm = strings.TrimSpace(confirm)
+			// Compared exactly, by the node: "acme\t" is not "acme".
 			if confirm == "" {
 				return usagef(cmd, "--confirm is required: the org's name, typed again")
 			}

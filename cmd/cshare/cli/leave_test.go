@@ -33,6 +33,13 @@ func TestLeaveAndDelete(t *testing.T) {
 	if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "--confirm: acne does not match the org's name acme") {
 		t.Fatalf("delete with the wrong name: %+v", r)
 	}
+	// --confirm is compared exactly: a tab or a space is not the name.
+	for _, c := range []string{"acme\t", " acme", "acme\n"} {
+		r = n.run("org", "delete", "--confirm", c)
+		if r.code != 1 || strings.Count(r.stderr, "\n") != 1 || !strings.Contains(r.stderr, "does not match the org's name acme") {
+			t.Fatalf("delete with --confirm %q: %+v", c, r)
+		}
+	}
 	r = n.run("org", "delete", "--confirm", "acme")
 	if r.code != 0 || r.stdout != "deleted org acme (bafyorg); this node is in no org now; its data on this machine is kept in /data/orgs/bafyorg\n" {
 		t.Fatalf("delete: %+v", r)

@@ -128,6 +128,27 @@ func TestSameChecksCLIAndAPI(t *testing.T) {
 		{"driver", []string{"--driver", "podman", "--", "true"}, `{"cmd":["true"],"driver":"podman"}`, "driver", `"podman" is not a driver; allowed: docker, exec`},
 		{"empty env name", []string{"--env", "=x", "--", "true"}, `{"cmd":["true"],"env":{"":"x"}}`, "env", `"" is an empty name; allowed: letters, digits and _`},
 		{"reserved env name", []string{"--env", "CSHARE_ITEM=1", "--", "true"}, `{"cmd":["true"],"env":{"CSHARE_ITEM":"1"}}`, "env", `"CSHARE_ITEM" is reserved`},
+		// Text a process cannot take: NUL bytes, and bytes that are not
+		// UTF-8 (which JSON would have turned into U+FFFD).
+		{"NUL in cmd", nil, `{"cmd":["echo","a\u0000b"]}`, "cmd", `"a\x00b" (word 2 of the command) holds a NUL byte at byte 1`},
+		{"NUL in env", nil, `{"cmd":["true"],"env":{"A":"x\u0000"}}`, "env", `"x\x00" (A's value) holds a NUL byte at byte 1`},
+		{"bad UTF-8 in cmd (CLI)", []string{"--", "echo", "a\xffb"}, "", "cmd", `"a\xffb" (word 2 of the command) is not valid UTF-8 at byte 1`},
+		{"bad UTF-8 in cmd (API)", nil, "{\"cmd\":[\"echo\",\"a\xffb\"]}", "cmd", "holds bytes that are not valid UTF-8 (at byte 17 of the request body)"},
+		{"bad UTF-8 in env (CLI)", []string{"--env", "A=\xc3", "--", "true"}, "", "env", `"\xc3" (A's value) is not valid UTF-8 at byte 0`},
+		{"bad UTF-8 in env (API)", nil, "{\"cmd\":[\"true\"],\"env\":{\"A\":\"\xc3\"}}", "env", "holds bytes that are not valid UTF-8"},
+		{"lone surrogate in cmd", nil, `{"cmd":["echo","\ud800"]}`, "cmd", `holds \ud800, a UTF-16 surrogate escape without its pair`},
+		// The image, as Docker reads it, before any machine pulls it.
+		{"image ../x", []string{"--image", "../x", "--", "true"}, `{"cmd":["true"],"image":"../x"}`, "image", `"../x" is not an image reference`},
+		{"image BusyBox:Latest", []string{"--image", "BusyBox:Latest", "--", "true"}, `{"cmd":["true"],"image":"BusyBox:Latest"}`, "image",
+			`"BusyBox:Latest" has upper-case letters where Docker takes lower case only`},
+		{"image 10 KB", []string{"--image", strings.Repeat("a", 10240), "--", "true"}, `{"cmd":["true"],"image":"` + strings.Repeat("a", 10240) + `"}`, "image",
+			`"` + strings.Repeat("a", 64) + `…" (10240 bytes) is too long`},
+		// A name with a control character names its field in the API too.
+		{"name with ESC", []string{"--name", "a\x1bb", "--", "true"}, `{"cmd":["true"],"name":"a\u001bb"}`, "name", `"a\x1bb" holds a control character (U+001B)`},
+		// Too large for one ledger entry: said naming --env, not as
+		// "entry too large: N bytes, limit 65536".
+		{"env too large", []string{"--env", "A=" + strings.Repeat("x", 100000), "--", "true"}, `{"cmd":["true"],"env":{"A":"` + strings.Repeat("x", 100000) + `"}}`, "env",
+			"100008 bytes (command 5, env 100003) is too large"},
 		{"trailing data", nil, `{"cmd":["true"]} {"x":1}`, "", "unexpected data after the JSON value at byte 16; send one JSON object"},
 		{"unknown key", nil, `{"cmd":["true"],"range":"1-3"}`, "range", `unknown field "range"`},
 	}

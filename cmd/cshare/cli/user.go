@@ -212,12 +212,12 @@ func (a *app) userImportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			b, err := userkey.ReadExport(file)
-			if err != nil {
-				return err
-			}
-			k, err := userkey.Import(b, pass)
-			if err != nil {
+			k, err := userkey.ImportFile(file, pass)
+			var pe *fs.PathError
+			switch {
+			case errors.As(err, &pe):
+				return err // names the file
+			case err != nil:
 				return fmt.Errorf("%s: %w", file, err)
 			}
 			old, err := a.existingPerson(force, "importing "+personText(k))

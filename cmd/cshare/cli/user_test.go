@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -356,4 +357,39 @@ func TestUserNameFromLogin(t *testing.T) {
 	if got := defaultUserName(func() string { return "dave" }); got != "carol" {
 		t.Errorf("$USER first: %q", got)
 	}
+}
+
+// TestUserImportRefusesOpenPlainKey: a plaintext export that its group or
+// others may read (mode 0666, 0640) is refused with one line saying to
+// chmod 600 it, as OpenSSH refuses such a key, and nothing is imported; at
+// 0600 it imports; an encrypted export may be readable by others.
+func TestUserImportRefusesOpenPlainKey(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	out := filepath.Join(t.TempDir(), "alice.person")
+	mustOK(t, inDir(a, "user", "init", "--name", "alice"))
+	mustOK(t, inDir(a, "user", "export", "--out", out))
+	for _, m := range []os.FileMode{0o666, 0o640, 0o604} {
+		if err := os.Chmod(out, m); err != nil {
+			t.Fatal(err)
+		}
+		oneErrorLine(t, inDir(b, "user", "import", out), 1, "chmod 600 "+out, fmt.Sprintf("mode %04o", m))
+		if _, err := os.Stat(filepath.Join(b, "user.key")); !os.IsNotExist(err) {
+			t.Fatalf("mode %o: the refused import wrote user.key (%v)", m, err)
+		}
+	}
+	if err := os.Chmod(out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, inDir(b, "user", "import", out))
+
+	enc := filepath.Join(t.TempDir(), "alice.enc")
+	pass := filepath.Join(t.TempDir(), "pass")
+	if err := os.WriteFile(pass, []byte("correct horse\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, inDir(a, "user", "export", "--out", enc, "--passphrase-file", pass))
+	if err := os.Chmod(enc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, inDir(t.TempDir(), "user", "import", enc, "--passphrase-file", pass))
 }
