@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"os"
 	"slices"
@@ -188,6 +189,10 @@ func (n *Node) TransferOrg(ctx context.Context, to string) (api.OrgInfo, error) 
 	}
 	target, err := n.resolveMember(to)
 	if err != nil {
+		var se *api.StatusError
+		if errors.As(err, &se) && se.Field == "" {
+			se.Field = "to"
+		}
 		return api.OrgInfo{}, err
 	}
 	n.snapshot(func(st *ledger.State) {

@@ -335,7 +335,8 @@ func (n *Node) SetSettings(ctx context.Context, req api.SettingsRequest) (api.Or
 		}
 	}
 	if err := ledger.ValidateSettings(cur.SmartShare); err != nil {
-		return api.OrgInfo{}, api.Errorf(http.StatusBadRequest, "%v", err)
+		field, _, _ := strings.Cut(err.Error(), ": ") // ValidateSettings names the setting first
+		return api.OrgInfo{}, api.FieldErrorf(http.StatusBadRequest, field, "%v", err)
 	}
 	if _, err := n.write(ctx, ledger.KindOrgUpdate, u); err != nil {
 		return api.OrgInfo{}, refused(err)
