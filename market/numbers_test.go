@@ -14,10 +14,20 @@ import (
 // lo..hi, or any 64 bits.
 func wild(t *rapid.T, label string, lo, hi int64) int64 {
 	return rapid.OneOf(
-		rapid.SampledFrom([]int64{math.MinInt64, -1, 0, 1, MaxTime, MaxTime + 1, MaxDuration, MaxDuration + 1, math.MaxInt64 - 1, math.MaxInt64}),
+		rapid.SampledFrom([]int64{math.MaxInt64, math.MinInt64, -1, 0, 1, MaxTime, MaxTime + 1, MaxDuration, MaxDuration + 1, math.MaxInt64 - 1}),
 		rapid.Int64Range(lo, hi),
 		rapid.Int64(),
 	).Draw(t, label)
+}
+
+// fig draws a figure: with tame, within lo..hi (rapid favours the edges),
+// else from anywhere (wild). Tame offers and asks take effect, so the
+// transitions after them are reached; wild ones check the refusals.
+func fig(t *rapid.T, tame bool, label string, lo, hi int64) int64 {
+	if tame {
+		return rapid.Int64Range(lo, hi).Draw(t, label)
+	}
+	return wild(t, label, lo, hi)
 }
 
 // checkFigures fails when a contract holds a figure out of range at any
@@ -52,43 +62,79 @@ func checkFigures(t *rapid.T, cs []Contract, nows []int64, p Policy) {
 // nothing.
 func TestPropertyFiguresNeverOverflow(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		p := Policy{DeleteAfter: wild(t, "delete_after", 0, MaxDuration)}
+		p := Policy{DeleteAfter: fig(t, rapid.IntRange(0, 3).Draw(t, "wild_policy") < 3, "delete_after", 0, MaxDuration)}
 		var offers []Offer
 		for i := range rapid.IntRange(1, 3).Draw(t, "offers") {
+			tame := rapid.IntRange(0, 3).Draw(t, "wild_offer") < 3
 			o := Offer{ID: fmt.Sprintf("o%d", i), Machine: "m",
-				CPUs:        rapid.OneOf(rapid.Int64Range(1, MaxCPUs), rapid.Int64()).Draw(t, "cpus"),
-				MemoryMB:    wild(t, "mem", 1, MaxMemoryMB),
-				DiskMB:      wild(t, "disk", 0, MaxDiskMB),
-				Price:       wild(t, "price", 0, MaxPrice),
-				DiskPrice:   wild(t, "disk_price", 0, MaxPrice),
-				Created:     wild(t, "created", 0, MaxTime),
-				MinDuration: wild(t, "min_duration", 0, Hour),
+				CPUs:        fig(t, tame, "cpus", 1, MaxCPUs),
+				MemoryMB:    fig(t, tame, "mem", 1, MaxMemoryMB),
+				DiskMB:      fig(t, tame, "disk", 100, MaxDiskMB),
+				Price:       fig(t, tame, "price", 0, MaxPrice),
+				DiskPrice:   fig(t, tame, "disk_price", 0, MaxPrice),
+				Created:     fig(t, tame, "created", 0, MaxTime),
+				MinDuration: fig(t, tame, "min_duration", 0, Hour/4),
+				Until:       0, // below: a window after Created
 			}
-			o.Until = o.Created + wild(t, "window", 1, MaxDuration) // may wrap: Check must refuse
+			o.Until = o.Created + fig(t, tame, "window", Hour, MaxDuration) // may wrap: Check must refuse
 			if rapid.Bool().Draw(t, "gpus") {
-				o.GPUs = []GPU{{Index: 0, Name: "T4", MemoryMB: wild(t, "gpu_mem", 0, MaxMemoryMB)}, {Index: 1, Name: "T4"}}
+				o.GPUs = []GPU{{Index: 0, Name: "T4", MemoryMB: fig(t, tame, "gpu_mem", 0, MaxMemoryMB)}, {Index: 1, Name: "T4"}}
 			}
 			offers = append(offers, o)
 		}
 		var cs []Contract
 		nows := []int64{math.MinInt64, -1, 0, MaxTime, math.MaxInt64}
-		for range rapid.IntRange(1, 12).Draw(t, "ops") {
+		// when draws a transition's time: mostly within an hour after
+		// from (where transitions take effect), else anywhere.
+		when := func(from, until int64) int64 {
+			near := min(from, math.MaxInt64-Hour)
+			var at int64
+			switch rapid.IntRange(0, 9).Draw(t, "when") {
+			case 6:
+				at = until - 1
+			case 7:
+				at = rapid.Int64Range(0, MaxTime).Draw(t, "at")
+			case 8, 9:
+				at = rapid.Int64().Draw(t, "at")
+			default:
+				at = rapid.Int64Range(near, near+Hour).Draw(t, "at")
+			}
+			nows = append(nows, at)
+			return at
+		}
+		for range 16 {
 			kinds := []string{"request"}
 			if len(cs) > 0 {
 				kinds = append(kinds, "accept", "accept", "reject", "stop", "start", "extend", "extend", "rm", "terminate")
 			}
 			kind := rapid.SampledFrom(kinds).Draw(t, "kind")
-			o := offers[rapid.IntRange(0, len(offers)-1).Draw(t, "offer")]
-			near := min(o.Created, math.MaxInt64-Hour) // times near the offer's, where most transitions take effect
-			at := rapid.OneOf(rapid.Int64Range(near, near+Hour), rapid.Just(o.Until-1), rapid.Int64Range(0, MaxTime), rapid.Int64()).Draw(t, "at")
-			nows = append(nows, at)
 			if kind == "request" {
-				ask := Ask{GPUs: wild(t, "ask_gpus", 0, 2), CPUs: wild(t, "ask_cpus", 0, 4), DiskMB: wild(t, "ask_disk", 0, 100), Duration: wild(t, "ask_for", 0, 2*Hour)}
+				o := offers[rapid.IntRange(0, len(offers)-1).Draw(t, "offer")]
+				at := when(o.Created, o.Until)
+				tame := rapid.IntRange(0, 3).Draw(t, "wild_ask") < 3
+				ask := Ask{DiskMB: fig(t, tame, "ask_disk", 0, 100), Duration: fig(t, tame, "ask_for", 0, Hour/2)}
+				if len(o.GPUs) > 0 {
+					ask.GPUs = fig(t, tame, "ask_gpus", 1, 2)
+				} else {
+					ask.CPUs = fig(t, tame, "ask_cpus", 1, min(max(o.CPUs, 1), 4))
+				}
 				cs = append(cs, Open(fmt.Sprintf("c%d", len(cs)), int64(len(cs)), o, "r", "h", ask, at, cs, p))
 				checkFigures(t, cs, nows, p)
 				continue
 			}
+			// Mostly a contract the transition can apply to: one not
+			// rejected, accepted unless the transition accepts.
+			var apt []int
+			for j, c := range cs {
+				if !c.Rejected && (c.Accepted != (kind == "accept")) {
+					apt = append(apt, j)
+				}
+			}
 			i := rapid.IntRange(0, len(cs)-1).Draw(t, "target")
+			if len(apt) > 0 && rapid.IntRange(0, 3).Draw(t, "any_target") < 3 {
+				i = rapid.SampledFrom(apt).Draw(t, "apt")
+			}
+			at := when(max(cs[i].Requested, cs[i].Start), cs[i].End)
 			c := cs[i]
 			var next Contract
 			var err error
@@ -102,7 +148,9 @@ func TestPropertyFiguresNeverOverflow(t *testing.T) {
 			case "start":
 				next, err = Start(c, at, cs, p)
 			case "extend":
-				next, err = Extend(c, wild(t, "by", 1, MaxDuration), at, p)
+				by := rapid.OneOf(rapid.Int64Range(1, MaxDuration), rapid.Int64(),
+					rapid.SampledFrom([]int64{math.MaxInt64, math.MaxInt64 - Hour, math.MaxInt64 - c.End, 1e18, MaxDuration, math.MinInt64, 0})).Draw(t, "by")
+				next, err = Extend(c, by, at, p)
 			case "rm":
 				next, err = Remove(c, at, p)
 			case "terminate":
