@@ -256,3 +256,20 @@ func TestRejectedHoldsNothing(t *testing.T) {
 		t.Fatalf("d rejected by the host holds GPUs %v (%v)", e.Alloc.GPUs, err)
 	}
 }
+
+// TestAcceptBeforeOfferOpens: an acceptance timed before the offer opened
+// (a host clock behind, or set so) is refused: it made a contract run from
+// then to the offer's end, beyond its window and the ten years' limit
+// (found by TestPropertyFiguresContractTimes: a contract from 0 to 2023).
+func TestAcceptBeforeOfferOpens(t *testing.T) {
+	o := Offer{ID: "o", Machine: "m", CPUs: 4, MemoryMB: 1024, Price: 1, Created: 1_700_000_000_000, Until: 1_700_000_000_000 + 100*Hour}
+	c := Open("c", 1, o, "r", "h", Ask{CPUs: 4}, o.Created, nil, Policy{})
+	for _, at := range []int64{0, o.Created - MaxDuration - 1, o.Created - 1} {
+		if next, err := Accept(c, at, nil, Policy{}); !errors.Is(err, ErrState) || !reflect.DeepEqual(next, c) {
+			t.Fatalf("accept at %d: %v, from %d to %d", at, err, next.Start, next.End)
+		}
+	}
+	if next, err := Accept(c, o.Created, nil, Policy{}); err != nil || next.CheckFigures(o.Created, Policy{}) != nil {
+		t.Fatalf("accept as the offer opens: %v", err)
+	}
+}
