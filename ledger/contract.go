@@ -325,6 +325,26 @@ func applyContract(st *State, e *Entry, author, person string) error {
 	return nil
 }
 
+// endContracts ends, at e's time and for reason, every contract that match
+// picks (see market.Terminate): a request is rejected, an accepted
+// contract deleted with its end moved back to e's time, so billing stops
+// there and its host removes its instance. Contracts already deleted stay.
+func endContracts(st *State, e *Entry, reason string, match func(*Contract) bool) {
+	p := st.MarketPolicy()
+	for id, c := range st.Contracts {
+		if !match(c) {
+			continue
+		}
+		next := market.Terminate(c.Contract, e.Time, reason, p)
+		if next.Removed == c.Removed && next.Rejected == c.Rejected {
+			continue // unchanged: already deleted or rejected
+		}
+		nc := *c
+		nc.Contract = next
+		st.Contracts[id] = &nc
+	}
+}
+
 // cloneContracts deep-copies the contracts (for checkpoints).
 func cloneContracts(in map[string]*Contract) map[string]*Contract {
 	out := make(map[string]*Contract, len(in))

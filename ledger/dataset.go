@@ -66,11 +66,11 @@ func ValidateDatasetAdd(p DatasetAdd) error {
 	if _, err := CheckDatasetCID("cid", p.CID); err != nil {
 		return err
 	}
-	if p.Size < 0 {
-		return fmt.Errorf("size: %d; allowed: 0 or more bytes", p.Size)
+	if p.Size < 0 || p.Size > MaxDatasetSize {
+		return fmt.Errorf("size: %d; allowed: 0..%d bytes (1 PiB)", p.Size, int64(MaxDatasetSize))
 	}
-	if p.Blocks < 1 {
-		return fmt.Errorf("blocks: %d; allowed: 1 or more", p.Blocks)
+	if p.Blocks < 1 || p.Blocks > MaxDatasetBlocks {
+		return fmt.Errorf("blocks: %d; allowed: 1..%d", p.Blocks, int64(MaxDatasetBlocks))
 	}
 	if p.Access != AccessOrg && p.Access != AccessPrivate {
 		return fmt.Errorf("access: %q; allowed: org, private", p.Access)

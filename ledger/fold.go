@@ -44,10 +44,24 @@ func ValidateSettings(s SmartShare) error {
 	return nil
 }
 
+// checkDeleteAfter checks market.delete_after, in ms.
+func checkDeleteAfter(ms int64) error {
+	if ms < 0 || ms > market.MaxDuration {
+		return fmt.Errorf("%w: market.delete_after: %d ms; allowed 0 (48h) .. 10 years", ErrMalformed, ms)
+	}
+	return nil
+}
+
 // Apply applies one entry to st, checking the author's authority against st.
 // An error means the entry has no effect (st is unchanged); the entry stays in
 // the DAG. Apply is pure: it reads no clock and no IO.
 func Apply(st *State, e *Entry) error {
+	if e.Time < 0 || e.Time > market.MaxTime {
+		// Every time the fold records may later have a duration added to
+		// it (a contract's end, a job's age): bounded here, no sum
+		// overflows.
+		return fmt.Errorf("%w: time %d ms; allowed: a unix time in ms from 1970 to the year 9999", ErrMalformed, e.Time)
+	}
 	if e.Kind == KindGenesis {
 		return applyGenesis(st, e)
 	}
@@ -79,6 +93,9 @@ func Apply(st *State, e *Entry) error {
 		}
 		if err := checkMachineName(p.Name); err != nil {
 			return err
+		}
+		if err := ValidateMachineFigures(p.Hardware, p.Limits); err != nil {
+			return fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 		if p.Name != "" {
 			m.Name = p.Name
@@ -128,8 +145,8 @@ func Apply(st *State, e *Entry) error {
 			set.SmartShare.MaxCPUsLimit = *p.MaxCPUsLimit
 		}
 		if p.MarketDeleteAfter != nil {
-			if *p.MarketDeleteAfter < 0 || *p.MarketDeleteAfter > market.MaxDuration {
-				return fmt.Errorf("%w: market.delete_after: %d ms; allowed 0 (48h) .. 10 years", ErrMalformed, *p.MarketDeleteAfter)
+			if err := checkDeleteAfter(*p.MarketDeleteAfter); err != nil {
+				return err
 			}
 			set.Market.DeleteAfter = *p.MarketDeleteAfter
 		}
@@ -204,6 +221,7 @@ func Apply(st *State, e *Entry) error {
 			return fmt.Errorf("%w: machine %s already removed", ErrMalformed, m.ID)
 		}
 		setStatus(m, MachineRemoved, e, person)
+		endContracts(st, e, "its host machine was removed from the org", func(c *Contract) bool { return c.Offer.Machine == m.ID })
 		return nil
 	case KindMemberRole:
 		var p MemberRole
@@ -235,6 +253,7 @@ func Apply(st *State, e *Entry) error {
 			return fmt.Errorf("%w: org.delete names %q, not the org's name %q", ErrMalformed, p.Name, st.Name)
 		}
 		st.Deleted, st.DeletedAt = true, e.Time
+		endContracts(st, e, "the org was deleted", func(*Contract) bool { return true })
 		return nil
 	case KindJobSubmit:
 		var p JobSpec

@@ -127,10 +127,11 @@ func applyResults(st *State, e *Entry, author string, p JobResults) error {
 	if len(p.Results) == 0 {
 		return fmt.Errorf("%w: no results", ErrMalformed)
 	}
-	for _, r := range p.Results {
+	for i, r := range p.Results {
 		if r.Item < j.Spec.RangeStart || r.Item > j.Spec.RangeEnd {
 			return fmt.Errorf("%w: item %d outside the job's range", ErrMalformed, r.Item)
 		}
+		p.Results[i] = normalizeResult(r)
 	}
 	if j.State != JobActive {
 		// Late results of a finished or cancelled job count for nothing,

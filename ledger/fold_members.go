@@ -29,6 +29,9 @@ func applyGenesis(st *State, e *Entry) error {
 	if err := ValidateSettings(p.Settings.SmartShare); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
+	if err := checkDeleteAfter(p.Settings.Market.DeleteAfter); err != nil {
+		return err
+	}
 	machine := e.author
 	name := p.MachineName
 	if name == "" {
@@ -268,6 +271,10 @@ func applyMemberRemove(st *State, e *Entry, person string, p MemberRef) error {
 			j.State, j.Ended, j.Error = JobCancelled, e.Time, "its submitter is no longer a member"
 		}
 	}
+	// Their rentals end with them, as their jobs do, whether they rent
+	// (billing stops now) or host (their machines are gone).
+	endContracts(st, e, "its renter is no longer a member", func(c *Contract) bool { return c.Renter == m.ID })
+	endContracts(st, e, "its host is no longer a member", func(c *Contract) bool { return c.Host == m.ID })
 	return nil
 }
 

@@ -3,6 +3,7 @@ package market
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"slices"
 	"strings"
@@ -24,6 +25,12 @@ const (
 // allow (stopping a stopped contract, starting an expired one, ...). The
 // fold keeps such an entry without effect.
 var ErrState = errors.New("market: not allowed in the contract's state")
+
+// ErrDuration is the class of an extension whose duration is out of
+// range: not positive, past the ten years a contract lasts at most, or
+// still ending before now. It is the asker's value at fault (the API names
+// the field), not the contract's state.
+var ErrDuration = errors.New("market: duration out of range")
 
 // ErrHeld is the class of a start refused because another contract holds
 // the contract's GPUs (or the offer's CPUs) at the time.
@@ -53,7 +60,16 @@ func (p Policy) deleteAfter() int64 {
 	if p.DeleteAfter <= 0 {
 		return DefaultDeleteAfter
 	}
-	return p.DeleteAfter
+	return min(p.DeleteAfter, MaxDuration) // the fold refuses more; a hand-made policy is capped
+}
+
+// checkTime refuses a transition's time outside 0..MaxTime: every time the
+// market adds a duration to is bounded so, and no sum can overflow.
+func checkTime(now int64) error {
+	if now < 0 || now > MaxTime {
+		return fmt.Errorf("%w: time %d ms is outside 0..%d (unix ms up to the year 9999)", ErrState, now, int64(MaxTime))
+	}
+	return nil
 }
 
 // Contract is a rental of part of a host machine by a renter, as the
@@ -115,7 +131,7 @@ func (c Contract) State(now int64, p Policy) string {
 		return StateRequested
 	case now < c.Start:
 		return StateRequested // read at a time before its acceptance
-	case now >= c.End+p.deleteAfter():
+	case c.End <= math.MaxInt64-p.deleteAfter() && now >= c.End+p.deleteAfter():
 		return StateDeleted
 	case now >= c.End:
 		return StateExpired
@@ -128,8 +144,8 @@ func (c Contract) State(now int64, p Policy) string {
 // Why is the reason for the contract's state at now: why it was rejected,
 // or "" for any other state.
 func (c Contract) Why(now int64, p Policy) string {
-	if c.Rejected {
-		return c.Reason
+	if c.Rejected || c.Removed {
+		return c.Reason // a removal's reason is set only when Terminate ended it
 	}
 	if !c.Removed && !c.Accepted && now >= c.Offer.Until {
 		return "the offer ended before the host accepted"
@@ -155,6 +171,10 @@ func Open(id string, seq int64, o Offer, renter, host string, ask Ask, now int64
 		c.Rejected, c.Reason = true, oneLine(msg)
 		c.Alloc = Alloc{}
 		return c
+	}
+	if checkTime(now) != nil {
+		c.Requested = 0 // no time out of range is recorded
+		return reject(errors.New("the request's time is outside 1970..9999"))
 	}
 	if err := o.Check(); err != nil {
 		return reject(err)
@@ -190,13 +210,20 @@ func Open(id string, seq int64, o Offer, renter, host string, ask Ask, now int64
 // another contract (a request folded from a renter's clock ahead of the
 // host's, say), the acceptance rejects it instead, naming the holder.
 func Accept(c Contract, now int64, others []Contract, p Policy) (Contract, error) {
+	if err := checkTime(now); err != nil {
+		return c, err
+	}
 	if st := c.State(now, p); st != StateRequested {
 		return c, stateErr("accept", st)
 	}
+	if now < c.Offer.Created {
+		// Else it would run from before its offer, longer than the
+		// offer's window, up to the ten years' limit and past it.
+		return c, fmt.Errorf("%w: cannot accept a contract before its offer opens", ErrState)
+	}
 	c = c.Clone()
 	if err := heldBy(others, &c, now, p).conflict(&c); err != nil {
-		c.Rejected, c.Reason = true, oneLine(err.Error())
-		return c, nil
+		return rejected(c, err.Error()), nil
 	}
 	c.Accepted, c.Running, c.Start, c.Since = true, true, now, now
 	if c.Ask.Duration > 0 {
@@ -209,19 +236,33 @@ func Accept(c Contract, now int64, others []Contract, p Policy) (Contract, error
 
 // Reject is the host's refusal of a requested contract, with its reason.
 func Reject(c Contract, reason string, now int64, p Policy) (Contract, error) {
+	if err := checkTime(now); err != nil {
+		return c, err
+	}
 	if st := c.State(now, p); st != StateRequested {
 		return c, stateErr("reject", st)
 	}
 	if reason = oneLine(reason); reason == "" {
 		reason = "rejected by the host"
 	}
-	c.Rejected, c.Reason = true, reason
-	return c, nil
+	return rejected(c, reason), nil
+}
+
+// rejected is c refused with reason: it holds nothing from then on, so no
+// message can name it as the holder of a GPU or of an offer's cores, and
+// no view lists devices for it.
+func rejected(c Contract, reason string) Contract {
+	c.Rejected, c.Reason = true, oneLine(reason)
+	c.Alloc.GPUs, c.Alloc.CPUs = nil, 0
+	return c
 }
 
 // Stop stops a running contract: its GPUs are free for others until it
 // starts again.
 func Stop(c Contract, now int64, p Policy) (Contract, error) {
+	if err := checkTime(now); err != nil {
+		return c, err
+	}
 	if st := c.State(now, p); st != StateRunning {
 		return c, stateErr("stop", st)
 	}
@@ -232,6 +273,9 @@ func Stop(c Contract, now int64, p Policy) (Contract, error) {
 // Start restarts a stopped contract, on its own GPUs, only when no other
 // contract holds them at now.
 func Start(c Contract, now int64, others []Contract, p Policy) (Contract, error) {
+	if err := checkTime(now); err != nil {
+		return c, err
+	}
 	if st := c.State(now, p); st != StateStopped {
 		return c, stateErr("start", st)
 	}
@@ -245,17 +289,24 @@ func Start(c Contract, now int64, others []Contract, p Policy) (Contract, error)
 // Extend moves the contract's end by d (the host's decision). An expired
 // contract extended before its deletion comes back stopped: its GPUs may
 // have gone to another contract meanwhile, so the renter starts it again.
+//
+// Every figure is compared before it is added: d is at most what the
+// contract's ten years leave (ExtendLimit), so the new end cannot
+// overflow, and an error wrapping ErrDuration says d is at fault.
 func Extend(c Contract, d, now int64, p Policy) (Contract, error) {
+	if err := checkTime(now); err != nil {
+		return c, err
+	}
 	st := c.State(now, p)
 	if st != StateRunning && st != StateStopped && st != StateExpired {
 		return c, stateErr("extend", st)
 	}
-	if d <= 0 || c.End-c.Start+d > MaxDuration {
-		return c, fmt.Errorf("%w: extend by %s; a contract lasts at most 10 years", ErrState, FormatDuration(d))
+	if limit := c.ExtendLimit(); d <= 0 || d > limit {
+		return c, fmt.Errorf("%w: extend by %s; a positive duration of at most %s (a contract lasts at most 10 years)", ErrDuration, FormatDuration(d), FormatDuration(limit))
 	}
 	if st == StateExpired {
-		if c.End+d <= now {
-			return c, fmt.Errorf("%w: extend by %s still ends before now", ErrState, FormatDuration(d))
+		if c.End <= now-d { // c.End+d <= now, without the sum
+			return c, fmt.Errorf("%w: extend by %s still ends before now", ErrDuration, FormatDuration(d))
 		}
 		c.Running = false
 	}
@@ -263,15 +314,52 @@ func Extend(c Contract, d, now int64, p Policy) (Contract, error) {
 	return c, nil
 }
 
+// ExtendLimit is the most the contract may still be extended by: a
+// contract lasts at most MaxDuration from its start. 0 for a contract
+// never accepted or already at its limit.
+func (c Contract) ExtendLimit() int64 {
+	if !c.Accepted || c.End < c.Start || c.End-c.Start >= MaxDuration {
+		return 0
+	}
+	return MaxDuration - (c.End - c.Start)
+}
+
 // Remove deletes the contract (its instance and disk) at now. A contract is
 // paid for its whole term: removing it early does not shorten what it
 // costs (see Cost).
 func Remove(c Contract, now int64, p Policy) (Contract, error) {
+	if err := checkTime(now); err != nil {
+		return c, err
+	}
 	if st := c.State(now, p); st == StateDeleted {
 		return c, stateErr("remove", StateDeleted)
 	}
 	c.Removed, c.RemovedAt = true, now
 	return c, nil
+}
+
+// Terminate ends the contract at now for a reason outside the market (its
+// renter or host left the org, or the org was deleted): a request not yet
+// accepted is rejected with reason, and an accepted contract is deleted at
+// now, its end moved back to now when later, so it costs nothing after
+// now and its instance goes. A contract already deleted at now, or a now
+// outside 0..MaxTime, leaves it as it is.
+func Terminate(c Contract, now int64, reason string, p Policy) Contract {
+	if checkTime(now) != nil || c.State(now, p) == StateDeleted {
+		return c
+	}
+	c = c.Clone()
+	if !c.Accepted {
+		if !c.Rejected {
+			c = rejected(c, reason)
+		}
+		return c
+	}
+	if now < c.End {
+		c.End = max(now, c.Start)
+	}
+	c.Running, c.Removed, c.RemovedAt, c.Reason = false, true, now, oneLine(reason)
+	return c
 }
 
 // Holds reports whether the contract holds its GPUs (or CPUs of a
@@ -293,12 +381,13 @@ type Cost struct {
 	Total   int64 `json:"total"`
 }
 
-// Add sums two costs.
+// Add sums two costs; a sum past the largest int64 stays there.
 func (a Cost) Add(b Cost) Cost {
-	return Cost{Compute: a.Compute + b.Compute, Storage: a.Storage + b.Storage, Total: a.Total + b.Total}
+	return Cost{Compute: satAdd(a.Compute, b.Compute), Storage: satAdd(a.Storage, b.Storage), Total: satAdd(a.Total, b.Total)}
 }
 
-// Cost is the contract's cost at now.
+// Cost is the contract's cost at now: never negative, and at most the
+// largest int64 (past it, it saturates).
 func (c Contract) Cost(now int64) Cost {
 	if !c.Accepted {
 		return Cost{}
@@ -307,18 +396,66 @@ func (c Contract) Cost(now int64) Cost {
 	if !c.Removed {
 		end = min(now, c.End)
 	}
-	ms := max(0, end-c.Start)
+	ms := span(c.Start, end)
 	compute := mulDiv(ms, c.Offer.Price, 1, Hour)
 	storage := mulDiv(ms, c.Offer.DiskPrice, c.Alloc.DiskMB, mbPerGB*Month)
-	return Cost{Compute: compute, Storage: storage, Total: compute + storage}
+	return Cost{Compute: compute, Storage: storage, Total: satAdd(compute, storage)}
 }
 
-// mulDiv is a*b*c/d rounded down, exactly (the product may exceed 64 bits).
+// CheckFigures reports the first of c's figures out of range at now, or
+// nil: a time outside 0..MaxTime, an end before the start or more than
+// MaxDuration after it, a rejected contract holding resources, a negative
+// cost, or a contract nobody removed read as deleted before its end. The
+// market's and the fold's properties check it for any figures and times.
+func (c Contract) CheckFigures(now int64, p Policy) error {
+	cost := c.Cost(now)
+	switch {
+	case c.Requested < 0 || c.Requested > MaxTime:
+		return fmt.Errorf("contract %s requested at %d", c.ID, c.Requested)
+	case c.Accepted && (c.Start < 0 || c.Start > MaxTime || c.End < c.Start || c.End-c.Start > MaxDuration):
+		return fmt.Errorf("contract %s runs from %d to %d", c.ID, c.Start, c.End)
+	case c.Removed && (c.RemovedAt < 0 || c.RemovedAt > MaxTime):
+		return fmt.Errorf("contract %s removed at %d", c.ID, c.RemovedAt)
+	case c.Rejected && (len(c.Alloc.GPUs) > 0 || c.Alloc.CPUs > 0):
+		return fmt.Errorf("rejected contract %s holds GPUs %v and %d CPUs", c.ID, c.Alloc.GPUs, c.Alloc.CPUs)
+	case cost.Compute < 0 || cost.Storage < 0 || cost.Total < cost.Compute || cost.Total < cost.Storage:
+		return fmt.Errorf("contract %s costs %+v at %d", c.ID, cost, now)
+	case c.Accepted && !c.Removed && now < c.End && c.State(now, p) == StateDeleted:
+		return fmt.Errorf("contract %s reads as deleted at %d, before its end %d", c.ID, now, c.End)
+	}
+	return nil
+}
+
+// span is b-a when b is after a, else 0; exact where b-a overflows int64
+// (then the largest int64).
+func span(a, b int64) int64 {
+	if b <= a {
+		return 0
+	}
+	return int64(min(uint64(b)-uint64(a), math.MaxInt64))
+}
+
+// satAdd is a+b for non-negative figures, the largest int64 past it.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// mulDiv is a*b*c/d rounded down, exactly (the product may exceed 64
+// bits), for a cost: below 0 it is 0, past the largest int64 that.
 func mulDiv(a, b, c, d int64) int64 {
 	var x big.Int
 	x.Mul(big.NewInt(a), big.NewInt(b))
 	x.Mul(&x, big.NewInt(c))
 	x.Quo(&x, big.NewInt(d))
+	switch {
+	case x.Sign() < 0:
+		return 0
+	case !x.IsInt64():
+		return math.MaxInt64
+	}
 	return x.Int64()
 }
 

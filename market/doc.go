@@ -52,6 +52,21 @@
 // be another's by then); Policy.DeleteAfter (48h by default) after its end
 // it is deleted, and Remove deletes it at once. Expired and deleted follow
 // from the time State is asked at; nothing needs to be written for them.
+// A rejected request holds nothing: its allocation keeps no GPU or core,
+// so no message names it as a holder. Terminate ends a contract for a
+// reason outside the market (its renter or host left the org, the org
+// was deleted): a request is rejected, an accepted contract deleted with
+// its end moved back to then, so it costs nothing after.
+//
+// # Figures
+//
+// Every figure is compared before it is added or multiplied: times are
+// 0..MaxTime (the year 9999) or the transition is refused, durations at
+// most MaxDuration (Extend refuses, with ErrDuration, what would take a
+// contract past ten years from its start), offers' figures are bounded
+// by Check, and costs saturate at the largest int64 instead of wrapping.
+// So no end, deletion time or cost can overflow (CheckFigures states it;
+// TestPropertyFiguresNeverOverflow checks it for any 64-bit figures).
 //
 // # Time, trust and costs
 //

@@ -17,6 +17,7 @@ const (
 	MaxDiskMB      = 1 << 34          // 16 PiB
 	MaxPrice       = 10_000_000_000   // $10,000 an hour, in micro-dollars
 	MaxDuration    = 10 * 365 * Day   // ten years, in ms
+	MaxTime        = 253402300799999  // 9999-12-31T23:59:59.999Z, in unix ms: the latest time the market takes
 	MaxNameLen     = 64               // a GPU's name
 	maxIDLen       = 128              // machine, person, offer and contract IDs
 	Hour           = int64(3_600_000) // ms
@@ -108,8 +109,8 @@ func (o Offer) Check() error {
 	if o.DiskPrice < 0 || o.DiskPrice > MaxPrice {
 		return offerErr("disk_price", "%s; allowed 0..%s per GB-month", FormatMoney(o.DiskPrice), FormatMoney(MaxPrice))
 	}
-	if o.Created < 0 {
-		return offerErr("created", "%d; a unix time in ms", o.Created)
+	if o.Created < 0 || o.Created > MaxTime {
+		return offerErr("created", "%d; a unix time in ms, up to the year 9999", o.Created)
 	}
 	if o.Until <= o.Created || o.Until-o.Created > MaxDuration {
 		return offerErr("until", "must be after created and at most 10 years later")

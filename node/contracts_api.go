@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -201,10 +202,13 @@ func (n *Node) ExtendContract(ctx context.Context, ref string, req api.ContractE
 		if me != c.Host {
 			return api.Errorf(http.StatusForbidden, "only the host (%s) may extend contract %s; ask them to", personName(st, c.Host), c.ID)
 		}
-		if req.ForMS <= 0 {
-			return api.FieldErrorf(http.StatusBadRequest, "for_ms", "for: %d ms; a positive duration like 1h", req.ForMS)
+		if req.ForMS <= 0 || req.ForMS > market.MaxDuration {
+			return api.FieldErrorf(http.StatusBadRequest, "for_ms", "for_ms: %d; a positive duration like 1h, at most 10 years", req.ForMS)
 		}
 		_, err := market.Extend(c.Contract, req.ForMS, now, st.MarketPolicy())
+		if errors.Is(err, market.ErrDuration) {
+			return api.FieldErrorf(http.StatusBadRequest, "for_ms", "for_ms: %s", strings.TrimPrefix(err.Error(), market.ErrDuration.Error()+": "))
+		}
 		return stateConflict(err)
 	})
 	if err != nil {

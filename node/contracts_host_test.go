@@ -1,7 +1,9 @@
 package node
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -162,6 +164,17 @@ func TestContractsOnTheHost(t *testing.T) {
 		t.Fatalf("the renter extends: %v", err)
 	}
 	before := contractState(t, host.Node, a.ID).End
+	// Extensions past the ten years a contract lasts are refused at the
+	// door, naming for_ms, however large (the sum must not overflow).
+	for _, forMS := range []int64{math.MaxInt64, 1e18, market.MaxDuration} {
+		var se *api.StatusError
+		if _, err := host.ExtendContract(ctxT(t), a.ID, api.ContractExtendRequest{ForMS: forMS}); !errors.As(err, &se) || se.Code != 400 || se.Field != "for_ms" {
+			t.Fatalf("the host extends by %d ms: %v; want a 400 naming for_ms", forMS, err)
+		}
+	}
+	if got := contractState(t, host.Node, a.ID); got.End != before || got.State != market.StateRunning {
+		t.Fatalf("refused extensions changed the contract: %s until %s", got.State, got.End)
+	}
 	if c, err := host.ExtendContract(ctxT(t), a.ID, api.ContractExtendRequest{ForMS: market.Hour}); err != nil || c.End == before {
 		t.Fatalf("the host extends: %+v %v", c, err)
 	}

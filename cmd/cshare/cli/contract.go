@@ -9,6 +9,7 @@ import (
 
 	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger/jobspec"
+	"github.com/cshare/cshare/market"
 	"github.com/cshare/cshare/node/api"
 )
 
@@ -189,6 +190,9 @@ func (a *app) contractExtendCmd() *cobra.Command {
 			d, err := parseDuration(forS)
 			if err != nil {
 				return api.ContractInfo{}, usagef(c, "--for: %v", err)
+			}
+			if d.Milliseconds() > market.MaxDuration {
+				return api.ContractInfo{}, usagef(c, "--for: %s; at most 10 years (3650d)", market.FormatDuration(d.Milliseconds()))
 			}
 			return cl.ExtendContract(ctx, args[0], api.ContractExtendRequest{ForMS: d.Milliseconds()})
 		},

@@ -68,6 +68,7 @@ func TestContractCLI(t *testing.T) {
 		{[]string{"contract", "create", "0123", "--image", "x", "--env", "1=2"}, "--env"},
 		{[]string{"contract", "extend", "c0123"}, "--for is required"},
 		{[]string{"contract", "extend", "c0123", "--for", "1h"}, "only the host (bob) may extend"},
+		{[]string{"contract", "extend", "c0123", "--for", "2000000h"}, "--for: 2000000h; at most 10 years"},
 		{[]string{"contract", "usage", "--at", "yesterday"}, "--at"},
 	} {
 		r := n.run(tc.args...)
