@@ -66,7 +66,7 @@ func (b *offerBook) kickRepublish() {
 
 func (n *Node) book() *offerBook {
 	n.offerOnce.Do(func() {
-		n.offerBk = &offerBook{since: time.Now(), offers: map[string]offerRec{}, withdrawn: map[string]int64{},
+		n.offerBk = &offerBook{since: n.now(), offers: map[string]offerRec{}, withdrawn: map[string]int64{},
 			mine: map[string]ledger.SignedOffer{}, beats: map[string][]time.Time{}, kick: make(chan struct{}, 1)}
 	})
 	return n.offerBk
@@ -88,7 +88,7 @@ func (n *Node) joinOffers(org string, o *p2p.Org) error {
 	// peer that was reconnected at once: send it the offers then, not at
 	// the next republication.
 	n.host.Gate().OnReset(func(peer.ID) { time.AfterFunc(offerResetDelay, b.kickRepublish) })
-	o.OnHeartbeat(func(hb p2p.Heartbeat) { b.beat(hb.Machine, time.Now()) })
+	o.OnHeartbeat(func(hb p2p.Heartbeat) { b.beat(hb.Machine, n.now()) })
 	b.mu.Lock()
 	b.topic = t
 	b.mu.Unlock()
@@ -168,7 +168,7 @@ func (n *Node) checkOffer(org string, _ peer.ID, m *p2p.OfferMsg) *p2p.OfferVerd
 		return &p2p.OfferVerdict{Reason: p2p.ReasonBadSignature}
 	case err != nil:
 		return &p2p.OfferVerdict{Reason: p2p.ReasonUndecodable}
-	case !o.Live(time.Now().UnixMilli()):
+	case !o.Live(n.now().UnixMilli()):
 		return &p2p.OfferVerdict{Reason: "expired", Ignore: true}
 	}
 	var v *p2p.OfferVerdict
@@ -203,12 +203,12 @@ func (n *Node) onOffer(m p2p.OfferMsg) {
 	if _, gone := b.withdrawn[o.ID]; gone {
 		return
 	}
-	b.offers[o.ID] = offerRec{so: *m.Offer, o: o, seen: time.Now()}
+	b.offers[o.ID] = offerRec{so: *m.Offer, o: o, seen: n.now()}
 }
 
 func (n *Node) republishOffers() {
 	b := n.book()
-	now := time.Now()
+	now := n.now()
 	b.mu.Lock()
 	t := b.topic
 	var send []ledger.SignedOffer
@@ -302,7 +302,7 @@ func (n *Node) CreateOffer(ctx context.Context, req api.OfferCreate) (api.OfferI
 	if m == nil {
 		return api.OfferInfo{}, api.Errorf(http.StatusConflict, "this machine is not approved in the org: an admin approves it with cshare machine approve %s", n.idStr)
 	}
-	now := time.Now()
+	now := n.now()
 	o, err := req.Offer(n.idStr, ledger.MarketHardware(m.Hardware), now.UnixMilli())
 	if err != nil {
 		return api.OfferInfo{}, err
@@ -336,7 +336,7 @@ func (n *Node) Offers(_ context.Context, query, order string) ([]api.OfferInfo, 
 	if err != nil {
 		return nil, api.FieldErrorf(http.StatusBadRequest, "order", "%v", err)
 	}
-	now := time.Now()
+	now := n.now()
 	b := n.book()
 	b.mu.Lock()
 	recs := make([]offerRec, 0, len(b.offers))
@@ -392,7 +392,7 @@ func (n *Node) RemoveOffer(ctx context.Context, id string) (api.OfferInfo, error
 			return api.OfferInfo{}, api.Errorf(http.StatusServiceUnavailable, "the offer is withdrawn here but the withdrawal was not sent: %v", err)
 		}
 	}
-	return n.offerInfo(so.Offer, "", time.Now()), nil
+	return n.offerInfo(so.Offer, "", n.now()), nil
 }
 
 func (n *Node) offerInfo(o market.Offer, name string, now time.Time) api.OfferInfo {
