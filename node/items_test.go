@@ -330,6 +330,7 @@ func TestJobItemsMemory(t *testing.T) {
 	t0 := time.Now()
 	n, id := bigJob(t, items, 0)
 	t.Logf("a job of %d items built in %v", items, time.Since(t0).Round(time.Millisecond))
+	foldWhileListing(t, n, id)
 	budget := uint64(items)*40 + 2<<20
 	live := func() uint64 {
 		var ms runtime.MemStats
@@ -403,4 +404,32 @@ func (w *discardWriter) Write(p []byte) (int, error) {
 	}
 	w.n += int64(len(p))
 	return len(p), nil
+}
+
+// foldWhileListing: while a client that stopped reading holds a listing of
+// job id's items open, the node still folds an entry (a results entry
+// of the job's): a listing does not hold the replica's read lock while it
+// writes to its client.
+func foldWhileListing(t *testing.T, n *Node, id string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.apiAddr+"/v1/jobs/"+id+"/items", nil)
+	req.Header.Set("Authorization", "Bearer "+n.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := resp.Body.Read(make([]byte, 100)); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads no more: the node's writes fill the connection's
+	// buffers and block.
+	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer wcancel()
+	rs := ledger.JobResults{Job: id, Results: []ledger.ItemResult{{Item: 1, Code: 0, DurationMS: 1}}}
+	if _, err := n.write(wctx, ledger.KindJobResults, rs); err != nil {
+		t.Fatalf("a write while a listing waits for its client: %v", err)
+	}
 }

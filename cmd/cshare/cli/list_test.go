@@ -43,7 +43,7 @@ func TestListPages(t *testing.T) {
 	if r.code != 0 || strings.Count(r.stdout, "\n") != 3 || !strings.Contains(r.stdout, "failed") || strings.Contains(r.stdout, "pending") {
 		t.Errorf("--limit 2: %+v", r)
 	}
-	if want := "more may follow: cshare job items " + jobID + " --after 2\n"; r.stderr != want {
+	if want := "more may follow: cshare job items " + jobID + " --after 2 --limit 2\n"; r.stderr != want {
 		t.Errorf("--limit 2: stderr %q, want %q", r.stderr, want)
 	}
 	r = n.run("job", "items", jobID, "--after", "2", "--limit", "2")

@@ -107,7 +107,7 @@ func listCmd[T any](a *app, c *cobra.Command, what string, header []string,
 			return err
 		}
 		if !asJSON && p.Limit > 0 && int64(rows) == p.Limit {
-			fmt.Fprintf(a.stderr, "more may follow: %s --after %s\n", text.Escape(strings.TrimSpace(cmd.CommandPath()+" "+quoteArgs(args))), text.Escape(cursor(last)))
+			fmt.Fprintf(a.stderr, "more may follow: %s --after %s --limit %d\n", text.Escape(strings.TrimSpace(cmd.CommandPath()+" "+quoteArgs(args))), text.Escape(cursor(last)), p.Limit)
 		}
 		return nil
 	}
