@@ -1,6 +1,7 @@
 package node
 
 import (
+	"container/heap"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -299,27 +300,117 @@ func reasonText(code string) string {
 	return code
 }
 
-// Jobs implements api.Service.
-func (n *Node) Jobs(ctx context.Context) ([]api.JobInfo, error) {
+// jobsPage is how many jobs ListJobs takes under the read lock at a time.
+const jobsPage = 256
+
+// ListJobs implements api.Service: the jobs this machine's person may see,
+// in submission order, a page at a time (see nextJobs), rendered without
+// the read lock.
+func (n *Node) ListJobs(ctx context.Context, p api.Page, emit func(api.JobInfo) error) error {
 	if err := n.needOrg(); err != nil {
-		return nil, err
+		return err
 	}
-	var jobs []*ledger.Job
-	n.snapshot(func(st *ledger.State) {
-		me := n.personIn(st)
-		for _, j := range st.SortedJobs() {
-			if !st.CanSee(me, j) {
+	var cur *jobKey
+	if p.After != "" {
+		j, err := n.resolveJob(p.After)
+		if err != nil {
+			return api.FieldErrorf(http.StatusBadRequest, "after", "after: %q is no job of this listing; give the ID of the last job of the page before", api.Ellipsize(p.After))
+		}
+		cur = &jobKey{j.Seq, j.ID}
+	}
+	left := p.Limit
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		size := int64(jobsPage)
+		if left > 0 {
+			size = min(size, left)
+		}
+		var page []*ledger.Job
+		n.snapshot(func(st *ledger.State) { page = nextJobs(st, n.personIn(st), cur, int(size)) })
+		for _, j := range page {
+			if err := emit(n.jobInfo(j)); err != nil {
+				return err
+			}
+		}
+		if int64(len(page)) < size {
+			return nil
+		}
+		last := page[len(page)-1]
+		cur = &jobKey{last.Seq, last.ID}
+		if left > 0 {
+			if left -= size; left == 0 {
+				return nil
+			}
+		}
+	}
+}
+
+// Jobs is every job this machine's person may see, for callers in this
+// process (the dashboard, tests): the API streams them (ListJobs).
+func (n *Node) Jobs(ctx context.Context) ([]api.JobInfo, error) {
+	out := []api.JobInfo{}
+	err := n.ListJobs(ctx, api.Page{}, func(j api.JobInfo) error {
+		out = append(out, j)
+		return nil
+	})
+	return out, err
+}
+
+// jobKey orders jobs as listings show them: by submission order, then ID.
+type jobKey struct {
+	seq int64
+	id  string
+}
+
+func (k jobKey) less(o jobKey) bool {
+	if k.seq != o.seq {
+		return k.seq < o.seq
+	}
+	return k.id < o.id
+}
+
+// nextJobs is the first size jobs me may see after cur (nil: from the
+// first), in order, as shallow copies (see resolveJob). It keeps at most
+// size jobs while it reads the state's, in a heap whose top is the last.
+func nextJobs(st *ledger.State, me string, cur *jobKey, size int) []*ledger.Job {
+	var h jobHeap
+	for _, j := range st.Jobs {
+		k := jobKey{j.Seq, j.ID}
+		if (cur != nil && !cur.less(k)) || !st.CanSee(me, j) {
+			continue
+		}
+		if len(h) == size {
+			if !k.less(jobKey{h[0].Seq, h[0].ID}) {
 				continue
 			}
-			c := *j // shallow: see resolveJob
-			jobs = append(jobs, &c)
+			heap.Pop(&h)
 		}
-	})
-	out := make([]api.JobInfo, 0, len(jobs))
-	for _, j := range jobs {
-		out = append(out, n.jobInfo(j))
+		heap.Push(&h, j)
 	}
-	return out, nil
+	out := make([]*ledger.Job, len(h))
+	for i := len(h) - 1; i >= 0; i-- {
+		c := *heap.Pop(&h).(*ledger.Job)
+		out[i] = &c
+	}
+	return out
+}
+
+// jobHeap is a max-heap of jobs by jobKey.
+type jobHeap []*ledger.Job
+
+func (h jobHeap) Len() int { return len(h) }
+func (h jobHeap) Less(a, b int) bool {
+	return jobKey{h[b].Seq, h[b].ID}.less(jobKey{h[a].Seq, h[a].ID})
+}
+func (h jobHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
+func (h *jobHeap) Push(x any)   { *h = append(*h, x.(*ledger.Job)) }
+func (h *jobHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // Job implements api.Service.
@@ -332,55 +423,6 @@ func (n *Node) Job(ctx context.Context, id string) (api.JobInfo, error) {
 		return api.JobInfo{}, err
 	}
 	return n.jobInfo(j), nil
-}
-
-// JobItems implements api.Service.
-func (n *Node) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) {
-	if err := n.needOrg(); err != nil {
-		return nil, err
-	}
-	j, err := n.resolveJob(id)
-	if err != nil {
-		return nil, err
-	}
-	return n.jobItems(j), nil
-}
-
-// jobItems renders job j's agenda, with every run of each item.
-func (n *Node) jobItems(j *ledger.Job) []api.ItemInfo {
-	var out []api.ItemInfo
-	n.snapshot(func(st *ledger.State) {
-		j := st.Jobs[j.ID]
-		if j == nil {
-			return // voided by a re-fold since resolveJob
-		}
-		runs := make([][]api.RunInfo, len(j.Items))
-		for i := range runs {
-			runs[i] = []api.RunInfo{}
-		}
-		j.Runs.Each(func(r ledger.Run) {
-			ri := api.RunInfo{Machine: r.Machine, Instance: r.Instance, ExitCode: r.Code, Counted: r.Counted, Stopped: r.Stopped}
-			if r.Started != 0 {
-				ri.Start = api.FormatTimeMS(time.UnixMilli(r.Started))
-				ri.End = api.FormatTimeMS(time.UnixMilli(r.Started + r.DurationMS))
-			}
-			if k := r.Item - j.Spec.RangeStart; k >= 0 && k < int64(len(runs)) {
-				runs[k] = append(runs[k], ri)
-			}
-		})
-		for i, it := range j.Items {
-			status := "pending"
-			switch it.Status {
-			case ledger.ItemDone:
-				status = "done"
-			case ledger.ItemFailed:
-				status = "failed"
-			}
-			out = append(out, api.ItemInfo{Item: j.Spec.RangeStart + int64(i), Status: status, Attempts: it.Attempts, Code: it.Code,
-				DurationMS: it.DurationMS, OutputSize: it.OutputSize, Machine: it.Machine, Runs: runs[i]})
-		}
-	})
-	return out
 }
 
 // canManage: the submitter of a job, admins and the owner may modify or

@@ -112,17 +112,43 @@ func (c *Client) Base() string { return c.base }
 func (c *Client) Token() string { return c.token }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	resp, err := c.send(ctx, method, path, in)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return err
+	}
+	if raw, ok := out.(*[]byte); ok {
+		*raw = data
+		return nil
+	}
+	if out != nil {
+		return json.Unmarshal(data, out)
+	}
+	return nil
+}
+
+// maxAnswer caps an answer that is not a listing (listings stream: see
+// each).
+const maxAnswer = 64 << 20
+
+// send sends a request and returns the answer of a 2xx; any other status
+// is a *StatusError carrying the node's message and field.
+func (c *Client) send(ctx context.Context, method, path string, in any) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	if in != nil {
@@ -133,30 +159,80 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		var ne net.Error
 		var oe *net.OpError
 		if errors.As(err, &oe) || errors.As(err, &ne) {
-			return fmt.Errorf("%w at %s (%v); start it with: cshare node run", ErrNodeNotRunning, c.Addr(), unwrapAll(err))
+			return nil, fmt.Errorf("%w at %s (%v); start it with: cshare node run", ErrNodeNotRunning, c.Addr(), unwrapAll(err))
 		}
-		return err
+		return nil, err
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return nil, err
+	}
+	var e Error
+	if json.Unmarshal(data, &e) == nil && e.Error != "" {
+		return nil, &StatusError{Code: resp.StatusCode, Msg: e.Error, Field: e.Field}
+	}
+	return nil, &StatusError{Code: resp.StatusCode, Msg: fmt.Sprintf("%s %s: %s", method, path, resp.Status)}
+}
+
+// each reads a listing (see Page) row by row as the node writes it and
+// calls fn for each: it holds one row at a time, whatever the listing's
+// size. The listing's time is bounded by ctx alone (it lasts as long as
+// its rows). An error of fn stops it.
+func each[T any](c *Client, ctx context.Context, path string, p Page, fn func(T) error) error {
+	if q := p.query(); len(q) > 0 {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		path += sep + q.Encode()
+	}
+	resp, err := c.untimed().send(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode/100 != 2 {
-		var e Error
-		if json.Unmarshal(data, &e) == nil && e.Error != "" {
-			return &StatusError{Code: resp.StatusCode, Msg: e.Error, Field: e.Field}
+	defer resp.Body.Close()
+	broken := func(rows int, err error) error {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
 		}
-		return &StatusError{Code: resp.StatusCode, Msg: fmt.Sprintf("%s %s: %s", method, path, resp.Status)}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("api: GET %s: the node's answer broke off after %d rows: %w", Ellipsize(path), rows, err)
 	}
-	if raw, ok := out.(*[]byte); ok {
-		*raw = data
-		return nil
+	dec := json.NewDecoder(resp.Body)
+	if t, err := dec.Token(); err != nil {
+		return broken(0, err)
+	} else if t != json.Delim('[') {
+		return fmt.Errorf("api: GET %s: the node's answer is not a JSON array", Ellipsize(path))
 	}
-	if out != nil {
-		return json.Unmarshal(data, out)
+	rows := 0
+	for dec.More() {
+		var v T
+		if err := dec.Decode(&v); err != nil {
+			return broken(rows, err)
+		}
+		if err := fn(v); err != nil {
+			return err
+		}
+		rows++
+	}
+	if _, err := dec.Token(); err != nil {
+		return broken(rows, err)
 	}
 	return nil
+}
+
+// all reads a whole listing into a slice (an empty one, not nil, for no
+// rows).
+func all[T any](c *Client, ctx context.Context, path string) ([]T, error) {
+	out := []T{}
+	err := each(c, ctx, path, Page{}, func(v T) error { out = append(out, v); return nil })
+	return out, err
 }
 
 func unwrapAll(err error) error {
@@ -231,7 +307,12 @@ func (c *Client) Join(ctx context.Context, req JoinRequest) (JoinResult, error) 
 
 // Machines lists machines.
 func (c *Client) Machines(ctx context.Context) ([]MachineInfo, error) {
-	return get[[]MachineInfo](c, ctx, "/v1/machines")
+	return all[MachineInfo](c, ctx, "/v1/machines")
+}
+
+// EachMachine reads a page of the machines, one at a time.
+func (c *Client) EachMachine(ctx context.Context, p Page, fn func(MachineInfo) error) error {
+	return each(c, ctx, "/v1/machines", p, fn)
 }
 
 // Machine shows one machine.
@@ -246,7 +327,12 @@ func (c *Client) MachineAction(ctx context.Context, id, action string) (MachineI
 
 // Members lists members.
 func (c *Client) Members(ctx context.Context) ([]MemberInfo, error) {
-	return get[[]MemberInfo](c, ctx, "/v1/members")
+	return all[MemberInfo](c, ctx, "/v1/members")
+}
+
+// EachMember reads a page of the members, one at a time.
+func (c *Client) EachMember(ctx context.Context, p Page, fn func(MemberInfo) error) error {
+	return each(c, ctx, "/v1/members", p, fn)
 }
 
 // SetRole sets a member's role.
@@ -280,7 +366,12 @@ func (c *Client) SubmitJob(ctx context.Context, req JobSubmit) (JobSubmitted, er
 
 // Jobs lists jobs.
 func (c *Client) Jobs(ctx context.Context) ([]JobInfo, error) {
-	return get[[]JobInfo](c, ctx, "/v1/jobs")
+	return all[JobInfo](c, ctx, "/v1/jobs")
+}
+
+// EachJob reads a page of the jobs, one at a time.
+func (c *Client) EachJob(ctx context.Context, p Page, fn func(JobInfo) error) error {
+	return each(c, ctx, "/v1/jobs", p, fn)
 }
 
 // Job shows a job.
@@ -288,9 +379,15 @@ func (c *Client) Job(ctx context.Context, id string) (JobInfo, error) {
 	return get[JobInfo](c, ctx, "/v1/jobs/"+esc(id))
 }
 
-// JobItems lists a job's agenda items.
+// JobItems lists a job's agenda items, all of them: for a large job,
+// prefer EachJobItem.
 func (c *Client) JobItems(ctx context.Context, id string) ([]ItemInfo, error) {
-	return get[[]ItemInfo](c, ctx, "/v1/jobs/"+esc(id)+"/items")
+	return all[ItemInfo](c, ctx, "/v1/jobs/"+esc(id)+"/items")
+}
+
+// EachJobItem reads a page of a job's agenda items, one at a time.
+func (c *Client) EachJobItem(ctx context.Context, id string, p Page, fn func(ItemInfo) error) error {
+	return each(c, ctx, "/v1/jobs/"+esc(id)+"/items", p, fn)
 }
 
 // ModifyJob changes a job's max_cpus or priority.
@@ -318,7 +415,12 @@ func (c *Client) CreateOffer(ctx context.Context, req OfferCreate) (OfferInfo, e
 // Offers lists the org's open offers matching query (the market's query
 // language), sorted by order ("price,gpus-").
 func (c *Client) Offers(ctx context.Context, query, order string) ([]OfferInfo, error) {
-	return get[[]OfferInfo](c, ctx, "/v1/offers?"+url.Values{"q": {query}, "o": {order}}.Encode())
+	return all[OfferInfo](c, ctx, "/v1/offers?"+url.Values{"q": {query}, "o": {order}}.Encode())
+}
+
+// EachOffer reads a page of Offers(query, order), one at a time.
+func (c *Client) EachOffer(ctx context.Context, query, order string, p Page, fn func(OfferInfo) error) error {
+	return each(c, ctx, "/v1/offers?"+url.Values{"q": {query}, "o": {order}}.Encode(), p, fn)
 }
 
 // RemoveOffer withdraws one of this machine's offers.
@@ -348,7 +450,12 @@ func (c *Client) DatasetProgress(ctx context.Context, id string) (DatasetProgres
 
 // Datasets lists the datasets this person may read.
 func (c *Client) Datasets(ctx context.Context) ([]DatasetInfo, error) {
-	return get[[]DatasetInfo](c, ctx, "/v1/datasets")
+	return all[DatasetInfo](c, ctx, "/v1/datasets")
+}
+
+// EachDataset reads a page of the datasets, one at a time.
+func (c *Client) EachDataset(ctx context.Context, p Page, fn func(DatasetInfo) error) error {
+	return each(c, ctx, "/v1/datasets", p, fn)
 }
 
 // Dataset shows a dataset by name or CID.

@@ -104,7 +104,7 @@ func contractRoutes(mux Mux, svc Service, auth func(func(http.ResponseWriter, *h
 		return svc.CreateContract(r.Context(), req)
 	}))
 	mux.HandleFunc("GET /v1/contracts", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return svc.Contracts(r.Context())
+		return listed(r, func(c ContractInfo) string { return c.ID }, func() ([]ContractInfo, error) { return svc.Contracts(r.Context()) })
 	}))
 	mux.HandleFunc("GET /v1/contract-usage", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		var at int64
@@ -145,7 +145,12 @@ func (c *Client) CreateContract(ctx context.Context, req ContractCreate) (Contra
 
 // Contracts lists the org's contracts, in ledger order.
 func (c *Client) Contracts(ctx context.Context) ([]ContractInfo, error) {
-	return get[[]ContractInfo](c, ctx, "/v1/contracts")
+	return all[ContractInfo](c, ctx, "/v1/contracts")
+}
+
+// EachContract reads a page of the contracts, one at a time.
+func (c *Client) EachContract(ctx context.Context, p Page, fn func(ContractInfo) error) error {
+	return each(c, ctx, "/v1/contracts", p, fn)
 }
 
 // Contract shows one contract.

@@ -34,12 +34,14 @@ func (stub) Leave(context.Context, LeaveRequest) (LeftOrg, error)          { ret
 func (stub) DeleteOrg(context.Context, OrgDeleteRequest) (LeftOrg, error)  { return LeftOrg{}, nil }
 func (stub) TransferOrg(context.Context, string) (OrgInfo, error)          { return OrgInfo{}, nil }
 func (stub) SubmitJob(context.Context, JobSubmit) (JobSubmitted, error)    { return JobSubmitted{}, nil }
-func (stub) Jobs(context.Context) ([]JobInfo, error)                       { return nil, nil }
+func (stub) ListJobs(context.Context, Page, func(JobInfo) error) error     { return nil }
 func (stub) Job(context.Context, string) (JobInfo, error)                  { return JobInfo{}, nil }
 func (stub) ModifyJob(context.Context, string, JobModify) (JobInfo, error) { return JobInfo{}, nil }
 func (stub) CancelJob(context.Context, string) (JobInfo, error)            { return JobInfo{}, nil }
 func (stub) JobLogs(context.Context, string, int64) ([]byte, error)        { return nil, nil }
-func (stub) JobItems(context.Context, string) ([]ItemInfo, error)          { return nil, nil }
+func (stub) ListJobItems(context.Context, string, Page, func(ItemInfo) error) error {
+	return nil
+}
 
 var postRoutes = []string{"/v1/org", "/v1/org/invite", "/v1/org/settings", "/v1/join", "/v1/jobs",
 	"/v1/jobs/x/modify", "/v1/members/x/role", "/v1/machines/x/approve", "/v1/leave", "/v1/org/delete",

@@ -85,16 +85,11 @@ func Handler(svc Service, token string) Mux {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBodySize)
 			v, err := h(w, r)
 			if err != nil {
-				code := http.StatusInternalServerError
-				var se *StatusError
-				if errors.As(err, &se) {
-					code = se.Code
-				}
-				var field string
-				if se != nil {
-					field = se.Field
-				}
-				writeJSON(w, code, Error{Error: err.Error(), Field: field})
+				writeError(w, err)
+				return
+			}
+			if s, ok := v.(streamer); ok {
+				s(w)
 				return
 			}
 			if raw, ok := v.([]byte); ok {
@@ -150,7 +145,9 @@ func Handler(svc Service, token string) Mux {
 		}
 		return svc.Join(ctx(r), req)
 	}))
-	mux.HandleFunc("GET /v1/machines", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.Machines(ctx(r)) }))
+	mux.HandleFunc("GET /v1/machines", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return listed(r, func(m MachineInfo) string { return m.ID }, func() ([]MachineInfo, error) { return svc.Machines(ctx(r)) })
+	}))
 	mux.HandleFunc("GET /v1/machines/{id}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		return svc.Machine(ctx(r), r.PathValue("id"))
 	}))
@@ -161,7 +158,9 @@ func Handler(svc Service, token string) Mux {
 		}
 		return svc.MachineAction(ctx(r), r.PathValue("id"), a)
 	}))
-	mux.HandleFunc("GET /v1/members", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.Members(ctx(r)) }))
+	mux.HandleFunc("GET /v1/members", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return listed(r, func(m MemberInfo) string { return m.ID }, func() ([]MemberInfo, error) { return svc.Members(ctx(r)) })
+	}))
 	mux.HandleFunc("POST /v1/members/{id}/role", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		var req RoleRequest
 		if err := decode(r, &req); err != nil {
@@ -199,12 +198,19 @@ func Handler(svc Service, token string) Mux {
 		}
 		return svc.SubmitJob(ctx(r), req)
 	}))
-	mux.HandleFunc("GET /v1/jobs", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.Jobs(ctx(r)) }))
+	mux.HandleFunc("GET /v1/jobs", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return listing(r, func(p Page, emit func(JobInfo) error) error { return svc.ListJobs(ctx(r), p, emit) })
+	}))
 	mux.HandleFunc("GET /v1/jobs/{id}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		return svc.Job(ctx(r), r.PathValue("id"))
 	}))
 	mux.HandleFunc("GET /v1/jobs/{id}/items", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return svc.JobItems(ctx(r), r.PathValue("id"))
+		return listing(r, func(p Page, emit func(ItemInfo) error) error {
+			if _, _, err := ItemCursor(p.After); err != nil {
+				return err
+			}
+			return svc.ListJobItems(ctx(r), r.PathValue("id"), p, emit)
+		})
 	}))
 	mux.HandleFunc("POST /v1/jobs/{id}/modify", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		var req JobModify
@@ -231,7 +237,9 @@ func Handler(svc Service, token string) Mux {
 		return svc.CreateOffer(ctx(r), req)
 	}))
 	mux.HandleFunc("GET /v1/offers", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return svc.Offers(ctx(r), r.URL.Query().Get("q"), r.URL.Query().Get("o"))
+		return listed(r, func(o OfferInfo) string { return o.ID }, func() ([]OfferInfo, error) {
+			return svc.Offers(ctx(r), r.URL.Query().Get("q"), r.URL.Query().Get("o"))
+		})
 	}))
 	mux.HandleFunc("POST /v1/offers/{id}/remove", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		return svc.RemoveOffer(ctx(r), r.PathValue("id"))
@@ -247,7 +255,9 @@ func Handler(svc Service, token string) Mux {
 	mux.HandleFunc("GET /v1/datasets/progress/{id}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		return svc.DatasetProgress(ctx(r), r.PathValue("id"))
 	}))
-	mux.HandleFunc("GET /v1/datasets", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.Datasets(ctx(r)) }))
+	mux.HandleFunc("GET /v1/datasets", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
+		return listed(r, func(d DatasetInfo) string { return d.CID }, func() ([]DatasetInfo, error) { return svc.Datasets(ctx(r)) })
+	}))
 	mux.HandleFunc("GET /v1/datasets/{ref}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
 		return svc.Dataset(ctx(r), r.PathValue("ref"))
 	}))
@@ -351,6 +361,21 @@ func typeName(t reflect.Type) string {
 func isTooBig(err error) bool {
 	var tooBig *http.MaxBytesError
 	return errors.As(err, &tooBig)
+}
+
+// writeError answers err: a *StatusError with its status and field, any
+// other error as a 500.
+func writeError(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	var se *StatusError
+	if errors.As(err, &se) {
+		code = se.Code
+	}
+	var field string
+	if se != nil {
+		field = se.Field
+	}
+	writeJSON(w, code, Error{Error: err.Error(), Field: field})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

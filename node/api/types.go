@@ -370,12 +370,17 @@ type Service interface {
 	TransferOrg(ctx context.Context, to string) (OrgInfo, error) // to: a person reference
 
 	SubmitJob(ctx context.Context, req JobSubmit) (JobSubmitted, error)
-	Jobs(ctx context.Context) ([]JobInfo, error)
+	// ListJobs emits the jobs this machine's person may see, in submission
+	// order, paged by p (the cursor: a job's ID, or any reference to it).
+	ListJobs(ctx context.Context, p Page, emit func(JobInfo) error) error
 	Job(ctx context.Context, id string) (JobInfo, error)
 	ModifyJob(ctx context.Context, id string, req JobModify) (JobInfo, error)
 	CancelJob(ctx context.Context, id string) (JobInfo, error)
 	JobLogs(ctx context.Context, id string, item int64) ([]byte, error)
-	JobItems(ctx context.Context, id string) ([]ItemInfo, error)
+	// ListJobItems emits a job's items in order, paged by p (the cursor: an
+	// item number). emit must not keep its argument's Runs past its return:
+	// the node reuses it for the next item.
+	ListJobItems(ctx context.Context, id string, p Page, emit func(ItemInfo) error) error
 
 	CreateOffer(ctx context.Context, req OfferCreate) (OfferInfo, error)
 	Offers(ctx context.Context, query, order string) ([]OfferInfo, error)

@@ -109,19 +109,15 @@ func (a *app) contractCreateCmd() *cobra.Command {
 
 func (a *app) contractLsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "List the org's contracts", Args: exactArgs()}
-	return viewCmd(a, c, "print the contracts as a JSON array",
-		func(ctx context.Context, cl *api.Client, _ []string) ([]api.ContractInfo, error) {
-			return cl.Contracts(ctx)
+	return listCmd(a, c, "contracts", []string{"ID", "STATE", "HOST", "RENTER", "GPUS", "CPUS", "MEM", "DISK", "END", "COST", "REASON"},
+		func(ctx context.Context, cl *api.Client, _ []string, p api.Page, emit func(api.ContractInfo) error) error {
+			return cl.EachContract(ctx, p, emit)
 		},
-		func(cs []api.ContractInfo) error {
-			var t table
-			t.row("ID", "STATE", "HOST", "RENTER", "GPUS", "CPUS", "MEM", "DISK", "END", "COST", "REASON")
-			for _, c := range cs {
-				t.row(c.ID, c.State, orDash(c.MachineName), orDash(c.RenterName), fmt.Sprint(c.GPUs), fmt.Sprintf("%.1f", c.CPUs),
-					mib(c.MemoryMB), mib(c.DiskMB), orDash(c.End), fmt.Sprintf("$%.4f", c.Cost), orDash(c.Reason))
-			}
-			return t.write(a.stdout)
-		})
+		func(c api.ContractInfo) []string {
+			return []string{c.ID, c.State, orDash(c.MachineName), orDash(c.RenterName), fmt.Sprint(c.GPUs), fmt.Sprintf("%.1f", c.CPUs),
+				mib(c.MemoryMB), mib(c.DiskMB), orDash(c.End), fmt.Sprintf("$%.4f", c.Cost), orDash(c.Reason)}
+		},
+		func(c api.ContractInfo) string { return c.ID })
 }
 
 func (a *app) contractShowCmd() *cobra.Command {

@@ -172,19 +172,15 @@ func progressBar(done, total int64) string {
 
 func (a *app) datasetLsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "List the datasets you may read", Args: exactArgs()}
-	return viewCmd(a, c, "print the datasets as a JSON array",
-		func(ctx context.Context, cl *api.Client, _ []string) ([]api.DatasetInfo, error) {
-			return cl.Datasets(ctx)
+	return listCmd(a, c, "datasets", []string{"NAME", "CID", "SIZE", "BLOCKS", "ACCESS", "OWNER", "HERE", "ADDED"},
+		func(ctx context.Context, cl *api.Client, _ []string, p api.Page, emit func(api.DatasetInfo) error) error {
+			return cl.EachDataset(ctx, p, emit)
 		},
-		func(ds []api.DatasetInfo) error {
-			var t table
-			t.row("NAME", "CID", "SIZE", "BLOCKS", "ACCESS", "OWNER", "HERE", "ADDED")
-			for _, d := range ds {
-				t.row(d.Name, d.CID, units.BytesSize(float64(d.Size)), itoa(d.Blocks), d.Access,
-					orDash(d.OwnerName), yesNo(d.Local), a.ago(d.Added))
-			}
-			return t.write(a.stdout)
-		})
+		func(d api.DatasetInfo) []string {
+			return []string{d.Name, d.CID, units.BytesSize(float64(d.Size)), itoa(d.Blocks), d.Access,
+				orDash(d.OwnerName), yesNo(d.Local), a.ago(d.Added)}
+		},
+		func(d api.DatasetInfo) string { return d.CID })
 }
 
 func yesNo(b bool) string {

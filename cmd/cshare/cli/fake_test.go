@@ -319,6 +319,40 @@ func (f *fakeNode) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobSub
 
 func (f *fakeNode) Jobs(ctx context.Context) ([]api.JobInfo, error) { return f.jobs, f.call("jobs") }
 
+func (f *fakeNode) ListJobs(ctx context.Context, p api.Page, emit func(api.JobInfo) error) error {
+	js, err := f.Jobs(ctx)
+	if err != nil {
+		return err
+	}
+	return api.EmitRows(js, p, func(j api.JobInfo) string { return j.ID }, emit)
+}
+
+// ListJobItems pages JobItems by item number, as the node does.
+func (f *fakeNode) ListJobItems(ctx context.Context, id string, p api.Page, emit func(api.ItemInfo) error) error {
+	items, err := f.JobItems(ctx, id)
+	if err != nil {
+		return err
+	}
+	after, ok, err := api.ItemCursor(p.After)
+	if err != nil {
+		return err
+	}
+	var n int64
+	for _, it := range items {
+		if ok && it.Item <= after {
+			continue
+		}
+		if p.Limit > 0 && n == p.Limit {
+			break
+		}
+		n++
+		if err := emit(it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (f *fakeNode) Job(ctx context.Context, id string) (api.JobInfo, error) {
 	if err := f.call("job:" + id); err != nil {
 		return api.JobInfo{}, err

@@ -278,18 +278,16 @@ func instances(j api.JobInfo) string {
 
 func (a *app) jobLsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "List the org's jobs", Args: exactArgs()}
-	return viewCmd(a, c, "print the jobs as a JSON array",
-		func(ctx context.Context, cl *api.Client, _ []string) ([]api.JobInfo, error) { return cl.Jobs(ctx) },
-		func(js []api.JobInfo) error {
-			var t table
-			t.row("ID", "NAME", "STATE", "PRIORITY", "INSTANCES", "ITEMS", "FAILED", "SUBMITTER", "AGE")
-			for _, j := range js {
-				t.row(short(j.ID), orDash(j.Name), j.State, itoa(j.Priority), instances(j),
-					fmt.Sprintf("%d/%d", j.Items.Done, j.Items.Total), itoa(j.Items.Failed),
-					submitterCell(j), a.age(j.Submitted))
-			}
-			return t.write(a.stdout)
-		})
+	return listCmd(a, c, "jobs", []string{"ID", "NAME", "STATE", "PRIORITY", "INSTANCES", "ITEMS", "FAILED", "SUBMITTER", "AGE"},
+		func(ctx context.Context, cl *api.Client, _ []string, p api.Page, emit func(api.JobInfo) error) error {
+			return cl.EachJob(ctx, p, emit)
+		},
+		func(j api.JobInfo) []string {
+			return []string{short(j.ID), orDash(j.Name), j.State, itoa(j.Priority), instances(j),
+				fmt.Sprintf("%d/%d", j.Items.Done, j.Items.Total), itoa(j.Items.Failed),
+				submitterCell(j), a.age(j.Submitted)}
+		},
+		func(j api.JobInfo) string { return j.ID })
 }
 
 // submitterCell is a job's submitter for a table: their name, else the
@@ -452,12 +450,20 @@ see them.`,
 			id := args[0]
 			n := item
 			if !cmd.Flags().Changed("item") {
-				items, err := cl.JobItems(ctx, id)
-				if err != nil {
+				// Two items say enough: the job may have a million.
+				var items []api.ItemInfo
+				if err := cl.EachJobItem(ctx, id, api.Page{Limit: 2}, func(it api.ItemInfo) error {
+					items = append(items, it)
+					return nil
+				}); err != nil {
 					return err
 				}
 				if len(items) != 1 {
-					return usagef(cmd, "--item is required: the job has %d items (list them with: cshare job items %s)", len(items), id)
+					total := int64(len(items))
+					if j, err := cl.Job(ctx, id); err == nil {
+						total = j.Items.Total
+					}
+					return usagef(cmd, "--item is required: the job has %d items (list them with: cshare job items %s)", total, id)
 				}
 				n = items[0].Item
 			}
@@ -475,26 +481,25 @@ see them.`,
 
 func (a *app) jobItemsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "items ID", Short: "List a job's agenda items: status, attempts, exit code, duration", Args: exactArgs("ID")}
-	return viewCmd(a, c, "print the items as a JSON array",
-		func(ctx context.Context, cl *api.Client, args []string) ([]api.ItemInfo, error) {
-			return cl.JobItems(ctx, args[0])
-		},
-		func(items []api.ItemInfo) error {
-			var t table
-			t.row("ITEM", "STATUS", "ATTEMPTS", "CODE", "DURATION", "OUTPUT", "MACHINE")
-			for _, it := range items {
-				code, dur, out := "-", "-", "-"
-				if it.Attempts > 0 && it.Status != "pending" && it.Status != "running" {
-					code = itoa(it.Code)
-				}
-				if it.DurationMS > 0 {
-					dur = (time.Duration(it.DurationMS) * time.Millisecond).String()
-				}
-				if it.OutputSize > 0 {
-					out = jobspec.FormatBytes(float64(it.OutputSize))
-				}
-				t.row(itoa(it.Item), it.Status, itoa(it.Attempts), code, dur, out, orDash(short(it.Machine)))
+	return listCmd(a, c, "items", []string{"ITEM", "STATUS", "ATTEMPTS", "CODE", "DURATION", "OUTPUT", "MACHINE"},
+		func(ctx context.Context, cl *api.Client, args []string, p api.Page, emit func(api.ItemInfo) error) error {
+			if _, _, err := api.ItemCursor(p.After); err != nil {
+				return err
 			}
-			return t.write(a.stdout)
-		})
+			return cl.EachJobItem(ctx, args[0], p, emit)
+		},
+		func(it api.ItemInfo) []string {
+			code, dur, out := "-", "-", "-"
+			if it.Attempts > 0 && it.Status != "pending" && it.Status != "running" {
+				code = itoa(it.Code)
+			}
+			if it.DurationMS > 0 {
+				dur = (time.Duration(it.DurationMS) * time.Millisecond).String()
+			}
+			if it.OutputSize > 0 {
+				out = jobspec.FormatBytes(float64(it.OutputSize))
+			}
+			return []string{itoa(it.Item), it.Status, itoa(it.Attempts), code, dur, out, orDash(short(it.Machine))}
+		},
+		func(it api.ItemInfo) string { return itoa(it.Item) })
 }

@@ -22,20 +22,16 @@ func (a *app) machineCmd() *cobra.Command {
 
 func (a *app) machineLsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "List the org's machines", Args: exactArgs()}
-	return viewCmd(a, c, "print the machines as a JSON array",
-		func(ctx context.Context, cl *api.Client, _ []string) ([]api.MachineInfo, error) {
-			return cl.Machines(ctx)
+	return listCmd(a, c, "machines", []string{"ID", "NAME", "STATUS", "LAST HEARTBEAT", "RUNNING", "TOTAL JOBS", "CPUS", "MEM", "GPUS", "OWNER"},
+		func(ctx context.Context, cl *api.Client, _ []string, p api.Page, emit func(api.MachineInfo) error) error {
+			return cl.EachMachine(ctx, p, emit)
 		},
-		func(ms []api.MachineInfo) error {
-			var t table
-			t.row("ID", "NAME", "STATUS", "LAST HEARTBEAT", "RUNNING", "TOTAL JOBS", "CPUS", "MEM", "GPUS", "OWNER")
-			for _, m := range ms {
-				t.row(short(m.ID), orDash(m.Name), machineStatus(m.Status), a.ago(m.LastHeartbeat),
-					fmt.Sprint(m.RunningJobs), itoa(m.TotalJobs), itoa(m.Hardware.CPUs),
-					mib(m.Hardware.MemoryMB), fmt.Sprint(len(m.Hardware.GPUs)), ownerCell(m))
-			}
-			return t.write(a.stdout)
-		})
+		func(m api.MachineInfo) []string {
+			return []string{short(m.ID), orDash(m.Name), machineStatus(m.Status), a.ago(m.LastHeartbeat),
+				fmt.Sprint(m.RunningJobs), itoa(m.TotalJobs), itoa(m.Hardware.CPUs),
+				mib(m.Hardware.MemoryMB), fmt.Sprint(len(m.Hardware.GPUs)), ownerCell(m)}
+		},
+		func(m api.MachineInfo) string { return m.ID })
 }
 
 // ownerCell is a machine's person for a table: their name, else the short

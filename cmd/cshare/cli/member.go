@@ -18,18 +18,14 @@ func (a *app) memberCmd() *cobra.Command {
 
 func (a *app) memberLsCmd() *cobra.Command {
 	c := &cobra.Command{Use: "ls", Aliases: []string{"list"}, Short: "List the org's members (persons), their roles and machines", Args: exactArgs()}
-	return viewCmd(a, c, "print the members as a JSON array",
-		func(ctx context.Context, cl *api.Client, _ []string) ([]api.MemberInfo, error) {
-			return cl.Members(ctx)
+	return listCmd(a, c, "members", []string{"ID", "NAME", "ROLE", "MACHINES", "JOINED"},
+		func(ctx context.Context, cl *api.Client, _ []string, p api.Page, emit func(api.MemberInfo) error) error {
+			return cl.EachMember(ctx, p, emit)
 		},
-		func(ms []api.MemberInfo) error {
-			var t table
-			t.row("ID", "NAME", "ROLE", "MACHINES", "JOINED")
-			for _, m := range ms {
-				t.row(short(m.ID), orDash(m.Name), m.Role, machineList(m.Machines), a.ago(m.Joined))
-			}
-			return t.write(a.stdout)
-		})
+		func(m api.MemberInfo) []string {
+			return []string{short(m.ID), orDash(m.Name), m.Role, machineList(m.Machines), a.ago(m.Joined)}
+		},
+		func(m api.MemberInfo) string { return m.ID })
 }
 
 // maxListedMachines is how many machines a member ls row names; more are

@@ -118,36 +118,32 @@ func (a *app) offerLsCmd() *cobra.Command {
 		Args: cobra.ArbitraryArgs,
 	}
 	c.Flags().StringVarP(&order, "order", "o", "", "sort by these fields, like price,gpus- (default: price)")
-	return viewCmd(a, c, "print the offers as a JSON array",
-		func(ctx context.Context, cl *api.Client, args []string) ([]api.OfferInfo, error) {
+	return listCmd(a, c, "offers", []string{"ID", "MACHINE", "GPUS", "GPU", "GPU RAM", "CPUS", "MEM", "DISK", "$/HOUR", "$/GB-MONTH", "LEFT", "MIN", "RELIABILITY"},
+		func(ctx context.Context, cl *api.Client, args []string, p api.Page, emit func(api.OfferInfo) error) error {
 			q := strings.Join(args, " ")
 			// Check here too, so a bad query is a usage error before any node is asked.
 			if _, err := market.ParseQuery(q); err != nil {
-				return nil, usagef(c, "%v", err)
+				return usagef(c, "%v", err)
 			}
 			if _, err := market.ParseOrder(order); err != nil {
-				return nil, usagef(c, "-o: %v", err)
+				return usagef(c, "-o: %v", err)
 			}
-			return cl.Offers(ctx, q, order)
+			return cl.EachOffer(ctx, q, order, p, emit)
 		},
-		func(os []api.OfferInfo) error {
-			var t table
-			t.row("ID", "MACHINE", "GPUS", "GPU", "GPU RAM", "CPUS", "MEM", "DISK", "$/HOUR", "$/GB-MONTH", "LEFT", "MIN", "RELIABILITY")
-			for _, o := range os {
-				gpuRAM := "-"
-				if len(o.GPUs) > 0 {
-					gpuRAM = mib(o.GPUs[0].MemoryMB)
-				}
-				machine := orDash(o.MachineName)
-				if o.Mine {
-					machine += " (this)"
-				}
-				t.row(o.ID, machine, strconv.Itoa(len(o.GPUs)), orDash(o.GPUName), gpuRAM, itoa(o.CPUs), mib(o.MemoryMB), mib(o.DiskMB),
-					fmt.Sprintf("%.2f", o.Price), fmt.Sprintf("%.2f", o.DiskPrice), market.FormatDuration(o.DurationMS/60_000*60_000),
-					market.FormatDuration(o.MinDurationMS), fmt.Sprintf("%.0f%%", o.Reliability*100))
+		func(o api.OfferInfo) []string {
+			gpuRAM := "-"
+			if len(o.GPUs) > 0 {
+				gpuRAM = mib(o.GPUs[0].MemoryMB)
 			}
-			return t.write(a.stdout)
-		})
+			machine := orDash(o.MachineName)
+			if o.Mine {
+				machine += " (this)"
+			}
+			return []string{o.ID, machine, strconv.Itoa(len(o.GPUs)), orDash(o.GPUName), gpuRAM, itoa(o.CPUs), mib(o.MemoryMB), mib(o.DiskMB),
+				fmt.Sprintf("%.2f", o.Price), fmt.Sprintf("%.2f", o.DiskPrice), market.FormatDuration(o.DurationMS / 60_000 * 60_000),
+				market.FormatDuration(o.MinDurationMS), fmt.Sprintf("%.0f%%", o.Reliability*100)}
+		},
+		func(o api.OfferInfo) string { return o.ID })
 }
 
 func (a *app) offerRmCmd() *cobra.Command {

@@ -44,6 +44,17 @@ func (t *table) row(cells ...string) {
 }
 
 func (t *table) write(w io.Writer) error {
+	widths := t.widths()
+	var b strings.Builder
+	for _, r := range t.rows {
+		writeRow(&b, r, widths)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// widths is the display width of each column: its widest cell.
+func (t *table) widths() []int {
 	var widths []int
 	for _, r := range t.rows {
 		for i, c := range r {
@@ -53,19 +64,101 @@ func (t *table) write(w io.Writer) error {
 			widths[i] = max(widths[i], displayWidth(c))
 		}
 	}
-	var b strings.Builder
-	for _, r := range t.rows {
-		var line strings.Builder
-		for i, c := range r {
-			line.WriteString(c)
-			if i < len(r)-1 {
-				line.WriteString(strings.Repeat(" ", widths[i]-displayWidth(c)+2))
+	return widths
+}
+
+// writeRow writes one row of escaped cells, padded to widths (a wider cell
+// pushes the rest of its line), as a line.
+func writeRow(b *strings.Builder, r []string, widths []int) {
+	var line strings.Builder
+	for i, c := range r {
+		line.WriteString(c)
+		if i < len(r)-1 {
+			w := 0
+			if i < len(widths) {
+				w = widths[i]
 			}
+			line.WriteString(strings.Repeat(" ", max(w-displayWidth(c), 0)+2))
 		}
-		b.WriteString(strings.TrimRight(line.String(), " "))
-		b.WriteByte('\n')
 	}
-	_, err := io.WriteString(w, b.String())
+	b.WriteString(strings.TrimRight(line.String(), " "))
+	b.WriteByte('\n')
+}
+
+// streamHead is how many rows of a streamed table set its column widths.
+const streamHead = 1000
+
+// streamTable is a table printed as its rows come, for listings of any
+// size: its first streamHead rows (the header among them) set the widths
+// of its columns and are printed together, as table prints them (all of a
+// shorter table: it looks the same); each later row is printed at once, a
+// wider cell pushing the rest of its own line only.
+type streamTable struct {
+	w      io.Writer
+	head   table
+	widths []int // set once the head is printed
+}
+
+func (s *streamTable) row(cells ...string) error {
+	if s.widths == nil {
+		s.head.row(cells...)
+		if len(s.head.rows) < streamHead {
+			return nil
+		}
+		s.widths = s.head.widths()
+		err := s.head.write(s.w)
+		s.head = table{}
+		return err
+	}
+	r := make([]string, len(cells))
+	for i, c := range cells {
+		r[i] = text.Escape(c)
+	}
+	var b strings.Builder
+	writeRow(&b, r, s.widths)
+	_, err := io.WriteString(s.w, b.String())
+	return err
+}
+
+// close prints what is left of the head.
+func (s *streamTable) close() error {
+	if s.widths != nil {
+		return nil
+	}
+	return s.head.write(s.w)
+}
+
+// jsonArray prints one indented JSON array an element at a time, as
+// printJSON prints the whole slice: the same bytes.
+type jsonArray struct {
+	w io.Writer
+	n int
+}
+
+func (j *jsonArray) add(v any) error {
+	b, err := json.MarshalIndent(v, "  ", "  ")
+	if err != nil {
+		return err
+	}
+	sep := ",\n  "
+	if j.n == 0 {
+		sep = "[\n  "
+	}
+	j.n++
+	if _, err := io.WriteString(j.w, sep); err != nil {
+		return err
+	}
+	_, err = j.w.Write(b)
+	return err
+}
+
+// close ends the array.
+func (j *jsonArray) close() error {
+	end := "\n]\n"
+	if j.n == 0 {
+		end = "[]\n"
+	}
+	_, err := io.WriteString(j.w, end)
 	return err
 }
 

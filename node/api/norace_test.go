@@ -1,0 +1,6 @@
+//go:build !race
+
+package api
+
+// raceOn: see race_test.go.
+const raceOn = false
