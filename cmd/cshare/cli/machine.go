@@ -30,12 +30,21 @@ func (a *app) machineLsCmd() *cobra.Command {
 			var t table
 			t.row("ID", "NAME", "STATUS", "LAST HEARTBEAT", "RUNNING", "TOTAL JOBS", "CPUS", "MEM", "GPUS", "OWNER")
 			for _, m := range ms {
-				t.row(short(m.ID), orDash(m.Name), machineStatus(m.Status), a.ago(m.LastHeartbeat),
+				t.row(short(m.ID), orDash(m.Name), machineStatusOf(m), a.ago(m.LastHeartbeat),
 					fmt.Sprint(m.RunningJobs), itoa(m.TotalJobs), itoa(m.Hardware.CPUs),
 					mib(m.Hardware.MemoryMB), fmt.Sprint(len(m.Hardware.GPUs)), ownerCell(m))
 			}
 			return t.write(a.stdout)
 		})
+}
+
+// machineStatusOf is a machine's status for people, with "disk full" when
+// its data dir is below its reserve.
+func machineStatusOf(m api.MachineInfo) string {
+	if m.DiskFull {
+		return machineStatus(m.Status) + ", disk full"
+	}
+	return machineStatus(m.Status)
 }
 
 // ownerCell is a machine's person for a table: their name, else the short
@@ -61,7 +70,7 @@ func printMachine(a *app, m api.MachineInfo) error {
 	pairs := [][2]string{
 		{"id", m.ID},
 		{"name", orDash(m.Name)},
-		{"status", machineStatus(m.Status)},
+		{"status", machineStatusOf(m)},
 		{"owner", personRef(m.Owner, m.OwnerName)},
 		{"last heartbeat", a.ago(m.LastHeartbeat)},
 		{"registered", orDash(m.Registered)},
