@@ -247,8 +247,13 @@ func TestDiskFullDegrades(t *testing.T) {
 	}
 	// Writes are taken again.
 	submit(t, n1.Node, api.JobSubmit{Name: "f", CPUs: 1, RangeStart: ptr(int64(1)), RangeEnd: ptr(int64(1))})
-	if h := m.waitConverged(30 * time.Second); h == "" {
-		t.Fatal("no converged state")
+	m.waitConverged(30 * time.Second)
+	// And the store closes and opens again with everything in it.
+	before := stateHash(n1.Node)
+	m.stop(1)
+	m.restart(1)
+	if after := stateHash(m.nodes[1].Node); after != before {
+		t.Fatalf("state hash %s after a restart, %s before", after, before)
 	}
 }
 
