@@ -76,6 +76,7 @@ func (n *Node) beat(ctx context.Context) {
 	}
 	hb.Total, hb.Free, hb.Instances, hb.PlanHash = total, free, running, planHash
 	hb.Fetches = n.fetchReport()
+	hb.DiskFull = n.disk.g.Full()
 	if n.opts.heartbeatLie != nil {
 		n.opts.heartbeatLie(&hb)
 	}

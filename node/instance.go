@@ -5,9 +5,11 @@ import (
 	"errors"
 	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
+	"github.com/cshare/cshare/internal/diskguard"
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/runtime"
 )
@@ -57,7 +59,7 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 				continue
 			}
 			var ok bool
-			if !n.gate.closed.Load() { // catching up: no new item (catchup.go)
+			if !n.gate.closed.Load() && n.mayStartItem() { // catching up, or the disk full (disk.go): no new item
 				item, ok = s.nextItem(in)
 			}
 			if !ok {
@@ -110,7 +112,7 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		out, _ := in.drv.Logs(context.Background(), run)
 		size := int64(len(out))
 		if len(out) > 0 || err == nil {
-			_ = s.n.logs.Save(in.job, item, out)
+			s.n.saveLog(in.job, item, out)
 		}
 		res := ledger.ItemResult{Item: item, Code: int64(st.Code), DurationMS: dur.Milliseconds(), OutputSize: size, Instance: in.id,
 			Error: st.Err, Started: began.UnixMilli(), Stopped: killed}
@@ -263,20 +265,31 @@ func (s *scheduler) flush(ctx context.Context) {
 			}
 			rs = kept
 		}
+		full := false
 		for len(rs) > 0 {
 			k := min(len(rs), 500)
 			if _, err := s.n.write(ctx, ledger.KindJobResults, ledger.JobResults{Job: id, Results: rs[:k]}); err != nil && !errors.Is(err, ledger.ErrNotAuthority) {
 				s.n.log.Debug("recording results", "job", id, "err", err)
+				if full = errors.Is(err, diskguard.ErrFull); full {
+					break // kept, in memory, until there is room (disk.go)
+				}
 			}
 			s.forgetResults(id, rs[:k]) // in the ledger now (or refused for good)
 			rs = rs[k:]
 		}
 		s.mu.Lock()
-		s.results[id] = s.results[id][len(pending[id]):]
+		rest := s.results[id][len(pending[id]):]
+		if full {
+			rest = append(slices.Clone(rs), rest...)
+		}
+		s.results[id] = rest
 		if len(s.results[id]) == 0 {
 			delete(s.results, id)
 		}
 		s.mu.Unlock()
+		if full {
+			return
+		}
 	}
 }
 

@@ -97,8 +97,10 @@ func (n *Node) machineInfo(st *ledger.State, m *ledger.Machine, now time.Time) a
 			jobs[in.Job] = true
 		}
 		mi.RunningJobs = len(jobs)
+		mi.DiskFull = hb.DiskFull
 	}
 	if m.ID == n.id.String() {
+		mi.DiskFull = n.disk.g.Full()
 		mi.Addrs = n.host.Addrs()
 		mi.Version = Version
 		mi.RunningJobs = n.runningJobs()

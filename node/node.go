@@ -139,6 +139,8 @@ type Node struct {
 
 	ctrOnce sync.Once
 	ctrHost *contractHost // the host's contract instances (contracts_host.go)
+
+	disk diskState // the reserve on the data dir's filesystem (disk.go)
 }
 
 // Run starts a node and blocks until ctx is cancelled or the node is asked to
@@ -259,9 +261,13 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 			_ = n.Close()
 		}
 	}()
+	if err := n.openDisk(); err != nil {
+		return nil, err
+	}
 	if n.store, err = store.Open(filepath.Join(opts.DataDir, "ledger"), log); err != nil {
 		return nil, err
 	}
+	n.store.SetWriteCheck(n.disk.g.Check)
 	n.ds = newDatasets(n.store)
 	if err := n.openReplica(); err != nil {
 		return nil, err

@@ -144,6 +144,9 @@ func (s *scheduler) loop() {
 		case <-n.wakeup:
 		case <-tick.C:
 		}
+		if n.disk.flipped.Swap(false) {
+			s.diskFlipped()
+		}
 		// A loop that ticks every 100 ms and finds much more time gone
 		// was not running (SIGSTOP, a suspended laptop): catch up before
 		// taking new items.

@@ -80,7 +80,11 @@ type Heartbeat struct {
 	Version   string            `cbor:"version" json:"version"`
 	Name      string            `cbor:"name" json:"name"`
 	Fetches   []DatasetFetch    `cbor:"fetches,omitempty" json:"fetches,omitempty"`
-	Sig       []byte            `cbor:"sig,omitempty" json:"sig,omitempty"`
+	// DiskFull: the machine's data dir is below its reserve, so it takes
+	// no new item and refuses writes (internal/diskguard). Omitted when
+	// false, so a heartbeat of a machine with room is what it always was.
+	DiskFull bool   `cbor:"disk_full,omitempty" json:"disk_full,omitempty"`
+	Sig      []byte `cbor:"sig,omitempty" json:"sig,omitempty"`
 }
 
 var (

@@ -220,8 +220,9 @@ func (s *Store) DeleteDataBlocks(cs []cid.Cid) error {
 	if err := s.dropDeadPacks(); err != nil {
 		return err
 	}
-	// Give the value log's space back (each call rewrites at most one file).
-	for s.db.RunValueLogGC(0.5) == nil {
+	// Give the value log's space back (each call rewrites at most one
+	// file, of at most 64 MiB: not on a disk too full for that).
+	for s.mayWrite(64<<20) == nil && s.db.RunValueLogGC(0.5) == nil {
 	}
 	return nil
 }

@@ -97,6 +97,14 @@ func (w *DataWriter) Put(bs []Block) (int, error) {
 		w.size += int64(len(b.Data))
 	}
 	if len(big) > 0 {
+		need := int64(0)
+		for _, b := range big {
+			need += int64(len(b.Data))
+		}
+		if err := w.s.mayWrite(need); err != nil {
+			w.err = err
+			return 0, err
+		}
 		ptrs, err := w.s.packs.append(big)
 		if err != nil {
 			w.err = err
@@ -155,6 +163,13 @@ func (w *DataWriter) Flush() error {
 }
 
 func (w *DataWriter) flush() error {
+	need := int64(len(w.pins)+len(w.big)) * 64
+	for _, b := range w.small {
+		need += int64(len(b.Data)) + 64
+	}
+	if err := w.s.mayWrite(need); err != nil {
+		return err
+	}
 	if err := w.s.packs.sync(w.held); err != nil {
 		return err
 	}

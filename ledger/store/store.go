@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	badger "github.com/dgraph-io/badger/v4"
@@ -27,7 +28,31 @@ var ErrNotFound = errors.New("store: not found")
 // Store is a Badger database.
 type Store struct {
 	db    *badger.DB
-	packs *packs // dataset blocks of packMin bytes or more (packs.go)
+	packs *packs                            // dataset blocks of packMin bytes or more (packs.go)
+	check atomic.Pointer[func(int64) error] // see SetWriteCheck
+}
+
+// SetWriteCheck makes every write of the store (blocks, metadata, records,
+// dataset blocks, and the value log's garbage collection) first ask check
+// with about how many bytes it will write; an error refuses the write and
+// is returned as it is. The node checks the free space so (package
+// internal/diskguard): Badger writes through memory-mapped files, and a
+// write into one on a full disk kills the process with SIGBUS. Deletes are
+// not asked: they are small and give space back.
+func (s *Store) SetWriteCheck(check func(need int64) error) {
+	if check == nil {
+		s.check.Store(nil)
+		return
+	}
+	s.check.Store(&check)
+}
+
+// mayWrite asks the write check about a write of need bytes.
+func (s *Store) mayWrite(need int64) error {
+	if c := s.check.Load(); c != nil {
+		return (*c)(need)
+	}
+	return nil
 }
 
 var (
@@ -55,6 +80,12 @@ func isLocked(err error) bool {
 // Open opens (or creates) the store in dir. log may be nil. A store another
 // process holds is waited for up to LockWait, then refused with one line.
 func Open(dir string, log *slog.Logger) (*Store, error) {
+	// Badger writes its memtables (2 of 8 MiB, each logged to a 16 MiB
+	// file) and value log through memory-mapped files it creates sparse: a
+	// write into one on a full disk is a SIGBUS. The node refuses writes
+	// before that (SetWriteCheck), and the ballast its reserve (32 MiB by
+	// default) gives back holds a flush of both memtables, so that Badger
+	// can still flush and close.
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(true).
 		WithNumVersionsToKeep(1).
@@ -113,6 +144,13 @@ type Block struct {
 
 // PutBlocks stores blocks durably in one transaction (split when large).
 func (s *Store) PutBlocks(bs []Block) error {
+	need := int64(0)
+	for _, b := range bs {
+		need += int64(len(blockPrefix) + len(b.CID.Bytes()) + len(b.Data))
+	}
+	if err := s.mayWrite(need); err != nil {
+		return err
+	}
 	for len(bs) > 0 {
 		txn := s.db.NewTransaction(true)
 		n := 0
@@ -195,6 +233,9 @@ func (s *Store) ForEachBlock(fn func(c cid.Cid, data []byte) error) error {
 
 // SetMeta stores a small durable value.
 func (s *Store) SetMeta(key string, val []byte) error {
+	if err := s.mayWrite(int64(len(metaPrefix) + len(key) + len(val))); err != nil {
+		return err
+	}
 	return s.db.Update(func(txn *badger.Txn) error {
 		return txn.Set(append(append([]byte(nil), metaPrefix...), key...), val)
 	})
@@ -222,6 +263,9 @@ func walKey(key string) []byte { return append(append([]byte(nil), walPrefix...)
 // PutRecord stores a write-ahead record durably (synchronously, like every
 // write of the store) under key, replacing any record there.
 func (s *Store) PutRecord(key string, val []byte) error {
+	if err := s.mayWrite(int64(len(walPrefix) + len(key) + len(val))); err != nil {
+		return err
+	}
 	return s.db.Update(func(txn *badger.Txn) error { return txn.Set(walKey(key), val) })
 }
 

@@ -166,6 +166,10 @@ type MachineInfo struct {
 	Version       string          `json:"version,omitempty"`
 	Registered    string          `json:"registered,omitempty"`
 	Free          *Resources      `json:"free,omitempty"`
+	// DiskFull: the machine's data dir is below its disk reserve, as its
+	// last heartbeat says: it refuses writes and takes no new item until
+	// there is room again.
+	DiskFull bool `json:"disk_full,omitempty"`
 	// History is every change of its ledger status, oldest first (machine
 	// show only).
 	History []MachineEvent `json:"history,omitempty"`

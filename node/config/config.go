@@ -42,6 +42,8 @@ type File struct {
 	// this machine pulls a job's image. They stay on this machine: they are
 	// never written to the ledger.
 	Registries []Registry
+	// Disk is the disk: section (disk.go).
+	Disk Disk
 
 	src   string         // path given to Load, for error locations
 	lines map[string]int // key path -> line, for error locations
@@ -176,6 +178,9 @@ func strictDecode(src string, data []byte) error {
 			Password yaml.Node `yaml:"password"`
 			Token    yaml.Node `yaml:"token"`
 		} `yaml:"registries"`
+		Disk *struct {
+			Reserve yaml.Node `yaml:"reserve"`
+		} `yaml:"disk"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -251,5 +256,5 @@ func (f File) check() error {
 		}
 		first[g.Device] = i
 	}
-	return nil
+	return f.checkDisk()
 }

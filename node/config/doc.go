@@ -22,8 +22,12 @@
 //	  docker: true            # default true
 //	discovery:
 //	  mdns: true              # find the org's machines on the local network with mDNS, default true
+//	disk:
+//	  reserve: 32             # MB kept free on the data dir's filesystem, and as much again in a ballast file
+//	                          # given back when the disk fills; default 32 (at most an eighth of the disk),
+//	                          # 0..a quarter of the disk; 0 = no reserve (a full disk then kills the node)
 //
-// Sizes (memory_limit, disk_limit, gpus[].memory) are MB ("MB" means MiB
+// Sizes (memory_limit, disk_limit, gpus[].memory, disk.reserve) are MB ("MB" means MiB
 // throughout cshare) given as a number, or a string with a unit like "16GB",
 // "512MiB" or "1.5T"; units are binary, like Docker's: 16GB is 16384 MB.
 // A null value (a key with nothing after it) is the same as an absent key.

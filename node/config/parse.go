@@ -144,7 +144,7 @@ func (p *parser) file(doc *yaml.Node) (File, error) {
 		}
 		root = doc.Content[0]
 	}
-	entries, err := p.mapping(root, "", "name", "heartbeat_interval", "resources", "runtime", "discovery", "metrics", "registries")
+	entries, err := p.mapping(root, "", "name", "heartbeat_interval", "resources", "runtime", "discovery", "metrics", "registries", "disk")
 	if err != nil {
 		return f, err
 	}
@@ -180,6 +180,10 @@ func (p *parser) file(doc *yaml.Node) (File, error) {
 			}
 		case "registries":
 			if f.Registries, err = p.registries(e.value, e.path); err != nil {
+				return f, err
+			}
+		case "disk":
+			if f.Disk, err = p.disk(e.value, e.path); err != nil {
 				return f, err
 			}
 		}

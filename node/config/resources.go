@@ -144,6 +144,9 @@ func (f File) Limits(h hw.Hardware) (Limits, error) {
 	if err := f.check(); err != nil {
 		return Limits{}, err
 	}
+	if _, err := f.DiskReserveMB(h); err != nil {
+		return Limits{}, err
+	}
 	r := f.Resources
 	l := Limits{CPULimit: 100, MemoryLimit: h.MemoryMB, DiskLimit: h.DiskMB, MaxConcurrentJobs: min(max(h.CPUs, 0), MaxConcurrentJobsLimit)}
 	if r.CPULimit != nil {

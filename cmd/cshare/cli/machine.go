@@ -27,11 +27,20 @@ func (a *app) machineLsCmd() *cobra.Command {
 			return cl.EachMachine(ctx, p, emit)
 		},
 		func(m api.MachineInfo) []string {
-			return []string{short(m.ID), orDash(m.Name), machineStatus(m.Status), a.ago(m.LastHeartbeat),
+			return []string{short(m.ID), orDash(m.Name), machineStatusOf(m), a.ago(m.LastHeartbeat),
 				fmt.Sprint(m.RunningJobs), itoa(m.TotalJobs), itoa(m.Hardware.CPUs),
 				mib(m.Hardware.MemoryMB), fmt.Sprint(len(m.Hardware.GPUs)), ownerCell(m)}
 		},
 		func(m api.MachineInfo) string { return m.ID })
+}
+
+// machineStatusOf is a machine's status for people, with "disk full" when
+// its data dir is below its reserve.
+func machineStatusOf(m api.MachineInfo) string {
+	if m.DiskFull {
+		return machineStatus(m.Status) + ", disk full"
+	}
+	return machineStatus(m.Status)
 }
 
 // ownerCell is a machine's person for a table: their name, else the short
@@ -57,7 +66,7 @@ func printMachine(a *app, m api.MachineInfo) error {
 	pairs := [][2]string{
 		{"id", m.ID},
 		{"name", orDash(m.Name)},
-		{"status", machineStatus(m.Status)},
+		{"status", machineStatusOf(m)},
 		{"owner", personRef(m.Owner, m.OwnerName)},
 		{"last heartbeat", a.ago(m.LastHeartbeat)},
 		{"registered", orDash(m.Registered)},
