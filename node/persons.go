@@ -36,7 +36,7 @@ func (n *Node) personKey(name string) (*userkey.Key, *ledger.Signer, error) {
 	if err != nil {
 		return nil, nil, api.Errorf(http.StatusInternalServerError, "person key: %v", err)
 	}
-	s, err := k.Signer()
+	s, err := ledger.NewSigner(k.Priv)
 	if err != nil {
 		return nil, nil, api.Errorf(http.StatusInternalServerError, "person key %s: %v", userkey.Path(n.opts.DataDir), err)
 	}

@@ -3,6 +3,9 @@
 // name. A person's key signs the delegation that makes a machine act for them
 // in an org (ledger.Delegation); the same key on several machines makes them
 // one member. Export and import carry it between machines.
+//
+// It does not import ledger (ledger imports internal/...: the layers point
+// one way); the key signs as ledger.NewSigner(k.Priv).
 package userkey
 
 import (
@@ -20,7 +23,6 @@ import (
 
 	"github.com/cshare/cshare/internal/atomicfile"
 	"github.com/cshare/cshare/internal/text"
-	"github.com/cshare/cshare/ledger"
 )
 
 // File is the key's file name in the data dir.
@@ -71,9 +73,6 @@ func fromPriv(name string, priv crypto.PrivKey) (*Key, error) {
 	}
 	return &Key{ID: id.String(), Name: name, Priv: priv}, nil
 }
-
-// Signer is the key as a ledger signer (for delegations).
-func (k *Key) Signer() (*ledger.Signer, error) { return ledger.NewSigner(k.Priv) }
 
 // Marshal is the key's user.key form.
 func (k *Key) Marshal() ([]byte, error) {

@@ -23,10 +23,12 @@
 //     p2p.Membership with p2p.LagAware (IsMachine, IsApproved, HasHeads,
 //     HasHeadsPayload), from the current State.
 //
-// It imports nothing of the node: the node hands it the few effects it
-// cannot own (fetch a peer's blocks, publish a heads announcement, run a
-// goroutine the node waits for, count a drop, learn that entries were added)
-// through Config.
+// It imports nothing of the node, nor of p2p (the layers point one way: p2p
+// imports ledger): it meets p2p's interfaces by its methods alone, which
+// p2p's tests assert (p2p/replica_test.go), and the node hands it the few
+// effects it cannot own (fetch a peer's blocks, publish a heads
+// announcement, run a goroutine the node waits for, count a drop, learn that
+// entries were added) through Config.
 //
 // # Invariants
 //
@@ -50,7 +52,6 @@ import (
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/store"
-	"github.com/cshare/cshare/p2p"
 )
 
 // Reasons passed to Config.Dropped.
@@ -154,12 +155,6 @@ type Replica struct {
 	lostClock uint64
 	lostDrops int
 }
-
-var (
-	_ p2p.SyncSource = (*Replica)(nil)
-	_ p2p.Membership = (*Replica)(nil)
-	_ p2p.LagAware   = (*Replica)(nil)
-)
 
 // Open reads every entry in st, folds them, and returns the Replica. Entries
 // are signed with signer. The caller keeps st, and closes it after Close.

@@ -16,7 +16,6 @@ import (
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/store"
-	"github.com/cshare/cshare/p2p"
 )
 
 func newSigner(t testing.TB) *ledger.Signer {
@@ -72,16 +71,23 @@ func open(t testing.TB, dir string, s *ledger.Signer, cfg Config) *Replica {
 	return r
 }
 
+// syncBatch is the blocks per answer frame of p2p's sync protocol
+// (p2p.SyncBatch), and errSyncRefused its refusal (p2p.ErrSyncRefused): the
+// replica does not import p2p (p2p imports ledger).
+const syncBatch = 2048
+
+var errSyncRefused = errors.New("sync refused")
+
 // serve is a Fetch that answers from src's Collect in frames, as
 // p2p.ServeSync does.
 func serve(src *Replica) FetchFunc {
 	return func(ctx context.Context, p peer.ID, org string, want []cid.Cid, floor uint64, fn func([][]byte) error) error {
 		if src.SyncOrg() != org {
-			return p2p.ErrSyncRefused
+			return errSyncRefused
 		}
 		blocks := src.Collect(want, floor, 1<<20)
 		for len(blocks) > 0 {
-			k := min(len(blocks), p2p.SyncBatch)
+			k := min(len(blocks), syncBatch)
 			if err := fn(blocks[:k]); err != nil {
 				return err
 			}
