@@ -1,5 +1,5 @@
 // Package ledger is the org's replicated, signed ledger and the deterministic
-// fold of it into the org's State (DESIGN §3, §4, §10).
+// fold of it into the org's State (docs/design.md §4, §5, §6).
 //
 // # What it owns
 //

@@ -10,7 +10,7 @@ import (
 
 // RevokedAuthorError says an entry had no effect because its author had lost
 // the needed role through Revocation. The log uses it to resolve concurrent
-// power changes (DESIGN §10, "Revocation wins").
+// power changes (docs/design.md §6, "Revocation wins").
 type RevokedAuthorError struct{ Rev Revocation }
 
 func (e *RevokedAuthorError) Error() string {

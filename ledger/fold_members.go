@@ -121,7 +121,7 @@ func applyRegister(st *State, e *Entry, author string, p MachineRegister) error 
 	default:
 		return fmt.Errorf("%w: capability kind %q", ErrMalformed, c.Kind)
 	}
-	// Expiry is measured on the witness's clock, never the joiner's (DESIGN
+	// Expiry is on the witness's clock, never the joiner's (docs/design.md
 	// §11): the register entry's own time is the joiner's to choose.
 	if NeedsWitness(c) {
 		if p.Witness == nil {

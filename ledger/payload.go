@@ -121,7 +121,8 @@ type GPU struct {
 	MemoryMB int64  `cbor:"memory_mb" json:"memory_mb"`
 }
 
-// Limits is how much of a machine the org may use (seed 000's resources).
+// Limits is how much of a machine the org may use (node.yaml's resources,
+// docs/design.md §3.9).
 type Limits struct {
 	CPULimit          int64      `cbor:"cpu_limit" json:"cpu_limit"`
 	MemoryLimit       int64      `cbor:"memory_limit" json:"memory_limit"`

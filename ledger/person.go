@@ -6,7 +6,7 @@ import (
 	"github.com/cshare/cshare/internal/text"
 )
 
-// Persons and machines (DESIGN §3, §11). A person has an Ed25519 key of
+// Persons and machines (docs/design.md §11). A person has an Ed25519 key of
 // their own (user.key); each machine acts for exactly one person, named by a
 // Delegation the person signed and the machine carried in its genesis or
 // machine.register entry. Roles belong to persons: an entry signed by a

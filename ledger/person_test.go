@@ -109,9 +109,9 @@ func TestForgedDelegation(t *testing.T) {
 	}
 }
 
-// TestRoles: the seed's roles. Only the owner promotes, demotes or removes
-// admins; admins remove members; nobody removes the owner; the owner leaves
-// only after handing the org over.
+// TestRoles: the roles of docs/design.md §6. Only the owner promotes,
+// demotes or removes admins; admins remove members; nobody removes the
+// owner; the owner leaves only after handing the org over.
 func TestRoles(t *testing.T) {
 	w := newWorld(t)
 	a := w.member(2, RoleAdmin)

@@ -2,13 +2,13 @@ package ledger
 
 import "slices"
 
-// "Revocation wins" (DESIGN §10): which entries a revocation voids, and
+// "Revocation wins" (docs/design.md §6): which entries a revocation voids, and
 // the fixed point the log re-folds to. Everything here is a function of the
 // set of entries (the DAG and the delegations in it), never of the order
 // they came in.
 
 // resolve re-folds after a change that may change the void set, and
-// recomputes that set: "revocation wins" (DESIGN §10).
+// recomputes that set: "revocation wins" (docs/design.md §6).
 //
 // When an effective entry R revokes (removes or demotes) member A, every entry
 // by A that sorts before R and is not an ancestor of R (R's author had not

@@ -35,7 +35,7 @@ const (
 	ItemFailed
 )
 
-// SmartShare settings (seed 003), kept in the ledger.
+// SmartShare settings (docs/design.md §10), kept in the ledger.
 type SmartShare struct {
 	Mode           string `cbor:"mode" json:"mode"`
 	PreemptPolicy  string `cbor:"preempt_policy" json:"preempt_policy"`

@@ -46,7 +46,7 @@ func stateErr(verb, st string) error {
 }
 
 // DefaultDeleteAfter is how long an expired contract's container and disk
-// are kept (seed 002: 48 hours), unless the org sets market.delete_after.
+// are kept (48 hours, docs/design.md §14), unless the org sets market.delete_after.
 const DefaultDeleteAfter = 48 * Hour
 
 // Policy is the org's market settings the state machine depends on.

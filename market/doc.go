@@ -1,4 +1,4 @@
-// Package market is the pure core of cshare's market (seed 002, DESIGN §8,
+// Package market is the pure core of cshare's market (docs/design.md §14,
 // issue 18): offers and their checks, Vast's offer query language, the
 // allocation of GPUs and baselines to rental contracts, the contract state
 // machine, costs, and what running contracts reserve. Like smartshare it
@@ -79,7 +79,7 @@
 // offer's price over the contract's hours, from its start to now, at most
 // to its end, plus disk price × GB × months over the same span. A removed
 // contract costs its whole term: nothing the renter signs shortens what
-// the host accepted (DESIGN §11, time in rules).
+// the host accepted (docs/design.md §14, billing).
 //
 // # Invariants the tests check
 //

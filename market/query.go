@@ -12,7 +12,7 @@ import (
 	"github.com/cshare/cshare/internal/text"
 )
 
-// The query language is Vast's search grammar (DESIGN §8, issue 18):
+// The query language is Vast's search grammar (docs/design.md §14, issue 18):
 //
 //	query      = comparison { comparison }
 //	comparison = field op value

@@ -10,7 +10,7 @@ import (
 
 // contractReservations is what running contracts hold at now, by host
 // machine, computed from the ledger alone so every node takes the same out
-// of the same machines before SmartShare plans (issue 18, DESIGN §11).
+// of the same machines before SmartShare plans (issue 18, docs/design.md §14).
 //
 // now is the plan's time, the one SmartShare's input is built at anyway
 // (liveness is read at it too), not a ledger time: a contract ends with no

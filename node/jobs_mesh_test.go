@@ -229,8 +229,8 @@ func (m *mesh) waitPlanAgreement(d time.Duration) string {
 	return hash
 }
 
-// TestMeshJobs: five machines with four slots each run the seed's example
-// scaled down, then a second job; the instance counts follow the plan, the
+// TestMeshJobs: five machines with four slots each run the job of
+// docs/design.md §10, then a second; the instance counts follow the plan, the
 // plans agree, a machine dies mid-job, and every item is done exactly once
 // (issue 6).
 func TestMeshJobs(t *testing.T) {
@@ -301,8 +301,8 @@ func TestMeshJobs(t *testing.T) {
 // checkRuns checks a finished job: in the ledger, on every node, each item
 // is done exactly once; on the drivers, each item ran to completion at least
 // once outside machine skip unless skip did it, and duplicate completions
-// (two machines running one item during a brief disagreement, which DESIGN
-// §10 allows and the ledger absorbs) stay rare: typically 0-2 in 300 items
+// (one item run by two machines in a brief disagreement: docs/design.md
+// §9 allows it, the ledger absorbs it) stay rare: typically 0-2 in 300 items
 // on an idle host; on a host so loaded that heartbeats arrive a second
 // late, a few percent.
 func (m *mesh) checkRuns(id, skip string) {

@@ -14,7 +14,7 @@ import (
 	"github.com/cshare/cshare/node/api"
 )
 
-// Persons (DESIGN §3, §11). This machine acts for one person: the one whose
+// Persons (docs/design.md §11). This machine acts for one person: the one whose
 // key (user.key in the data dir) signed the delegation its genesis or
 // machine.register entry carried. Every question of authority and
 // visibility the node asks is asked of that person: n.person() here, the

@@ -35,7 +35,7 @@
 //
 // # Gossip
 //
-// Pubsub carries only small signed signals (DESIGN §10 "Gossip load"):
+// Pubsub carries only small signed signals (docs/design.md §8):
 //
 //   - /cshare/<org>/ledger: heads announcements. The payload is opaque to this
 //     package (the sync layer encodes it); on the wire it is wrapped with a

@@ -41,7 +41,7 @@ type Resources struct {
 }
 
 // RunningInstance is one instance a machine announces as running (the lease
-// on its agenda item, see DESIGN §10).
+// on its agenda item, see docs/design.md §9).
 type RunningInstance struct {
 	Job      string `cbor:"job" json:"job"`
 	Slot     int64  `cbor:"slot" json:"slot"`

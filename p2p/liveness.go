@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultInterval is the heartbeat interval when neither the caller nor the
-// heartbeat names one (DESIGN §5).
+// heartbeat names one (docs/design.md §8).
 const DefaultInterval = 30 * time.Second
 
 // OfflineAfter is how many intervals without a heartbeat make a machine

@@ -1,5 +1,5 @@
-// Package smartshare is the SmartShare balancer of cshare (DESIGN.md §6,
-// seeds/003): a pure function from the replicated state (org config,
+// Package smartshare is the SmartShare balancer of cshare (docs/design.md
+// §10): a pure function from the replicated state (org config,
 // machines and their slots, jobs, running instances) to a plan (the target
 // layout of instances on concrete slots, the preemptions needed to reach
 // it, and a per-job explanation). Every node runs Plan on the same Input
@@ -27,9 +27,10 @@
 //
 // Primaries are placed in rank order. A primary outranks every secondary:
 // a job's missing primaries may preempt any other job's secondaries (unless
-// the policy is "disabled"), whatever the two jobs' priorities, as the seed
-// says secondaries run "at a lower priority". Running primaries are never
-// preempted, even for a higher-priority job's primaries: that job waits.
+// the policy is "disabled"), whatever the two jobs' priorities:
+// secondaries run "at a lower priority" (docs/design.md §10). Running
+// primaries are never preempted, even for a higher-priority job's
+// primaries: that job waits.
 //
 // The slots not taken by primaries (the surplus) are water-filled over the
 // jobs that have all their primaries: every job gets min(cap, L)

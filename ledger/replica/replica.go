@@ -1,5 +1,5 @@
-// Package replica replicates one org's ledger on one machine (DESIGN §4, §10,
-// §11).
+// Package replica replicates one org's ledger on one machine
+// (docs/design.md §7).
 //
 // # What it owns
 //

@@ -25,7 +25,8 @@ var machine = hw.Hardware{
 	},
 }
 
-// seedExample is the seed's own example, both sections, plus the node keys.
+// seedExample is the node.yaml example of docs/design.md §3.9 (resources
+// and GPUs), with a second GPU, plus the node keys.
 const seedExample = `name: office-gpu-1
 heartbeat_interval: 10s
 resources:
@@ -54,7 +55,7 @@ func TestParseSeedExample(t *testing.T) {
 	if !f.Runtime.ExecEnabled() || f.Runtime.DockerEnabled() {
 		t.Errorf("runtime %+v", f.Runtime)
 	}
-	// The seed's disk_limit (100 GB) is more than the test machine has.
+	// The example's disk_limit (100 GB) is more than the test machine has.
 	big := machine
 	big.DiskMB = 200000
 	l, err := f.Limits(big)

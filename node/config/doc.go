@@ -4,7 +4,7 @@
 // hardware (runtime/hw) before the node starts. It does not read flags or the
 // data dir, and it does not own org-wide settings, which live in the ledger.
 //
-// The format is the seed's "Resource Limits" and "GPU Support" sections plus
+// The format is the resources and GPU keys of docs/design.md §3.9 plus
 // a few node keys:
 //
 //	name: office-gpu-1        # optional; empty means the node picks (hostname)

@@ -1,5 +1,5 @@
 // Package dispatch decides which agenda item a slot takes next, with no
-// dispatcher (DESIGN §10): every node works it out for its own instances
+// dispatcher (docs/design.md §9): every node works it out for its own instances
 // from the same inputs, the job's agenda and the plan.
 //
 // It owns the deterministic part of agenda dispatch: the owner Ring (items

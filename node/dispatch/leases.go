@@ -8,7 +8,7 @@ import (
 	"github.com/ipfs/go-cid"
 )
 
-// Agenda leases (DESIGN §10): a machine holds the items its heartbeat
+// Agenda leases (docs/design.md §9): a machine holds the items its heartbeat
 // announces, running or finished with the result on its way into the
 // ledger. A lease must not lapse before this node can see the result: a
 // machine drops an item from its heartbeat once the result entry is written

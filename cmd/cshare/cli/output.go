@@ -286,7 +286,7 @@ func cores(milli int64) string { return jobspec.FormatCores(milli) }
 // itoa is strconv.FormatInt for int64.
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
-// machineStatus renders a machine status with the seed's marks.
+// machineStatus renders a machine status with the marks README.md shows.
 func machineStatus(s string) string {
 	switch s {
 	case "available":
