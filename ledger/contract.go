@@ -5,12 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/cshare/cshare/internal/edkey"
-	"github.com/cshare/cshare/internal/text"
-	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/market"
 )
 
@@ -156,44 +152,6 @@ func ContractIDFor(e *Entry) string {
 	return "c" + hex.EncodeToString(d)
 }
 
-// ValidateContractSpec checks what a contract runs with the job spec's
-// checks (package jobspec): the image as job submit checks it, the
-// environment's names and values and the command's words (UTF-8, no NUL),
-// and onstart. Errors name the field and echo at most 64 characters.
-func ValidateContractSpec(s ContractSpec) error {
-	if err := jobspec.CheckImage(s.Image); err != nil {
-		return err
-	}
-	if len(s.Env) > 256 {
-		return fmt.Errorf("env: %d variables; at most 256", len(s.Env))
-	}
-	if err := jobspec.CheckEnv(s.Env); err != nil {
-		return err
-	}
-	for _, k := range sortedKeys(s.Env) {
-		if len(s.Env[k]) > 4096 {
-			return fmt.Errorf("env: %s's value is %d bytes; at most 4096", k, len(s.Env[k]))
-		}
-	}
-	if len(s.Cmd) > 0 {
-		if err := jobspec.CheckCmd(s.Cmd); err != nil {
-			return err
-		}
-	}
-	for _, a := range s.Cmd {
-		if len(a) > 4096 {
-			return fmt.Errorf("cmd: an argument of %d bytes; at most 4096", len(a))
-		}
-	}
-	if len(s.OnStart) > 4096 {
-		return fmt.Errorf("onstart: %d bytes; at most 4096", len(s.OnStart))
-	}
-	if strings.ContainsRune(s.OnStart, 0) || !utf8.ValidString(s.OnStart) {
-		return fmt.Errorf("onstart: %s holds a NUL byte or bytes that are not UTF-8; allowed: UTF-8 text without NUL bytes", text.Echo(s.OnStart))
-	}
-	return nil
-}
-
 // MarketPolicy is the org's market settings as the market core takes them.
 func (s *State) MarketPolicy() market.Policy { return s.Settings.Market }
 
@@ -225,124 +183,6 @@ func (s *State) MarketContracts(machine string) []market.Contract {
 // the same State and now.
 func ContractReservations(st *State, now int64) []market.Reservation {
 	return market.Reservations(st.MarketContracts(""), now, st.MarketPolicy())
-}
-
-// applyContract folds the contract kinds; author is the machine that
-// signed e and person the person it acts for.
-func applyContract(st *State, e *Entry, author, person string) error {
-	p := st.MarketPolicy()
-	if e.Kind == KindContractRequest {
-		var r ContractRequest
-		if err := DecodePayload(e.Payload, &r); err != nil {
-			return err
-		}
-		o, err := r.Offer.Verify(st.Org)
-		if err != nil {
-			return err
-		}
-		if err := ValidateContractSpec(r.Spec); err != nil {
-			return fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		if len(r.Nonce) > 64 {
-			return fmt.Errorf("%w: nonce of %d bytes; at most 64", ErrMalformed, len(r.Nonce))
-		}
-		id := ContractIDFor(e)
-		if st.Contracts[id] != nil {
-			return fmt.Errorf("%w: contract %s exists", ErrMalformed, id)
-		}
-		host := st.PersonOf(o.Machine)
-		c := market.Open(id, st.ContractSeq+1, o, person, host, r.Ask, e.Time, st.MarketContracts(o.Machine), p)
-		if !c.Rejected {
-			if err := st.CheckOffer(o); err != nil {
-				c.Rejected, c.Reason, c.Alloc = true, err.Error(), market.Alloc{}
-			}
-		}
-		if st.Contracts == nil { // a state decoded from before contracts existed
-			st.Contracts = map[string]*Contract{}
-		}
-		st.ContractSeq++
-		st.Contracts[id] = &Contract{Contract: c, Spec: r.Spec, Machine: author}
-		return nil
-	}
-	var ref ContractRef
-	var rej ContractReject
-	var ext ContractExtend
-	var err error
-	switch e.Kind {
-	case KindContractReject:
-		err, ref.Contract = DecodePayload(e.Payload, &rej), rej.Contract
-	case KindContractExtend:
-		err, ref.Contract = DecodePayload(e.Payload, &ext), ext.Contract
-	default:
-		err = DecodePayload(e.Payload, &ref)
-	}
-	if err != nil {
-		return err
-	}
-	c := st.Contracts[ref.Contract]
-	if c == nil {
-		return fmt.Errorf("%w: unknown contract %q", ErrMalformed, ref.Contract)
-	}
-	var next market.Contract
-	switch e.Kind {
-	case KindContractAccept, KindContractReject:
-		if author != c.Offer.Machine {
-			return denied("only the host machine %s may %s contract %s", c.Offer.Machine, strings.TrimPrefix(e.Kind, "contract."), c.ID)
-		}
-		if e.Kind == KindContractAccept {
-			next, err = market.Accept(c.Contract, e.Time, st.MarketContracts(c.Offer.Machine), p)
-		} else {
-			next, err = market.Reject(c.Contract, rej.Reason, e.Time, p)
-		}
-	case KindContractStop, KindContractStart:
-		if person != c.Renter {
-			return denied("only the renter may %s contract %s", strings.TrimPrefix(e.Kind, "contract."), c.ID)
-		}
-		if e.Kind == KindContractStop {
-			next, err = market.Stop(c.Contract, e.Time, p)
-		} else {
-			next, err = market.Start(c.Contract, e.Time, st.MarketContracts(c.Offer.Machine), p)
-		}
-	case KindContractExtend:
-		if person != c.Host {
-			return denied("only the host may extend contract %s", c.ID)
-		}
-		next, err = market.Extend(c.Contract, ext.Duration, e.Time, p)
-	case KindContractRm:
-		if person != c.Renter && person != c.Host {
-			return denied("only the renter or the host may remove contract %s", c.ID)
-		}
-		next, err = market.Remove(c.Contract, e.Time, p)
-	default:
-		return fmt.Errorf("%w: unknown kind %q", ErrMalformed, e.Kind)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	nc := *c
-	nc.Contract = next
-	st.Contracts[c.ID] = &nc
-	return nil
-}
-
-// endContracts ends, at e's time and for reason, every contract that match
-// picks (see market.Terminate): a request is rejected, an accepted
-// contract deleted with its end moved back to e's time, so billing stops
-// there and its host removes its instance. Contracts already deleted stay.
-func endContracts(st *State, e *Entry, reason string, match func(*Contract) bool) {
-	p := st.MarketPolicy()
-	for id, c := range st.Contracts {
-		if !match(c) {
-			continue
-		}
-		next := market.Terminate(c.Contract, e.Time, reason, p)
-		if next.Removed == c.Removed && next.Rejected == c.Rejected {
-			continue // unchanged: already deleted or rejected
-		}
-		nc := *c
-		nc.Contract = next
-		st.Contracts[id] = &nc
-	}
 }
 
 // cloneContracts deep-copies the contracts (for checkpoints).

@@ -58,53 +58,6 @@ func CheckDatasetCID(field, s string) (cid.Cid, error) {
 	return c, nil
 }
 
-// ValidateDatasetAdd checks a dataset.add payload's values.
-func ValidateDatasetAdd(p DatasetAdd) error {
-	if err := text.CheckName("name", p.Name); err != nil {
-		return err
-	}
-	if _, err := CheckDatasetCID("cid", p.CID); err != nil {
-		return err
-	}
-	if p.Size < 0 || p.Size > MaxDatasetSize {
-		return fmt.Errorf("size: %d; allowed: 0..%d bytes (1 PiB)", p.Size, int64(MaxDatasetSize))
-	}
-	if p.Blocks < 1 || p.Blocks > MaxDatasetBlocks {
-		return fmt.Errorf("blocks: %d; allowed: 1..%d", p.Blocks, int64(MaxDatasetBlocks))
-	}
-	if p.Access != AccessOrg && p.Access != AccessPrivate {
-		return fmt.Errorf("access: %q; allowed: org, private", p.Access)
-	}
-	return nil
-}
-
-func applyDatasetAdd(st *State, e *Entry, author, person string, p DatasetAdd) error {
-	if err := ValidateDatasetAdd(p); err != nil {
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if st.Datasets[p.Name] != nil {
-		return fmt.Errorf("%w: dataset name %q is taken", ErrMalformed, p.Name)
-	}
-	if st.Datasets == nil {
-		st.Datasets = map[string]*Dataset{}
-	}
-	st.Datasets[p.Name] = &Dataset{Name: p.Name, CID: p.CID, Size: p.Size, Blocks: p.Blocks, Access: p.Access,
-		Owner: person, Machine: author, Added: e.Time}
-	return nil
-}
-
-func applyDatasetRm(st *State, person string, p DatasetRef) error {
-	d := st.Datasets[p.Name]
-	if d == nil {
-		return fmt.Errorf("%w: unknown dataset %q", ErrMalformed, p.Name)
-	}
-	if d.Owner != person && !st.IsAdmin(person) {
-		return denied("only the dataset's owner or an admin may remove dataset %q", p.Name)
-	}
-	delete(st.Datasets, p.Name)
-	return nil
-}
-
 // CanReadDataset reports whether person may read d: everyone of the org for
 // org-wide datasets, the owner and admins for private ones.
 func (s *State) CanReadDataset(person string, d *Dataset) bool {
@@ -198,24 +151,6 @@ func CheckMountPath(field, p string) error {
 	for _, r := range p {
 		if text.Unsafe(r) || r == ':' || r == ',' {
 			return fmt.Errorf("%s: %s holds %U; allowed: printable characters other than : and ,", field, text.Quote(p), r)
-		}
-	}
-	return nil
-}
-
-// checkJobDatasets: every mounted CID is the root of a dataset the submitter
-// may read.
-func checkJobDatasets(st *State, person string, ms []DatasetMount) error {
-	for _, m := range ms {
-		ok := false
-		for _, d := range st.DatasetsByCID(m.CID) {
-			if st.CanReadDataset(person, d) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
-			return denied("job mounts %s, which is not a dataset its submitter may read", m.CID)
 		}
 	}
 	return nil

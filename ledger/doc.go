@@ -25,6 +25,27 @@
 //     owner's role cannot be changed or removed; members submit jobs, and
 //     modify or cancel their own (admins any); only approved machines report
 //     job results; a machine updates only itself.
+//   - The fold as a table (fold.go): Apply checks what every entry shares
+//     (time, genesis first, org, not deleted), then looks the kind up in
+//     folds, a map from kind to that kind's fold function; kinds done by a
+//     person find the acting person first (actingPerson). Lookups only:
+//     nothing ranges over the table. Each kind's fold sits beside its
+//     validator, in a file by area:
+//     fold_org.go: org.genesis, org.update, org.key, org.transfer,
+//     org.delete (ValidateSettings);
+//     fold_machines.go: machine.register, machine.update, ledger.merge
+//     (a machine as itself), machine.approve, machine.reject,
+//     machine.remove;
+//     fold_members.go: member.role, member.remove, and actingPerson and
+//     needAdmin, the authority checks the others share;
+//     fold_jobs.go: job.submit, job.modify, job.cancel, job.results
+//     (ValidateJobSpec, ValidateJobModify);
+//     fold_market.go: contract.request, .accept, .reject, .stop, .start,
+//     .extend, .rm (ValidateContractSpec), and endContracts;
+//     fold_datasets.go: dataset.add, dataset.rm (ValidateDatasetAdd), and
+//     which datasets a job may mount.
+//     testdata/fold/*.txt are scenarios of each kind's authority rule
+//     (fold_scenario_test.go; regenerate with -rewrite).
 //   - Capability and Token: an org key or invite code is a capability signed
 //     by an admin (kind, id, role, expiry, uses) plus bootstrap addresses,
 //     printed as "cshare1" + base64url(CBOR). ParseToken checks the shape and
@@ -37,7 +58,7 @@
 //     expiry, but never uses) and uses. An org key admits a pending machine
 //     (approved at once if the org does not require approval); an invite
 //     admits it approved, with its role.
-//   - Contracts (contract.go, issue 18): offers are gossiped, not written;
+//   - Contracts (contract.go and fold_market.go, issue 18): offers are gossiped, not written;
 //     a contract.request (a member, for themselves) carries the offer as its
 //     host machine signed it (SignOffer, verified against the machine's key
 //     and the org) and is folded by market.Open at its position: a request

@@ -3,8 +3,6 @@ package ledger
 import (
 	"fmt"
 
-	"github.com/cshare/cshare/internal/edkey"
-	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/market"
 )
 
@@ -23,33 +21,57 @@ func denied(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrNotAuthority}, a...)...)
 }
 
-// ValidateSettings checks SmartShare values; errors name the setting.
-func ValidateSettings(s SmartShare) error {
-	switch s.Mode {
-	case "jobs", "none":
-	default:
-		return fmt.Errorf("smartshare.mode: %q unknown; allowed: jobs, none", s.Mode)
-	}
-	switch s.PreemptPolicy {
-	case "aggressive", "passive", "disabled":
-	default:
-		return fmt.Errorf("smartshare.preempt_policy: %q unknown; allowed: aggressive, passive, disabled", s.PreemptPolicy)
-	}
-	if s.MaxCPUsLimit < 0 || s.MaxCPUsLimit > 1<<20 {
-		return fmt.Errorf("smartshare.max_cpus_limit: %d out of range; allowed: 0..%d", s.MaxCPUsLimit, 1<<20)
-	}
-	if s.DefaultMaxCPUs < -1 || s.DefaultMaxCPUs > 1<<20 {
-		return fmt.Errorf("smartshare.default_max_cpus: %d out of range; allowed: -1 (\"*\") .. %d", s.DefaultMaxCPUs, 1<<20)
-	}
-	return nil
+// foldFunc folds one entry of its kind into st: it decodes the payload,
+// checks it and the authority, and changes st only when it returns nil.
+// author is the machine that signed e; person is the person it acts for,
+// or "" for the kinds a machine writes as itself.
+type foldFunc func(st *State, e *Entry, author, person string) error
+
+// kindFold is how Apply folds one kind.
+type kindFold struct {
+	// byPerson: the kind is done by a person, through one of their
+	// approved machines, with the person's role. Apply finds that person
+	// (actingPerson) before the fold decodes the payload.
+	byPerson bool
+	fold     foldFunc
 }
 
-// checkDeleteAfter checks market.delete_after, in ms.
-func checkDeleteAfter(ms int64) error {
-	if ms < 0 || ms > market.MaxDuration {
-		return fmt.Errorf("%w: market.delete_after: %d ms; allowed 0 (48h) .. 10 years", ErrMalformed, ms)
-	}
-	return nil
+// folds is the fold of every kind but org.genesis, which Apply folds
+// before the org exists. Apply only looks kinds up in it: nothing ranges
+// over it, so map order decides nothing.
+var folds = map[string]kindFold{
+	// fold_machines.go: a machine as itself.
+	KindMachineReg:    {false, foldMachineRegister},
+	KindMachineUpdate: {false, foldMachineUpdate},
+	KindMerge:         {false, foldMerge},
+	// fold_org.go
+	KindOrgUpdate:   {true, foldOrgUpdate},
+	KindOrgKey:      {true, foldOrgKey},
+	KindOrgTransfer: {true, foldOrgTransfer},
+	KindOrgDelete:   {true, foldOrgDelete},
+	// fold_machines.go: machines managed by persons.
+	KindMachineApprove: {true, foldMachineApprove},
+	KindMachineReject:  {true, foldMachineReject},
+	KindMachineRemove:  {true, foldMachineRemove},
+	// fold_members.go
+	KindMemberRole:   {true, foldMemberRole},
+	KindMemberRemove: {true, foldMemberRemove},
+	// fold_jobs.go
+	KindJobSubmit:  {true, foldJobSubmit},
+	KindJobModify:  {true, foldJobModify},
+	KindJobCancel:  {true, foldJobCancel},
+	KindJobResults: {true, foldJobResults},
+	// fold_market.go
+	KindContractRequest: {true, foldContractRequest},
+	KindContractAccept:  {true, foldContractAccept},
+	KindContractReject:  {true, foldContractReject},
+	KindContractStop:    {true, foldContractStop},
+	KindContractStart:   {true, foldContractStart},
+	KindContractExtend:  {true, foldContractExtend},
+	KindContractRm:      {true, foldContractRm},
+	// fold_datasets.go
+	KindDatasetAdd: {true, foldDatasetAdd},
+	KindDatasetRm:  {true, foldDatasetRm},
 }
 
 // Apply applies one entry to st, checking the author's authority against st.
@@ -63,7 +85,7 @@ func Apply(st *State, e *Entry) error {
 		return fmt.Errorf("%w: time %d ms; allowed: a unix time in ms from 1970 to the year 9999", ErrMalformed, e.Time)
 	}
 	if e.Kind == KindGenesis {
-		return applyGenesis(st, e)
+		return foldGenesis(st, e)
 	}
 	if st.Org == "" {
 		return fmt.Errorf("%w: no genesis yet", ErrMalformed)
@@ -75,273 +97,19 @@ func Apply(st *State, e *Entry) error {
 		return fmt.Errorf("%w: %s after org.delete", ErrDeleted, e.Kind)
 	}
 	author := e.author
-	switch e.Kind {
-	case KindMachineReg:
-		var p MachineRegister
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		return applyRegister(st, e, author, p)
-	case KindMachineUpdate:
-		var p MachineUpdate
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		m := st.Machines[author]
-		if m == nil || m.Status == MachineRemoved || m.Status == MachineRejected {
-			return denied("machine.update by %s, which is not a registered machine", author)
-		}
-		if err := checkMachineName(p.Name); err != nil {
-			return err
-		}
-		if err := ValidateMachineFigures(p.Hardware, p.Limits); err != nil {
-			return fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		if p.Name != "" {
-			m.Name = p.Name
-		}
-		m.Hardware, m.Limits, m.HasLimits, m.Version = p.Hardware, p.Limits, true, p.Version
-		return nil
-	case KindMerge:
-		var p Merge
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		if m := st.Machines[author]; m == nil || m.Status != MachineApproved {
-			return denied("ledger.merge by %s, which is not an approved machine", author)
-		}
-		return nil
+	k, known := folds[e.Kind]
+	if known && !k.byPerson {
+		return k.fold(st, e, author, "")
 	}
-
 	// Everything else is done by a person, through one of their approved
-	// machines, with the person's role.
+	// machines, with the person's role; an unknown kind too, so that a
+	// stranger's entry is refused for its author first.
 	person, err := actingPerson(st, author)
 	if err != nil {
 		return err
 	}
-	switch e.Kind {
-	case KindOrgUpdate:
-		var p OrgUpdate
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		if err := needAdmin(st, person, "change org settings"); err != nil {
-			return err
-		}
-		set := st.Settings
-		if p.RequireMachineApproval != nil {
-			set.RequireMachineApproval = *p.RequireMachineApproval
-		}
-		if p.SmartShareMode != nil {
-			set.SmartShare.Mode = *p.SmartShareMode
-		}
-		if p.PreemptPolicy != nil {
-			set.SmartShare.PreemptPolicy = *p.PreemptPolicy
-		}
-		if p.DefaultMaxCPUs != nil {
-			set.SmartShare.DefaultMaxCPUs = *p.DefaultMaxCPUs
-		}
-		if p.MaxCPUsLimit != nil {
-			set.SmartShare.MaxCPUsLimit = *p.MaxCPUsLimit
-		}
-		if p.MarketDeleteAfter != nil {
-			if err := checkDeleteAfter(*p.MarketDeleteAfter); err != nil {
-				return err
-			}
-			set.Market.DeleteAfter = *p.MarketDeleteAfter
-		}
-		if err := ValidateSettings(set.SmartShare); err != nil {
-			return fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		if p.Name != nil {
-			if err := text.CheckName("name", *p.Name); err != nil {
-				return fmt.Errorf("%w: %v", ErrMalformed, err)
-			}
-		}
-		if p.Description != nil {
-			if err := text.CheckDescription("description", *p.Description); err != nil {
-				return fmt.Errorf("%w: %v", ErrMalformed, err)
-			}
-		}
-		if p.Name != nil {
-			st.Name = *p.Name
-		}
-		if p.Description != nil {
-			st.Description = *p.Description
-		}
-		st.Settings = set
-		return nil
-	case KindOrgKey:
-		var p OrgKey
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		if err := needAdmin(st, person, "rotate the org key"); err != nil {
-			return err
-		}
-		if p.KeyID == "" {
-			return fmt.Errorf("%w: empty key id", ErrMalformed)
-		}
-		st.OrgKeyID = p.KeyID
-		return nil
-	case KindMachineApprove, KindMachineReject:
-		var p MachineRef
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		if err := needAdmin(st, person, "approve or reject machines"); err != nil {
-			return err
-		}
-		m := st.Machines[p.Machine]
-		if m == nil {
-			return fmt.Errorf("%w: unknown machine %s", ErrMalformed, p.Machine)
-		}
-		if m.Status != MachinePending {
-			return fmt.Errorf("%w: machine %s is %s, not pending", ErrMalformed, p.Machine, m.Status)
-		}
-		if e.Kind == KindMachineReject {
-			setStatus(m, MachineRejected, e, person)
-			return nil
-		}
-		approve(st, m, e, person)
-		return nil
-	case KindMachineRemove:
-		var p MachineRef
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		m := st.Machines[p.Machine]
-		if m == nil {
-			return fmt.Errorf("%w: unknown machine %s", ErrMalformed, p.Machine)
-		}
-		if !st.IsAdmin(person) && author != m.ID && person != m.Owner {
-			return denied("only an admin, the machine itself or its person may remove machine %s", m.ID)
-		}
-		if m.Status == MachineRemoved {
-			return fmt.Errorf("%w: machine %s already removed", ErrMalformed, m.ID)
-		}
-		setStatus(m, MachineRemoved, e, person)
-		endContracts(st, e, "its host machine was removed from the org", func(c *Contract) bool { return c.Offer.Machine == m.ID })
-		return nil
-	case KindMemberRole:
-		var p MemberRole
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		return applyRole(st, e, person, p)
-	case KindMemberRemove:
-		var p MemberRef
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		return applyMemberRemove(st, e, person, p)
-	case KindOrgTransfer:
-		var p OrgTransfer
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		return applyTransfer(st, e, person, p)
-	case KindOrgDelete:
-		var p OrgDelete
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		if st.Role(person) != RoleOwner {
-			return denied("only the owner may delete the org")
-		}
-		if p.Name != st.Name {
-			return fmt.Errorf("%w: org.delete names %q, not the org's name %q", ErrMalformed, p.Name, st.Name)
-		}
-		st.Deleted, st.DeletedAt = true, e.Time
-		endContracts(st, e, "the org was deleted", func(*Contract) bool { return true })
-		return nil
-	case KindJobSubmit:
-		var p JobSpec
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		if err := ValidateJobSpec(p); err != nil {
-			return fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		if err := checkJobDatasets(st, person, p.Datasets); err != nil {
-			return err
-		}
-		id := JobIDFor(e)
-		if st.Jobs[id] != nil {
-			return fmt.Errorf("%w: job %s exists", ErrMalformed, id)
-		}
-		n := p.RangeEnd - p.RangeStart + 1
-		st.JobSeq++
-		var mc *int64
-		if p.MaxCPUs != nil {
-			v := *p.MaxCPUs
-			mc = &v
-		}
-		st.Jobs[id] = &Job{ID: id, Submitter: person, Machine: author, Spec: p, Seq: st.JobSeq, Submitted: e.Time, State: JobActive,
-			Priority: p.Priority, MaxCPUs: mc, Items: make([]Item, n), Machines: map[string]bool{}}
-		return nil
-	case KindJobModify:
-		var p JobModify
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		j, err := ownJob(st, person, p.Job, "modify")
-		if err != nil {
-			return err
-		}
-		if err := ValidateJobModify(p); err != nil {
-			return fmt.Errorf("%w: %v", ErrMalformed, err)
-		}
-		if p.Priority != nil {
-			j.Priority = *p.Priority
-		}
-		if p.MaxCPUs != nil {
-			v := *p.MaxCPUs
-			j.MaxCPUs = &v
-		}
-		return nil
-	case KindJobCancel:
-		var p JobRef
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		j, err := ownJob(st, person, p.Job, "cancel")
-		if err != nil {
-			return err
-		}
-		if j.State != JobActive {
-			return fmt.Errorf("%w: job %s is already %s", ErrMalformed, j.ID, j.State)
-		}
-		j.State, j.Ended = JobCancelled, e.Time
-		return nil
-	case KindJobResults:
-		var p JobResults
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		return applyResults(st, e, author, p)
-	case KindContractRequest, KindContractAccept, KindContractReject, KindContractStop, KindContractStart, KindContractExtend, KindContractRm:
-		return applyContract(st, e, author, person)
-	case KindDatasetAdd:
-		var p DatasetAdd
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		return applyDatasetAdd(st, e, author, person, p)
-	case KindDatasetRm:
-		var p DatasetRef
-		if err := DecodePayload(e.Payload, &p); err != nil {
-			return err
-		}
-		return applyDatasetRm(st, person, p)
+	if !known {
+		return fmt.Errorf("%w: unknown kind %q", ErrMalformed, e.Kind)
 	}
-	return fmt.Errorf("%w: unknown kind %q", ErrMalformed, e.Kind)
-}
-
-func peerIDOf(pub []byte) (string, error) {
-	ak, err := edkey.Of(pub)
-	if err != nil {
-		return "", err
-	}
-	return ak.S, nil
+	return k.fold(st, e, author, person)
 }

@@ -115,7 +115,83 @@ func addRun(j *Job, machine string, r ItemResult, counted bool) {
 	}
 }
 
-func applyResults(st *State, e *Entry, author string, p JobResults) error {
+// foldJobSubmit: a member submits a job, mounting only datasets they may
+// read.
+func foldJobSubmit(st *State, e *Entry, author, person string) error {
+	var p JobSpec
+	if err := DecodePayload(e.Payload, &p); err != nil {
+		return err
+	}
+	if err := ValidateJobSpec(p); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if err := checkJobDatasets(st, person, p.Datasets); err != nil {
+		return err
+	}
+	id := JobIDFor(e)
+	if st.Jobs[id] != nil {
+		return fmt.Errorf("%w: job %s exists", ErrMalformed, id)
+	}
+	n := p.RangeEnd - p.RangeStart + 1
+	st.JobSeq++
+	var mc *int64
+	if p.MaxCPUs != nil {
+		v := *p.MaxCPUs
+		mc = &v
+	}
+	st.Jobs[id] = &Job{ID: id, Submitter: person, Machine: author, Spec: p, Seq: st.JobSeq, Submitted: e.Time, State: JobActive,
+		Priority: p.Priority, MaxCPUs: mc, Items: make([]Item, n), Machines: map[string]bool{}}
+	return nil
+}
+
+// foldJobModify: the submitter or an admin changes a job's priority or
+// CPU cap.
+func foldJobModify(st *State, e *Entry, _, person string) error {
+	var p JobModify
+	if err := DecodePayload(e.Payload, &p); err != nil {
+		return err
+	}
+	j, err := ownJob(st, person, p.Job, "modify")
+	if err != nil {
+		return err
+	}
+	if err := ValidateJobModify(p); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if p.Priority != nil {
+		j.Priority = *p.Priority
+	}
+	if p.MaxCPUs != nil {
+		v := *p.MaxCPUs
+		j.MaxCPUs = &v
+	}
+	return nil
+}
+
+// foldJobCancel: the submitter or an admin cancels an active job.
+func foldJobCancel(st *State, e *Entry, _, person string) error {
+	var p JobRef
+	if err := DecodePayload(e.Payload, &p); err != nil {
+		return err
+	}
+	j, err := ownJob(st, person, p.Job, "cancel")
+	if err != nil {
+		return err
+	}
+	if j.State != JobActive {
+		return fmt.Errorf("%w: job %s is already %s", ErrMalformed, j.ID, j.State)
+	}
+	j.State, j.Ended = JobCancelled, e.Time
+	return nil
+}
+
+// foldJobResults: an approved machine reports runs of a job's items; the
+// first completion of an item in ledger order counts.
+func foldJobResults(st *State, e *Entry, author, _ string) error {
+	var p JobResults
+	if err := DecodePayload(e.Payload, &p); err != nil {
+		return err
+	}
 	m := st.Machines[author]
 	if m == nil || m.Status != MachineApproved {
 		return denied("job results from %s, which is not an approved machine", author)
