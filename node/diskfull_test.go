@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -119,8 +120,8 @@ func TestDiskFullDegrades(t *testing.T) {
 	// was the SIGBUS) is refused, with one line.
 	_, err := n1.SubmitJob(ctxT(t), api.JobSubmit{Name: "e", Cmd: []string{"true"}, CPUs: 1})
 	want := regexp.MustCompile(`^disk full: \d+ MiB free in ` + regexp.QuoteMeta(dirs[1]) + `, cshare keeps 8 MiB$`)
-	if err == nil || !want.MatchString(err.Error()) {
-		t.Fatalf("submit on a full disk: %v; want %s", err, want)
+	if err == nil || !want.MatchString(err.Error()) || statusCode(err) != http.StatusInsufficientStorage {
+		t.Fatalf("submit on a full disk: %v (status %d); want %s, 507", err, statusCode(err), want)
 	}
 	diskFull := func(n *Node) (bool, error) {
 		ms, err := n.Machines(ctxT(t))

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/cshare/cshare/internal/diskguard"
 	"maps"
 	"net/http"
 	"os"
@@ -44,6 +45,15 @@ func refused(err error) error {
 	}
 	if errors.Is(err, ledger.ErrNotAuthority) {
 		return api.Errorf(http.StatusForbidden, "%s", strings.TrimPrefix(err.Error(), "ledger: "))
+	}
+	if errors.Is(err, diskguard.ErrFull) {
+		// Not the request's fault: the same request succeeds once there
+		// is room again.
+		var fe *diskguard.FullError
+		if errors.As(err, &fe) {
+			return api.Errorf(http.StatusInsufficientStorage, "%s", fe.Error())
+		}
+		return api.Errorf(http.StatusInsufficientStorage, "%s", err.Error())
 	}
 	return api.Errorf(http.StatusBadRequest, "%s", strings.TrimPrefix(err.Error(), "ledger: "))
 }
