@@ -57,6 +57,7 @@ func TestViewsGolden(t *testing.T) {
 			{"offer", "create", "--price", "1.5"},
 			{"job", "submit", "--name", "x", "--range", "1-10", "--", "echo", "hi"},
 			{"job", "submit", "--", "true"},
+			{"job", "submit", "--gpus", "2", "--", "true"},
 			{"dataset", "add", "$TMPFILE", "--name", "d1"},
 			{"dataset", "import", "$TMPFILE", "--name", "d2"},
 		} {
