@@ -92,49 +92,38 @@ const (
 	ContractRm    = "rm"
 )
 
-func contractRoutes(mux Mux, svc Service, auth func(func(http.ResponseWriter, *http.Request) (any, error)) http.HandlerFunc) {
-	mux.HandleFunc("POST /v1/contracts", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req ContractCreate
-		if err := DecodeBody(r.Body, &req); err != nil {
-			return nil, err
-		}
-		if err := jobspec.CheckSpecText(req.Cmd, req.Env); err != nil {
-			return nil, BadRequest(err)
-		}
-		return svc.CreateContract(r.Context(), req)
-	}))
-	mux.HandleFunc("GET /v1/contracts", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return listed(r, func(c ContractInfo) string { return c.ID }, func() ([]ContractInfo, error) { return svc.Contracts(r.Context()) })
-	}))
-	mux.HandleFunc("GET /v1/contract-usage", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var at int64
-		if s := r.URL.Query().Get("at"); s != "" {
-			v, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || v <= 0 {
-				return nil, FieldErrorf(http.StatusBadRequest, "at", "at: %q; a positive unix time in ms", Ellipsize(s))
+// contractRoutes is the contracts' part of the API's table.
+func contractRoutes(svc Service) []route {
+	return []route{
+		{"POST /v1/contracts", decoded(func(ctx context.Context, req ContractCreate) (ContractInfo, error) {
+			if err := jobspec.CheckSpecText(req.Cmd, req.Env); err != nil {
+				return ContractInfo{}, BadRequest(err)
 			}
-			at = v
-		}
-		return svc.ContractUsage(r.Context(), at)
-	}))
-	mux.HandleFunc("GET /v1/contracts/{id}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return svc.Contract(r.Context(), r.PathValue("id"))
-	}))
-	mux.HandleFunc("POST /v1/contracts/{id}/extend", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req ContractExtendRequest
-		if err := DecodeBody(r.Body, &req); err != nil {
-			return nil, err
-		}
-		return svc.ExtendContract(r.Context(), r.PathValue("id"), req)
-	}))
-	mux.HandleFunc("POST /v1/contracts/{id}/{action}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		switch a := r.PathValue("action"); a {
-		case ContractStop, ContractStart, ContractRm:
-			return svc.ContractAction(r.Context(), r.PathValue("id"), a)
-		default:
-			return nil, FieldErrorf(http.StatusNotFound, "action", "contract action %q; allowed: stop, start, rm, extend", Ellipsize(a))
-		}
-	}))
+			return svc.CreateContract(ctx, req)
+		})},
+		{"GET /v1/contracts", whole(func(c ContractInfo) string { return c.ID }, svc.Contracts)},
+		{"GET /v1/contract-usage", noBody(func(ctx context.Context, r *http.Request) (ContractUsage, error) {
+			var at int64
+			if s := r.URL.Query().Get("at"); s != "" {
+				v, err := strconv.ParseInt(s, 10, 64)
+				if err != nil || v <= 0 {
+					return ContractUsage{}, FieldErrorf(http.StatusBadRequest, "at", "at: %q; a positive unix time in ms", Ellipsize(s))
+				}
+				at = v
+			}
+			return svc.ContractUsage(ctx, at)
+		})},
+		{"GET /v1/contracts/{id}", onPath("id", svc.Contract)},
+		{"POST /v1/contracts/{id}/extend", onPathBody("id", svc.ExtendContract)},
+		{"POST /v1/contracts/{id}/{action}", noBody(func(ctx context.Context, r *http.Request) (ContractInfo, error) {
+			switch a := r.PathValue("action"); a {
+			case ContractStop, ContractStart, ContractRm:
+				return svc.ContractAction(ctx, r.PathValue("id"), a)
+			default:
+				return ContractInfo{}, FieldErrorf(http.StatusNotFound, "action", "contract action %q; allowed: stop, start, rm, extend", Ellipsize(a))
+			}
+		})},
+	}
 }
 
 // CreateContract requests part of an offer; the answer carries the new

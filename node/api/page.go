@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -185,31 +186,39 @@ func streamRows[T any](w http.ResponseWriter, list func(emit func(T) error) erro
 	}
 }
 
-// streamer is what a route's handler returns to stream its answer itself
-// (see listing); auth calls it in place of writing a value.
+// streamer is what a route's answer is to stream itself (see listing);
+// serveRoute calls it in place of writing a value.
 type streamer func(w http.ResponseWriter)
 
 // listing is the answer of a listing route: it checks the page parameters
 // of r, then streams the rows list emits. The parameters' error, or list's
 // before its first row, is the answer.
-func listing[T any](r *http.Request, list func(p Page, emit func(T) error) error) (any, error) {
-	p, err := ParsePage(r.URL.Query())
-	if err != nil {
-		return nil, err
+func listing[T any](list func(ctx context.Context, r *http.Request, p Page, emit func(T) error) error) answer {
+	return func(r *http.Request) (any, error) {
+		p, err := ParsePage(r.URL.Query())
+		if err != nil {
+			return nil, err
+		}
+		return streamer(func(w http.ResponseWriter) {
+			streamRows(w, func(emit func(T) error) error { return list(r.Context(), r, p, emit) })
+		}), nil
 	}
-	return streamer(func(w http.ResponseWriter) {
-		streamRows(w, func(emit func(T) error) error { return list(p, emit) })
-	}), nil
 }
 
 // listed is listing for a listing held whole (bounded by the org's size):
-// rows, paged by EmitRows with key as a row's cursor.
-func listed[T any](r *http.Request, key func(T) string, rows func() ([]T, error)) (any, error) {
-	return listing(r, func(p Page, emit func(T) error) error {
-		all, err := rows()
+// the rows of r, paged by EmitRows with key as a row's cursor.
+func listed[T any](key func(T) string, rows func(ctx context.Context, r *http.Request) ([]T, error)) answer {
+	return listing(func(ctx context.Context, r *http.Request, p Page, emit func(T) error) error {
+		all, err := rows(ctx, r)
 		if err != nil {
 			return err
 		}
 		return EmitRows(all, p, key, emit)
 	})
+}
+
+// whole is listed for a Service method that lists the rows from nothing
+// of the request.
+func whole[T any](key func(T) string, rows func(ctx context.Context) ([]T, error)) answer {
+	return listed(key, func(ctx context.Context, _ *http.Request) ([]T, error) { return rows(ctx) })
 }

@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,217 +74,88 @@ func Ellipsize(s string) string { return text.Clip(s) }
 // the returned mux by the caller.
 func Handler(svc Service, token string) Mux {
 	mux := Mux{http.NewServeMux()}
-	auth := func(h func(w http.ResponseWriter, r *http.Request) (any, error)) http.HandlerFunc {
-		return func(w http.ResponseWriter, r *http.Request) {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
-				writeJSON(w, http.StatusUnauthorized, Error{Error: "missing or wrong API token: the CLI reads it from <data-dir>/api.token"})
-				return
-			}
-			r.Body = http.MaxBytesReader(w, r.Body, MaxBodySize)
-			v, err := h(w, r)
-			if err != nil {
-				writeError(w, err)
-				return
-			}
-			if s, ok := v.(streamer); ok {
-				s(w)
-				return
-			}
-			if raw, ok := v.([]byte); ok {
-				w.Header().Set("Content-Type", "application/octet-stream")
-				_, _ = w.Write(raw)
-				return
-			}
-			writeJSON(w, http.StatusOK, v)
-		}
-	}
-	decode := func(r *http.Request, v any) error { return DecodeBody(r.Body, v) }
-	ctx := func(r *http.Request) context.Context { return r.Context() }
+	mux.handle(token, routes(svc)...)
+	mux.handle(token, contractRoutes(svc)...)
+	return mux
+}
 
-	mux.HandleFunc("GET /v1/status", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.Status(ctx(r)) }))
-	mux.HandleFunc("POST /v1/node/stop", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return map[string]bool{"stopping": true}, svc.Stop(ctx(r))
-	}))
-	mux.HandleFunc("POST /v1/org", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req OrgCreate
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return svc.CreateOrg(ctx(r), req)
-	}))
-	mux.HandleFunc("GET /v1/org", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.Org(ctx(r)) }))
-	mux.HandleFunc("GET /v1/org/key", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.OrgKey(ctx(r), false) }))
-	mux.HandleFunc("POST /v1/org/key/rotate", auth(func(w http.ResponseWriter, r *http.Request) (any, error) { return svc.OrgKey(ctx(r), true) }))
-	mux.HandleFunc("POST /v1/org/invite", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req InviteRequest
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return svc.Invite(ctx(r), req)
-	}))
-	mux.HandleFunc("POST /v1/org/settings", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req SettingsRequest
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return svc.SetSettings(ctx(r), req)
-	}))
-	mux.HandleFunc("POST /v1/org/transfer", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req TransferRequest
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return svc.TransferOrg(ctx(r), req.To)
-	}))
-	mux.HandleFunc("POST /v1/join", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req JoinRequest
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return svc.Join(ctx(r), req)
-	}))
-	mux.HandleFunc("GET /v1/machines", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return listed(r, func(m MachineInfo) string { return m.ID }, func() ([]MachineInfo, error) { return svc.Machines(ctx(r)) })
-	}))
-	mux.HandleFunc("GET /v1/machines/{id}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return svc.Machine(ctx(r), r.PathValue("id"))
-	}))
-	mux.HandleFunc("POST /v1/machines/{id}/{action}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		a := r.PathValue("action")
-		if a != "approve" && a != "reject" && a != "remove" {
-			return nil, FieldErrorf(http.StatusNotFound, "action", "unknown machine action %s; allowed: approve, reject, remove", text.Echo(a))
-		}
-		return svc.MachineAction(ctx(r), r.PathValue("id"), a)
-	}))
-	mux.HandleFunc("GET /v1/members", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return listed(r, func(m MemberInfo) string { return m.ID }, func() ([]MemberInfo, error) { return svc.Members(ctx(r)) })
-	}))
-	mux.HandleFunc("POST /v1/members/{id}/role", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req RoleRequest
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return svc.SetRole(ctx(r), r.PathValue("id"), req.Role)
-	}))
-	mux.HandleFunc("POST /v1/members/{id}/remove", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		id, err := svc.RemoveMember(ctx(r), r.PathValue("id"))
-		return RemoveResult{Removed: err == nil, ID: id}, err
-	}))
-	mux.HandleFunc("POST /v1/leave", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req LeaveRequest
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return svc.Leave(ctx(r), req)
-	}))
-	mux.HandleFunc("POST /v1/org/delete", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req OrgDeleteRequest
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return svc.DeleteOrg(ctx(r), req)
-	}))
-	mux.HandleFunc("POST /v1/jobs", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req JobSubmit
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		// Said here, naming the field, not as "entry too large" when the
-		// node writes it.
-		if err := jobspec.CheckSpecText(req.Cmd, req.Env); err != nil {
-			return nil, BadRequest(err)
-		}
-		return svc.SubmitJob(ctx(r), req)
-	}))
-	mux.HandleFunc("GET /v1/jobs", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return listing(r, func(p Page, emit func(JobInfo) error) error { return svc.ListJobs(ctx(r), p, emit) })
-	}))
-	mux.HandleFunc("GET /v1/jobs/{id}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return svc.Job(ctx(r), r.PathValue("id"))
-	}))
-	mux.HandleFunc("GET /v1/jobs/{id}/items", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return listing(r, func(p Page, emit func(ItemInfo) error) error {
+// routes is the API's table (see route.go), but for the contracts'.
+func routes(svc Service) []route {
+	machineID := func(m MachineInfo) string { return m.ID }
+	memberID := func(m MemberInfo) string { return m.ID }
+	return []route{
+		{"GET /v1/status", call(svc.Status)},
+		{"POST /v1/node/stop", call(func(ctx context.Context) (map[string]bool, error) {
+			return map[string]bool{"stopping": true}, svc.Stop(ctx)
+		})},
+		{"POST /v1/org", decoded(svc.CreateOrg)},
+		{"GET /v1/org", call(svc.Org)},
+		{"GET /v1/org/key", call(func(ctx context.Context) (KeyResult, error) { return svc.OrgKey(ctx, false) })},
+		{"POST /v1/org/key/rotate", call(func(ctx context.Context) (KeyResult, error) { return svc.OrgKey(ctx, true) })},
+		{"POST /v1/org/invite", decoded(svc.Invite)},
+		{"POST /v1/org/settings", decoded(svc.SetSettings)},
+		{"POST /v1/org/transfer", decoded(func(ctx context.Context, req TransferRequest) (OrgInfo, error) { return svc.TransferOrg(ctx, req.To) })},
+		{"POST /v1/join", decoded(svc.Join)},
+		{"GET /v1/machines", whole(machineID, svc.Machines)},
+		{"GET /v1/machines/{id}", onPath("id", svc.Machine)},
+		{"POST /v1/machines/{id}/{action}", noBody(func(ctx context.Context, r *http.Request) (MachineInfo, error) {
+			a := r.PathValue("action")
+			if a != "approve" && a != "reject" && a != "remove" {
+				return MachineInfo{}, FieldErrorf(http.StatusNotFound, "action", "unknown machine action %s; allowed: approve, reject, remove", text.Echo(a))
+			}
+			return svc.MachineAction(ctx, r.PathValue("id"), a)
+		})},
+		{"GET /v1/members", whole(memberID, svc.Members)},
+		{"POST /v1/members/{id}/role", onPathBody("id", func(ctx context.Context, id string, req RoleRequest) (MemberInfo, error) {
+			return svc.SetRole(ctx, id, req.Role)
+		})},
+		{"POST /v1/members/{id}/remove", onPath("id", func(ctx context.Context, id string) (RemoveResult, error) {
+			id, err := svc.RemoveMember(ctx, id)
+			return RemoveResult{Removed: err == nil, ID: id}, err
+		})},
+		{"POST /v1/leave", decoded(svc.Leave)},
+		{"POST /v1/org/delete", decoded(svc.DeleteOrg)},
+		{"POST /v1/jobs", decoded(func(ctx context.Context, req JobSubmit) (JobSubmitted, error) {
+			// Said here, naming the field, not as "entry too large" when
+			// the node writes it.
+			if err := jobspec.CheckSpecText(req.Cmd, req.Env); err != nil {
+				return JobSubmitted{}, BadRequest(err)
+			}
+			return svc.SubmitJob(ctx, req)
+		})},
+		{"GET /v1/jobs", listing(func(ctx context.Context, _ *http.Request, p Page, emit func(JobInfo) error) error {
+			return svc.ListJobs(ctx, p, emit)
+		})},
+		{"GET /v1/jobs/{id}", onPath("id", svc.Job)},
+		{"GET /v1/jobs/{id}/items", listing(func(ctx context.Context, r *http.Request, p Page, emit func(ItemInfo) error) error {
 			if _, _, err := ItemCursor(p.After); err != nil {
 				return err
 			}
-			return svc.ListJobItems(ctx(r), r.PathValue("id"), p, emit)
-		})
-	}))
-	mux.HandleFunc("POST /v1/jobs/{id}/modify", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req JobModify
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return svc.ModifyJob(ctx(r), r.PathValue("id"), req)
-	}))
-	mux.HandleFunc("POST /v1/jobs/{id}/cancel", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return svc.CancelJob(ctx(r), r.PathValue("id"))
-	}))
-	mux.HandleFunc("GET /v1/jobs/{id}/logs", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		item, err := strconv.ParseInt(r.URL.Query().Get("item"), 10, 64)
-		if err != nil {
-			return nil, FieldErrorf(http.StatusBadRequest, "item", "item: %q is not a number", Ellipsize(r.URL.Query().Get("item")))
-		}
-		return svc.JobLogs(ctx(r), r.PathValue("id"), item)
-	}))
-	mux.HandleFunc("POST /v1/offers", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req OfferCreate
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return svc.CreateOffer(ctx(r), req)
-	}))
-	mux.HandleFunc("GET /v1/offers", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return listed(r, func(o OfferInfo) string { return o.ID }, func() ([]OfferInfo, error) {
-			return svc.Offers(ctx(r), r.URL.Query().Get("q"), r.URL.Query().Get("o"))
-		})
-	}))
-	mux.HandleFunc("POST /v1/offers/{id}/remove", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return svc.RemoveOffer(ctx(r), r.PathValue("id"))
-	}))
-	contractRoutes(mux, svc, auth)
-	mux.HandleFunc("POST /v1/datasets", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req DatasetAdd
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return svc.AddDataset(ctx(r), req)
-	}))
-	mux.HandleFunc("GET /v1/datasets/progress/{id}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return svc.DatasetProgress(ctx(r), r.PathValue("id"))
-	}))
-	mux.HandleFunc("GET /v1/datasets", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return listed(r, func(d DatasetInfo) string { return d.CID }, func() ([]DatasetInfo, error) { return svc.Datasets(ctx(r)) })
-	}))
-	mux.HandleFunc("GET /v1/datasets/{ref}", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return svc.Dataset(ctx(r), r.PathValue("ref"))
-	}))
-	mux.HandleFunc("POST /v1/datasets/{ref}/remove", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		return svc.RemoveDataset(ctx(r), r.PathValue("ref"))
-	}))
-	mux.HandleFunc("POST /v1/datasets/{ref}/get", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req DatasetGet
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return svc.GetDataset(ctx(r), r.PathValue("ref"), req)
-	}))
-	mux.HandleFunc("POST /v1/datasets/import", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req DatasetImport
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return svc.ImportDataset(ctx(r), req)
-	}))
-	mux.HandleFunc("POST /v1/datasets/{ref}/export", auth(func(w http.ResponseWriter, r *http.Request) (any, error) {
-		var req DatasetExport
-		if err := decode(r, &req); err != nil {
-			return nil, err
-		}
-		return svc.ExportDataset(ctx(r), r.PathValue("ref"), req)
-	}))
-	return mux
+			return svc.ListJobItems(ctx, r.PathValue("id"), p, emit)
+		})},
+		{"POST /v1/jobs/{id}/modify", onPathBody("id", svc.ModifyJob)},
+		{"POST /v1/jobs/{id}/cancel", onPath("id", svc.CancelJob)},
+		{"GET /v1/jobs/{id}/logs", noBody(func(ctx context.Context, r *http.Request) ([]byte, error) {
+			item, err := strconv.ParseInt(r.URL.Query().Get("item"), 10, 64)
+			if err != nil {
+				return nil, FieldErrorf(http.StatusBadRequest, "item", "item: %q is not a number", Ellipsize(r.URL.Query().Get("item")))
+			}
+			return svc.JobLogs(ctx, r.PathValue("id"), item)
+		})},
+		{"POST /v1/offers", decoded(svc.CreateOffer)},
+		{"GET /v1/offers", listed(func(o OfferInfo) string { return o.ID }, func(ctx context.Context, r *http.Request) ([]OfferInfo, error) {
+			return svc.Offers(ctx, r.URL.Query().Get("q"), r.URL.Query().Get("o"))
+		})},
+		{"POST /v1/offers/{id}/remove", onPath("id", svc.RemoveOffer)},
+		{"POST /v1/datasets", decoded(svc.AddDataset)},
+		{"GET /v1/datasets/progress/{id}", onPath("id", svc.DatasetProgress)},
+		{"GET /v1/datasets", whole(func(d DatasetInfo) string { return d.CID }, svc.Datasets)},
+		{"GET /v1/datasets/{ref}", onPath("ref", svc.Dataset)},
+		{"POST /v1/datasets/{ref}/remove", onPath("ref", svc.RemoveDataset)},
+		{"POST /v1/datasets/{ref}/get", onPathBody("ref", svc.GetDataset)},
+		{"POST /v1/datasets/import", decoded(svc.ImportDataset)},
+		{"POST /v1/datasets/{ref}/export", onPathBody("ref", svc.ExportDataset)},
+	}
 }
 
 // DecodeBody decodes a request body strictly into v: one JSON value, no

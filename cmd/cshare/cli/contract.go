@@ -27,12 +27,12 @@ func (a *app) contractCreateCmd() *cobra.Command {
 	var image, disk, forS, onstart string
 	var env []string
 	var gpus, cpus int64
-	var asJSON bool
+	var req api.ContractCreate
 	c := &cobra.Command{
 		Use:   "create OFFER_ID --image IMG [--gpus N] [--cpus N] [--disk SIZE] [--for DURATION] [--env K=V]... [--onstart CMD] [-- CMD ARGS...]",
 		Short: "Request part of an offer; the host's node accepts or rejects it. Prints the contract's ID",
 		Args:  cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
+		PreRunE: func(cmd *cobra.Command, args []string) error {
 			var cmdArgs []string
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 				args, cmdArgs = args[:dash], args[dash:]
@@ -43,7 +43,7 @@ func (a *app) contractCreateCmd() *cobra.Command {
 			if strings.TrimSpace(image) == "" {
 				return usagef(cmd, "--image is required: the Docker image the contract runs")
 			}
-			req := api.ContractCreate{Offer: args[0], Image: image, GPUs: gpus, CPUs: cpus, OnStart: onstart, Cmd: cmdArgs}
+			req = api.ContractCreate{Offer: args[0], Image: image, GPUs: gpus, CPUs: cpus, OnStart: onstart, Cmd: cmdArgs}
 			// The node's checks (ledger.ValidateContractSpec), said here
 			// naming the flags: JSON would turn a byte that is not UTF-8
 			// into U+FFFD on the way.
@@ -80,19 +80,7 @@ func (a *app) contractCreateCmd() *cobra.Command {
 				}
 				req.ForMS = d.Milliseconds()
 			}
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			info, err := cl.CreateContract(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, info)
-			}
-			_, err = fmt.Fprintln(a.stdout, info.ID)
-			return err
+			return nil
 		},
 	}
 	f := c.Flags()
@@ -103,8 +91,14 @@ func (a *app) contractCreateCmd() *cobra.Command {
 	f.StringVar(&forS, "for", "", "how long, like 2h or 7d (default: until the offer ends)")
 	f.StringArrayVar(&env, "env", nil, "NAME=VALUE for the instance's environment, repeatable")
 	f.StringVar(&onstart, "onstart", "", "a shell command run when the instance starts")
-	f.BoolVar(&asJSON, "json", false, "print the contract as JSON")
-	return c
+	return viewCmd(a, c, "print the contract as JSON",
+		func(ctx context.Context, cl *api.Client, _ []string) (api.ContractInfo, error) {
+			return cl.CreateContract(ctx, req)
+		},
+		func(info api.ContractInfo) error {
+			_, err := fmt.Fprintln(a.stdout, info.ID)
+			return err
+		})
 }
 
 func (a *app) contractLsCmd() *cobra.Command {

@@ -25,17 +25,32 @@ func (a *app) datasetCmd() *cobra.Command {
 		a.datasetExportCmd(), a.datasetImportCmd())
 }
 
-// datasetAdded is dataset add's --json output: exactly these four keys.
+// datasetAdded is dataset add's --json output: exactly these four keys
+// (Access is for the human view only).
 type datasetAdded struct {
 	CID    string `json:"cid"`
 	Name   string `json:"name"`
 	Size   int64  `json:"size"`
 	Blocks int64  `json:"blocks"`
+	Access string `json:"-"`
+}
+
+func added(d api.DatasetInfo, err error) (datasetAdded, error) {
+	return datasetAdded{CID: d.CID, Name: d.Name, Size: d.Size, Blocks: d.Blocks, Access: d.Access}, err
+}
+
+// printAdded is what dataset add and import print: verb is added or imported.
+func (a *app) printAdded(verb string) func(datasetAdded) error {
+	return func(d datasetAdded) error {
+		_, err := fmt.Fprintf(a.stdout, "%s dataset %s: %s in %d blocks, %s\n%s\n", verb, text.Quote(d.Name),
+			units.BytesSize(float64(d.Size)), d.Blocks, accessWords(d.Access), d.CID)
+		return err
+	}
 }
 
 func (a *app) datasetAddCmd() *cobra.Command {
-	var name string
-	var private, asJSON bool
+	var name, path string
+	var private bool
 	c := &cobra.Command{
 		Use:   "add PATH",
 		Short: "Import a file or directory as a dataset and print its root CID on the last line",
@@ -48,38 +63,27 @@ block is stored; an interrupted add leaves no dataset, and running it again
 reuses the blocks already stored. --private: only you and the admins may read
 it.`,
 		Args: exactArgs("PATH"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := filepath.Abs(args[0])
-			if err != nil {
+		PreRunE: func(cmd *cobra.Command, args []string) (err error) {
+			if path, err = filepath.Abs(args[0]); err != nil {
 				return usagef(cmd, "PATH: %v", err)
 			}
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			req := api.DatasetAdd{Path: path, Name: strings.TrimSpace(name), Private: private}
-			stop := func() {}
-			if !asJSON && isTerminal(a.stderr) {
-				req.Progress = newProgressID()
-				stop = a.showProgress(cmd.Context(), cl, req.Progress, contentSize(path))
-			}
-			d, err := cl.AddDataset(cmd.Context(), req)
-			stop()
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, datasetAdded{CID: d.CID, Name: d.Name, Size: d.Size, Blocks: d.Blocks})
-			}
-			_, err = fmt.Fprintf(a.stdout, "added dataset %s: %s in %d blocks, %s\n%s\n", text.Quote(d.Name),
-				units.BytesSize(float64(d.Size)), d.Blocks, accessWords(d.Access), d.CID)
-			return err
+			return nil
 		},
 	}
 	c.Flags().StringVar(&name, "name", "", "the dataset's name (default: the last element of PATH)")
 	c.Flags().BoolVar(&private, "private", false, "only you and the org's admins may read it")
-	c.Flags().BoolVar(&asJSON, "json", false, `print {"cid","name","size","blocks"} as JSON`)
-	return c
+	return viewCmd(a, c, `print {"cid","name","size","blocks"} as JSON`,
+		func(ctx context.Context, cl *api.Client, _ []string) (datasetAdded, error) {
+			req := api.DatasetAdd{Path: path, Name: strings.TrimSpace(name), Private: private}
+			stop := func() {}
+			if !asJSON(c) && isTerminal(a.stderr) {
+				req.Progress = newProgressID()
+				stop = a.showProgress(ctx, cl, req.Progress, contentSize(path))
+			}
+			defer stop()
+			return added(cl.AddDataset(ctx, req))
+		},
+		a.printAdded("added"))
 }
 
 func accessWords(access string) string {
@@ -295,35 +299,24 @@ func (a *app) datasetExportCmd() *cobra.Command {
 }
 
 func (a *app) datasetImportCmd() *cobra.Command {
-	var name string
-	var private, asJSON bool
+	var name, path string
+	var private bool
 	c := &cobra.Command{
 		Use:   "import FILE.car [--name N] [--private]",
 		Short: "Import a CAR file (one root, a UnixFS DAG) as a dataset; the root CID is on the last line",
 		Args:  exactArgs("FILE.car"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			path, err := filepath.Abs(args[0])
-			if err != nil {
+		PreRunE: func(cmd *cobra.Command, args []string) (err error) {
+			if path, err = filepath.Abs(args[0]); err != nil {
 				return usagef(cmd, "FILE.car: %v", err)
 			}
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			d, err := cl.ImportDataset(cmd.Context(), api.DatasetImport{Path: path, Name: strings.TrimSpace(name), Private: private})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, datasetAdded{CID: d.CID, Name: d.Name, Size: d.Size, Blocks: d.Blocks})
-			}
-			_, err = fmt.Fprintf(a.stdout, "imported dataset %s: %s in %d blocks, %s\n%s\n", text.Quote(d.Name),
-				units.BytesSize(float64(d.Size)), d.Blocks, accessWords(d.Access), d.CID)
-			return err
+			return nil
 		},
 	}
 	c.Flags().StringVar(&name, "name", "", "the dataset's name (default: the file's name without .car)")
 	c.Flags().BoolVar(&private, "private", false, "only you and the org's admins may read it")
-	c.Flags().BoolVar(&asJSON, "json", false, `print {"cid","name","size","blocks"} as JSON`)
-	return c
+	return viewCmd(a, c, `print {"cid","name","size","blocks"} as JSON`,
+		func(ctx context.Context, cl *api.Client, _ []string) (datasetAdded, error) {
+			return added(cl.ImportDataset(ctx, api.DatasetImport{Path: path, Name: strings.TrimSpace(name), Private: private}))
+		},
+		a.printAdded("imported"))
 }

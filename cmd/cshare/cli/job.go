@@ -83,7 +83,6 @@ type submitFlags struct {
 	image, driver, cores, memory, rng, maxCPUs, maxInstances, name string
 	gpus, priority, cpus, instances, retries                       string
 	env                                                            []string
-	asJSON                                                         bool
 	datasets                                                       []string
 }
 
@@ -185,6 +184,7 @@ func (s *submitFlags) request(cmd *cobra.Command, args []string) (submission, er
 
 func (a *app) jobSubmitCmd() *cobra.Command {
 	var s submitFlags
+	var sub submission
 	c := &cobra.Command{
 		Use:   "submit [flags] -- CMD ARGS...",
 		Short: "Submit a job; the last line of output is its ID",
@@ -195,49 +195,18 @@ SmartShare adds secondary ones up to --max-cpus.
 
   cshare job submit --priority 5 --cpus 10 --max-cpus 50 --range 1-100 -- sleep 60`,
 		Args: cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			sub, err := s.request(cmd, args)
-			if err != nil {
+		PreRunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if sub, err = s.request(cmd, args); err != nil {
 				return usagef(cmd, "%v", err)
 			}
-			req, items := sub.req, sub.items
 			for _, d := range s.datasets {
 				if k := strings.Index(d, ":/"); k <= 0 {
 					return usagef(cmd, "--dataset: %s; allowed: NAME|CID:/absolute/path, e.g. imagenet:/data", text.Quote(d))
 				}
 			}
-			req.Datasets = s.datasets
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			j, err := cl.SubmitJob(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			for _, w := range j.Warnings {
-				fmt.Fprintf(a.stderr, "warning: %s\n", oneLine(w))
-			}
-			if s.asJSON {
-				return printJSON(a.stdout, j)
-			}
-			what := "job"
-			if j.Name != "" {
-				what = "job " + text.Quote(j.Name)
-			}
-			maxc := sub.maxCPUs
-			if maxc == "" {
-				maxc = "org default"
-			}
-			plural := "s"
-			if items == 1 {
-				plural = ""
-			}
-			fmt.Fprintf(a.stdout, "submitted %s: %d item%s (%s), priority %d, cpus %d, max_cpus %s\n",
-				what, items, plural, sub.rng, req.Priority, req.CPUs, maxc)
-			fmt.Fprintf(a.stdout, "follow it with: cshare job show %s\n", short(j.ID))
-			_, err = fmt.Fprintln(a.stdout, j.ID)
-			return err
+			sub.req.Datasets = s.datasets
+			return nil
 		},
 	}
 	f := c.Flags()
@@ -256,8 +225,37 @@ SmartShare adds secondary ones up to --max-cpus.
 	f.StringVar(&s.name, "name", "", "the job's name")
 	f.StringArrayVar(&s.env, "env", nil, "NAME=VALUE for the instances' environment, repeatable")
 	f.StringArrayVar(&s.datasets, "dataset", nil, "NAME|CID:/path: mount a dataset read-only at /path in every instance, repeatable")
-	f.BoolVar(&s.asJSON, "json", false, "print the submitted job as JSON")
-	return c
+	return viewCmd(a, c, "print the submitted job as JSON",
+		func(ctx context.Context, cl *api.Client, _ []string) (api.JobSubmitted, error) {
+			j, err := cl.SubmitJob(ctx, sub.req)
+			if err != nil {
+				return j, err
+			}
+			for _, w := range j.Warnings {
+				fmt.Fprintf(a.stderr, "warning: %s\n", oneLine(w))
+			}
+			return j, nil
+		},
+		func(j api.JobSubmitted) error {
+			req, items := sub.req, sub.items
+			what := "job"
+			if j.Name != "" {
+				what = "job " + text.Quote(j.Name)
+			}
+			maxc := sub.maxCPUs
+			if maxc == "" {
+				maxc = "org default"
+			}
+			plural := "s"
+			if items == 1 {
+				plural = ""
+			}
+			fmt.Fprintf(a.stdout, "submitted %s: %d item%s (%s), priority %d, cpus %d, max_cpus %s\n",
+				what, items, plural, sub.rng, req.Priority, req.CPUs, maxc)
+			fmt.Fprintf(a.stdout, "follow it with: cshare job show %s\n", short(j.ID))
+			_, err := fmt.Fprintln(a.stdout, j.ID)
+			return err
+		})
 }
 
 // instances renders a job's instances as running/primaries+secondaries.

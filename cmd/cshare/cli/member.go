@@ -61,25 +61,16 @@ func personRef(id, name string) string {
 }
 
 func (a *app) memberJoinCmd() *cobra.Command {
-	var code, name, user string
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "join --invite CODE",
-		Short: "Join this node to an org with an invite code (as node join --org-key)",
-		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			code = strings.TrimSpace(code)
-			if code == "" {
-				return usagef(cmd, "--invite is required: the code that cshare org invite printed")
-			}
-			return a.join(cmd, code, name, user, asJSON)
-		},
-	}
+	var code string
+	c := &cobra.Command{Use: "join --invite CODE", Short: "Join this node to an org with an invite code (as node join --org-key)"}
 	c.Flags().StringVar(&code, "invite", "", "the invite code (required)")
-	c.Flags().StringVar(&name, "name", "", "this machine's name in the org")
-	addUserName(c, &user)
-	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	return c
+	return a.joinCmd(c, func(cmd *cobra.Command) (string, error) {
+		code = strings.TrimSpace(code)
+		if code == "" {
+			return "", usagef(cmd, "--invite is required: the code that cshare org invite printed")
+		}
+		return code, nil
+	})
 }
 
 func (a *app) memberSetRoleCmd() *cobra.Command {

@@ -118,29 +118,40 @@ picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
 	return c
 }
 
-// joinFlags are shared by `node join` and `member join`.
-func (a *app) join(cmd *cobra.Command, key, name, user string, asJSON bool) error {
-	name = strings.TrimSpace(name)
-	if name != "" {
-		if err := text.CheckName("--name", name); err != nil {
-			return usagef(cmd, "%v", err)
+// joinCmd completes c, node join or member join: key is the org key or
+// invite code its PreRunE has read; the machine's name and the person's
+// name are checked before the node is asked.
+func (a *app) joinCmd(c *cobra.Command, key func(cmd *cobra.Command) (string, error)) *cobra.Command {
+	var name, user string
+	var req api.JoinRequest
+	c.Args = exactArgs()
+	c.PreRunE = func(cmd *cobra.Command, args []string) error {
+		k, err := key(cmd)
+		if err != nil {
+			return err
 		}
-	}
-	userName, err := a.userName(cmd, user)
-	if err != nil {
+		name = strings.TrimSpace(name)
+		if name != "" {
+			if err := text.CheckName("--name", name); err != nil {
+				return usagef(cmd, "%v", err)
+			}
+		}
+		userName, err := a.userName(cmd, user)
+		req = api.JoinRequest{OrgKey: k, Name: name, UserName: userName}
 		return err
 	}
-	cl, err := a.client()
-	if err != nil {
-		return err
-	}
-	res, err := cl.Join(cmd.Context(), api.JoinRequest{OrgKey: key, Name: name, UserName: userName})
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return printJSON(a.stdout, res)
-	}
+	c.Flags().StringVar(&name, "name", "", "this machine's name in the org")
+	addUserName(c, &user)
+	return viewCmd(a, c, "print the result as JSON",
+		func(ctx context.Context, cl *api.Client, _ []string) (api.JoinResult, error) {
+			return cl.Join(ctx, req)
+		},
+		a.printJoined)
+}
+
+// printJoined is what node join and member join print.
+func (a *app) printJoined(res api.JoinResult) error {
+	var err error
 	org := res.Org
 	if res.OrgName != "" {
 		org = text.Escape(res.OrgName) + " (" + res.Org + ")"
@@ -161,45 +172,23 @@ func (a *app) join(cmd *cobra.Command, key, name, user string, asJSON bool) erro
 }
 
 func (a *app) nodeJoinCmd() *cobra.Command {
-	var key, name, user string
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "join --org-key KEY",
-		Short: "Join this node to an org with its org key or an invite code",
-		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			key = strings.TrimSpace(key)
-			if key == "" {
-				return usagef(cmd, "--org-key is required: the key that cshare org create or cshare org key printed, or an invite code")
-			}
-			return a.join(cmd, key, name, user, asJSON)
-		},
-	}
+	var key string
+	c := &cobra.Command{Use: "join --org-key KEY", Short: "Join this node to an org with its org key or an invite code"}
 	c.Flags().StringVar(&key, "org-key", "", "the org key or an invite code (required)")
-	c.Flags().StringVar(&name, "name", "", "this machine's name in the org")
-	addUserName(c, &user)
-	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	return c
+	return a.joinCmd(c, func(cmd *cobra.Command) (string, error) {
+		key = strings.TrimSpace(key)
+		if key == "" {
+			return "", usagef(cmd, "--org-key is required: the key that cshare org create or cshare org key printed, or an invite code")
+		}
+		return key, nil
+	})
 }
 
 func (a *app) nodeStatusCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "status",
-		Short: "Show this node: identity, org, peers, ledger, plan",
-		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			st, err := cl.Status(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, st)
-			}
+	c := &cobra.Command{Use: "status", Short: "Show this node: identity, org, peers, ledger, plan", Args: exactArgs()}
+	return viewCmd(a, c, "print the status as JSON",
+		func(ctx context.Context, cl *api.Client, _ []string) (api.NodeStatus, error) { return cl.Status(ctx) },
+		func(st api.NodeStatus) error {
 			org := "none (create one with: cshare org create --name NAME, or join one with: cshare node join --org-key KEY)"
 			if st.Org != "" {
 				org = st.Org
@@ -238,10 +227,7 @@ func (a *app) nodeStatusCmd() *cobra.Command {
 				[2]string{"addrs", orDash(strings.Join(st.Addrs, ", "))},
 				[2]string{"data dir", orDash(st.DataDir)},
 			)...)
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
-	return c
+		})
 }
 
 func (a *app) nodeStopCmd() *cobra.Command {

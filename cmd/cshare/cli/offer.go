@@ -22,16 +22,16 @@ func (a *app) offerCmd() *cobra.Command {
 func (a *app) offerCreateCmd() *cobra.Command {
 	var price, diskPrice, memory, disk, until, forS, minS string
 	var gpus, cpus int64
-	var asJSON bool
+	var req api.OfferCreate
 	c := &cobra.Command{
 		Use:   "create --price DOLLARS_PER_HOUR [--gpus N] [--cpus N] [--memory SIZE] [--disk SIZE] [--disk-price DOLLARS_PER_GB_MONTH] [--until TIME | --for DURATION] [--min-duration D]",
 		Short: "Sign an offer for part of this machine (its owner), publish it to the org, and print its ID",
 		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		PreRunE: func(cmd *cobra.Command, args []string) error {
 			if price == "" {
 				return usagef(cmd, "--price is required: dollars per hour, like --price 1.5")
 			}
-			req := api.OfferCreate{Price: price, DiskPrice: diskPrice}
+			req = api.OfferCreate{Price: price, DiskPrice: diskPrice}
 			f := cmd.Flags()
 			if f.Changed("gpus") {
 				req.GPUs = &gpus
@@ -76,19 +76,7 @@ func (a *app) offerCreateCmd() *cobra.Command {
 				}
 				req.MinDurationMS = d.Milliseconds()
 			}
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			o, err := cl.CreateOffer(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, o)
-			}
-			_, err = fmt.Fprintln(a.stdout, o.ID)
-			return err
+			return nil
 		},
 	}
 	f := c.Flags()
@@ -101,8 +89,14 @@ func (a *app) offerCreateCmd() *cobra.Command {
 	f.StringVar(&until, "until", "", "when the offer ends: RFC 3339 time or YYYY-MM-DD (default: in 7 days)")
 	f.StringVar(&forS, "for", "", "how long the offer lasts, like 72h or 7d (instead of --until)")
 	f.StringVar(&minS, "min-duration", "", "the shortest contract accepted, like 1h")
-	f.BoolVar(&asJSON, "json", false, "print the offer as JSON")
-	return c
+	return viewCmd(a, c, "print the offer as JSON",
+		func(ctx context.Context, cl *api.Client, _ []string) (api.OfferInfo, error) {
+			return cl.CreateOffer(ctx, req)
+		},
+		func(o api.OfferInfo) error {
+			_, err := fmt.Fprintln(a.stdout, o.ID)
+			return err
+		})
 }
 
 func (a *app) offerLsCmd() *cobra.Command {

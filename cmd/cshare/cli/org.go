@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"sort"
@@ -21,12 +22,12 @@ func (a *app) orgCmd() *cobra.Command {
 
 func (a *app) orgCreateCmd() *cobra.Command {
 	var name, desc, user string
-	var asJSON bool
+	var req api.OrgCreate
 	c := &cobra.Command{
 		Use:   "create --name NAME",
 		Short: "Create an org with this node as its owner; prints the org key last",
 		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		PreRunE: func(cmd *cobra.Command, args []string) error {
 			name = strings.TrimSpace(name)
 			if name == "" {
 				return usagef(cmd, "--name is required: the org's name, e.g. --name acme")
@@ -38,56 +39,30 @@ func (a *app) orgCreateCmd() *cobra.Command {
 				return usagef(cmd, "%v", err)
 			}
 			userName, err := a.userName(cmd, user)
-			if err != nil {
-				return err
-			}
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			res, err := cl.CreateOrg(cmd.Context(), api.OrgCreate{Name: name, Description: desc, UserName: userName})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, res)
-			}
-			fmt.Fprintf(a.stdout, "created org %s (%s); this node is its owner\n", text.Escape(name), res.Org)
-			fmt.Fprintf(a.stdout, "machines join with: cshare node join --org-key KEY; the org key:\n")
-			_, err = fmt.Fprintln(a.stdout, res.Key)
+			req = api.OrgCreate{Name: name, Description: desc, UserName: userName}
 			return err
 		},
 	}
 	c.Flags().StringVar(&name, "name", "", "the org's name (required)")
 	c.Flags().StringVar(&desc, "description", "", "a description of the org")
 	addUserName(c, &user)
-	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	return c
+	return viewCmd(a, c, "print the result as JSON",
+		func(ctx context.Context, cl *api.Client, _ []string) (api.KeyResult, error) {
+			return cl.CreateOrg(ctx, req)
+		},
+		func(res api.KeyResult) error {
+			fmt.Fprintf(a.stdout, "created org %s (%s); this node is its owner\n", text.Escape(name), res.Org)
+			fmt.Fprintf(a.stdout, "machines join with: cshare node join --org-key KEY; the org key:\n")
+			_, err := fmt.Fprintln(a.stdout, res.Key)
+			return err
+		})
 }
 
 func (a *app) orgShowCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "show",
-		Short: "Show the org: identity, ledger, settings",
-		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			o, err := cl.Org(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, o)
-			}
-			return printOrg(a, o)
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the org as JSON")
-	return c
+	c := &cobra.Command{Use: "show", Short: "Show the org: identity, ledger, settings", Args: exactArgs()}
+	return viewCmd(a, c, "print the org as JSON",
+		func(ctx context.Context, cl *api.Client, _ []string) (api.OrgInfo, error) { return cl.Org(ctx) },
+		func(o api.OrgInfo) error { return printOrg(a, o) })
 }
 
 func printOrg(a *app, o api.OrgInfo) error {
@@ -112,33 +87,24 @@ func printOrg(a *app, o api.OrgInfo) error {
 }
 
 func (a *app) orgKeyCmd() *cobra.Command {
-	var rotate, asJSON bool
+	var rotate bool
 	c := &cobra.Command{
 		Use:   "key",
 		Short: "Print the org key (last line); --rotate issues a new one and retires the old",
 		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			res, err := cl.OrgKey(cmd.Context(), rotate)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, res)
-			}
+	}
+	c.Flags().BoolVar(&rotate, "rotate", false, "issue a new org key; the old one stops working (admins)")
+	return viewCmd(a, c, "print the result as JSON",
+		func(ctx context.Context, cl *api.Client, _ []string) (api.KeyResult, error) {
+			return cl.OrgKey(ctx, rotate)
+		},
+		func(res api.KeyResult) error {
 			if rotate {
 				fmt.Fprintln(a.stdout, "rotated the org key; the old key is refused from now on. The new key:")
 			}
-			_, err = fmt.Fprintln(a.stdout, res.Key)
+			_, err := fmt.Fprintln(a.stdout, res.Key)
 			return err
-		},
-	}
-	c.Flags().BoolVar(&rotate, "rotate", false, "issue a new org key; the old one stops working (admins)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	return c
+		})
 }
 
 // parseExpiry reads --expires: a Go duration, whole days ("7d"), or "0" or
@@ -173,12 +139,12 @@ func parseExpiry(s string) (string, error) {
 func (a *app) orgInviteCmd() *cobra.Command {
 	var role, expires string
 	var uses int64
-	var asJSON bool
+	var req api.InviteRequest
 	c := &cobra.Command{
 		Use:   "invite",
 		Short: "Issue an invite code (last line) for node join --org-key or member join --invite",
 		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		PreRunE: func(cmd *cobra.Command, args []string) error {
 			if role != "member" && role != "admin" {
 				return usagef(cmd, "--role: %q is not a role; use member or admin", role)
 			}
@@ -189,17 +155,18 @@ func (a *app) orgInviteCmd() *cobra.Command {
 			if uses < 0 {
 				return usagef(cmd, "--uses: %d is not allowed; give 1 or more, or 0 for unlimited", uses)
 			}
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			res, err := cl.Invite(cmd.Context(), api.InviteRequest{Role: role, Expires: exp, Uses: uses})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, res)
-			}
+			req = api.InviteRequest{Role: role, Expires: exp, Uses: uses}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&role, "role", "member", "the role the invite grants: member or admin")
+	c.Flags().StringVar(&expires, "expires", "72h", "how long the code is valid: a duration (72h, 7d), or 0/never")
+	c.Flags().Int64Var(&uses, "uses", 1, "how many joins the code admits; 0 = unlimited")
+	return viewCmd(a, c, "print the result as JSON",
+		func(ctx context.Context, cl *api.Client, _ []string) (api.KeyResult, error) {
+			return cl.Invite(ctx, req)
+		},
+		func(res api.KeyResult) error {
 			r := orDash(res.Role)
 			e := "never"
 			if res.Expires != "" && res.Expires != "0" {
@@ -210,15 +177,9 @@ func (a *app) orgInviteCmd() *cobra.Command {
 				u = fmt.Sprint(res.Uses)
 			}
 			fmt.Fprintf(a.stdout, "invite for role %s, expires %s, uses %s; join with: cshare member join --invite CODE. The code:\n", r, e, u)
-			_, err = fmt.Fprintln(a.stdout, res.Key)
+			_, err := fmt.Fprintln(a.stdout, res.Key)
 			return err
-		},
-	}
-	c.Flags().StringVar(&role, "role", "member", "the role the invite grants: member or admin")
-	c.Flags().StringVar(&expires, "expires", "72h", "how long the code is valid: a duration (72h, 7d), or 0/never")
-	c.Flags().Int64Var(&uses, "uses", 1, "how many joins the code admits; 0 = unlimited")
-	c.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	return c
+		})
 }
 
 // settingKey is the shape of an org setting's name.
@@ -258,7 +219,7 @@ func parseSettings(args []string) (map[string]string, error) {
 }
 
 func (a *app) orgSetCmd() *cobra.Command {
-	var asJSON bool
+	var set map[string]string
 	c := &cobra.Command{
 		Use:   "set KEY=VALUE...",
 		Short: "Change org settings (admins), e.g. smartshare.preempt_policy=passive",
@@ -280,22 +241,19 @@ The change is one ledger entry and takes effect on every node.`,
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			set, err := parseSettings(args)
-			if err != nil {
+		PreRunE: func(cmd *cobra.Command, args []string) error {
+			var err error
+			if set, err = parseSettings(args); err != nil {
 				return usagef(cmd, "%v", err)
 			}
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			o, err := cl.SetSettings(cmd.Context(), api.SettingsRequest{Set: set})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, o)
-			}
+			return nil
+		},
+	}
+	return viewCmd(a, c, "print the org after the change as JSON",
+		func(ctx context.Context, cl *api.Client, _ []string) (api.OrgInfo, error) {
+			return cl.SetSettings(ctx, api.SettingsRequest{Set: set})
+		},
+		func(api.OrgInfo) error {
 			keys := make([]string, 0, len(set))
 			for k := range set {
 				keys = append(keys, k)
@@ -305,15 +263,11 @@ The change is one ledger entry and takes effect on every node.`,
 				fmt.Fprintf(a.stdout, "set %s=%s\n", k, text.Escape(set[k]))
 			}
 			return nil
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the org after the change as JSON")
-	return c
+		})
 }
 
 func (a *app) orgTransferCmd() *cobra.Command {
 	var to string
-	var asJSON bool
 	c := &cobra.Command{
 		Use:   "transfer --to PERSON",
 		Short: "Make an admin the org's owner (the owner only); the owner becomes an admin",
@@ -322,28 +276,22 @@ admin already (cshare member set-role PERSON admin), and the old owner stays
 an admin. PERSON is a member's ID (or a unique prefix or suffix of at least 4
 characters) or name, as cshare member ls shows them.`,
 		Args: exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
+		PreRunE: func(cmd *cobra.Command, args []string) error {
 			to = strings.TrimSpace(to)
 			if to == "" {
 				return usagef(cmd, "--to is required: the admin who becomes the owner (an ID or name from cshare member ls)")
 			}
-			cl, err := a.client()
-			if err != nil {
-				return err
-			}
-			o, err := cl.TransferOrg(cmd.Context(), to)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(a.stdout, o)
-			}
-			_, err = fmt.Fprintf(a.stdout, "transferred org %s to person %s, its owner now; the old owner is an admin\n",
-				text.Escape(o.Name), text.Escape(personRef(o.Owner, o.OwnerName)))
-			return err
+			return nil
 		},
 	}
 	c.Flags().StringVar(&to, "to", "", "the admin who becomes the owner: a person's ID or name (required)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print the org after the transfer as JSON")
-	return c
+	return viewCmd(a, c, "print the org after the transfer as JSON",
+		func(ctx context.Context, cl *api.Client, _ []string) (api.OrgInfo, error) {
+			return cl.TransferOrg(ctx, to)
+		},
+		func(o api.OrgInfo) error {
+			_, err := fmt.Fprintf(a.stdout, "transferred org %s to person %s, its owner now; the old owner is an admin\n",
+				text.Escape(o.Name), text.Escape(personRef(o.Owner, o.OwnerName)))
+			return err
+		})
 }

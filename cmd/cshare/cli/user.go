@@ -54,7 +54,8 @@ func (a *app) existingPerson(force bool, what string) (*userkey.Key, error) {
 
 func (a *app) userInitCmd() *cobra.Command {
 	var name string
-	var force, asJSON bool
+	var force bool
+	var old *userkey.Key
 	c := &cobra.Command{
 		Use:   "init --name NAME",
 		Short: "Create this person's key (user.key in the data dir); prints the person's ID last",
@@ -63,41 +64,40 @@ data dir (mode 0600). The machine acts for this person in the orgs it joins;
 the same key on several machines (cshare user export, cshare user import) makes
 them one member. The person's ID is the last line of the output.`,
 		Args: exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	}
+	c.Flags().StringVar(&name, "name", "", "your name as the org's members see it (required)")
+	c.Flags().BoolVar(&force, "force", false, "replace the data dir's person with a new one (this machine then acts for the new person)")
+	return showCmd(a, c, "print the person as JSON",
+		func(cmd *cobra.Command, _ []string) (userInfo, error) {
 			name = strings.TrimSpace(name)
 			if name == "" {
-				return usagef(cmd, "--name is required: your name as the org's members see it, e.g. --name alice")
+				return userInfo{}, usagef(cmd, "--name is required: your name as the org's members see it, e.g. --name alice")
 			}
 			if err := text.CheckName("--name", name); err != nil {
-				return usagef(cmd, "%v", err)
+				return userInfo{}, usagef(cmd, "%v", err)
 			}
-			old, err := a.existingPerson(force, "creating a new person")
-			if err != nil {
-				return err
+			var err error
+			if old, err = a.existingPerson(force, "creating a new person"); err != nil {
+				return userInfo{}, err
 			}
 			k, err := userkey.New(name)
 			if err != nil {
-				return err
+				return userInfo{}, err
 			}
 			if err := userkey.Save(a.dataDir, k, true); err != nil {
-				return err
+				return userInfo{}, err
 			}
-			if asJSON {
-				return printJSON(a.stdout, userInfo{ID: k.ID, Name: k.Name})
-			}
+			return userInfo{ID: k.ID, Name: k.Name}, nil
+		},
+		func(k userInfo) error {
 			if old != nil {
 				fmt.Fprintf(a.stdout, "replaced person %s: this machine now acts for the new person\n", personText(old))
 			}
 			fmt.Fprintf(a.stdout, "created person %s in %s (keep it private; carry it to another machine with cshare user export). The person's ID:\n",
 				text.Escape(k.Name), userkey.Path(a.dataDir))
-			_, err = fmt.Fprintln(a.stdout, k.ID)
+			_, err := fmt.Fprintln(a.stdout, k.ID)
 			return err
-		},
-	}
-	c.Flags().StringVar(&name, "name", "", "your name as the org's members see it (required)")
-	c.Flags().BoolVar(&force, "force", false, "replace the data dir's person with a new one (this machine then acts for the new person)")
-	c.Flags().BoolVar(&asJSON, "json", false, "print the person as JSON")
-	return c
+		})
 }
 
 // noPerson is the error of a command that needs the data dir's person.
@@ -109,24 +109,16 @@ func (a *app) noPerson(err error) error {
 }
 
 func (a *app) userShowCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "show",
-		Short: "Show this machine's person: ID and name",
-		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	c := &cobra.Command{Use: "show", Short: "Show this machine's person: ID and name", Args: exactArgs()}
+	return showCmd(a, c, "print the person as JSON",
+		func(*cobra.Command, []string) (userInfo, error) {
 			k, err := userkey.Load(a.dataDir)
 			if err != nil {
-				return a.noPerson(err)
+				return userInfo{}, a.noPerson(err)
 			}
-			if asJSON {
-				return printJSON(a.stdout, userInfo{ID: k.ID, Name: k.Name})
-			}
-			return kv(a.stdout, [2]string{"id", k.ID}, [2]string{"name", k.Name})
+			return userInfo{ID: k.ID, Name: k.Name}, nil
 		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the person as JSON")
-	return c
+		func(k userInfo) error { return kv(a.stdout, [2]string{"id", k.ID}, [2]string{"name", k.Name}) })
 }
 
 // passphrase reads --passphrase-file when it was given; a bad file is a

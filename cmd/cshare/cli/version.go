@@ -17,12 +17,9 @@ type versionInfo struct {
 }
 
 func (a *app) versionCmd() *cobra.Command {
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "version",
-		Short: "Print the version of this binary",
-		Args:  exactArgs(),
-		RunE: func(cmd *cobra.Command, args []string) error {
+	c := &cobra.Command{Use: "version", Short: "Print the version of this binary", Args: exactArgs()}
+	return showCmd(a, c, "print the version as JSON",
+		func(*cobra.Command, []string) (versionInfo, error) {
 			v := versionInfo{Version: agentVersion, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 			if bi, ok := debug.ReadBuildInfo(); ok {
 				for _, s := range bi.Settings {
@@ -31,17 +28,14 @@ func (a *app) versionCmd() *cobra.Command {
 					}
 				}
 			}
-			if asJSON {
-				return printJSON(a.stdout, v)
-			}
+			return v, nil
+		},
+		func(v versionInfo) error {
 			rev := ""
 			if v.Revision != "" {
 				rev = " " + short(v.Revision)
 			}
 			_, err := fmt.Fprintf(a.stdout, "cshare %s%s (%s %s)\n", v.Version, rev, v.Go, v.Platform)
 			return err
-		},
-	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the version as JSON")
-	return c
+		})
 }

@@ -14,19 +14,21 @@ import (
 	"github.com/cshare/cshare/node/api"
 )
 
-// viewCmd completes c, a list or show command: it fetches a value from the
-// node and prints it, with --json as exactly one JSON value, else with
-// human (a table or a detail view). IDs and names in args go to the node as
-// given; the node resolves them.
-func viewCmd[T any](a *app, c *cobra.Command, jsonHelp string,
-	fetch func(ctx context.Context, cl *api.Client, args []string) (T, error), human func(T) error) *cobra.Command {
+// Every command that prints a value (a show, or what a change made) goes
+// through showCmd, and every listing through listCmd: they own the --json
+// flag, and print either exactly one JSON value (printJSON; a listing's
+// array written row by row) or the human view, whose tables, key-value
+// lines and echoed names are escaped (table, kv, text.Escape).
+
+// showCmd completes c, a command that prints a value: get computes it
+// (from the node or from this machine), then it is printed with --json as
+// exactly one JSON value, else with human. Flags that are checked before
+// anything is asked of the node are checked in c.PreRunE.
+func showCmd[T any](a *app, c *cobra.Command, jsonHelp string,
+	get func(cmd *cobra.Command, args []string) (T, error), human func(T) error) *cobra.Command {
 	var asJSON bool
 	c.RunE = func(cmd *cobra.Command, args []string) error {
-		cl, err := a.client()
-		if err != nil {
-			return err
-		}
-		v, err := fetch(cmd.Context(), cl, args)
+		v, err := get(cmd, args)
 		if err != nil {
 			return err
 		}
@@ -37,6 +39,26 @@ func viewCmd[T any](a *app, c *cobra.Command, jsonHelp string,
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, jsonHelp)
 	return c
+}
+
+// viewCmd is showCmd for a value from the node: fetch asks it. IDs and
+// names in args go to the node as given; the node resolves them.
+func viewCmd[T any](a *app, c *cobra.Command, jsonHelp string,
+	fetch func(ctx context.Context, cl *api.Client, args []string) (T, error), human func(T) error) *cobra.Command {
+	return showCmd(a, c, jsonHelp, func(cmd *cobra.Command, args []string) (T, error) {
+		cl, err := a.client()
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		return fetch(cmd.Context(), cl, args)
+	}, human)
+}
+
+// asJSON says whether c, a showCmd or listCmd, was given --json.
+func asJSON(c *cobra.Command) bool {
+	on, _ := c.Flags().GetBool("json")
+	return on
 }
 
 // listCmd completes c, a listing that grows with a job or the org: it

@@ -1,0 +1,104 @@
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+)
+
+// The API's routes are one table (Handler's routes, contractRoutes): a
+// ServeMux pattern and the answer that serves it, built by one of the
+// typed helpers below. Every route is served the same way (serveRoute): the
+// bearer token is checked, the body capped, the answer computed, and then
+// written as JSON (200), as raw bytes ([]byte), as a streamed listing
+// (listing, listed) or as the error's {"error","field"} with its status
+// (writeError). A route with a body decodes it strictly first (DecodeBody:
+// one JSON value, no unknown field, UTF-8 as sent, at most MaxBodySize).
+
+// A route is one row of the API's table.
+type route struct {
+	pattern string
+	answer  answer
+}
+
+// answer computes a route's answer to r: a value written as JSON, []byte
+// written as application/octet-stream, a streamer that writes itself, or
+// an error.
+type answer func(r *http.Request) (any, error)
+
+// withBody is a route whose request is a JSON body: it is decoded strictly
+// into a Req, then fn answers.
+func withBody[Req, Resp any](fn func(ctx context.Context, r *http.Request, req Req) (Resp, error)) answer {
+	return func(r *http.Request) (any, error) {
+		var req Req
+		if err := DecodeBody(r.Body, &req); err != nil {
+			return nil, err
+		}
+		return fn(r.Context(), r, req)
+	}
+}
+
+// noBody is a route that reads no body (a GET, or a POST whose path says
+// it all): what it sends is left unread.
+func noBody[Resp any](fn func(ctx context.Context, r *http.Request) (Resp, error)) answer {
+	return func(r *http.Request) (any, error) { return fn(r.Context(), r) }
+}
+
+// call is noBody for a Service method that needs nothing of the request.
+func call[Resp any](fn func(ctx context.Context) (Resp, error)) answer {
+	return noBody(func(ctx context.Context, _ *http.Request) (Resp, error) { return fn(ctx) })
+}
+
+// decoded is withBody for a Service method that takes the body alone.
+func decoded[Req, Resp any](fn func(ctx context.Context, req Req) (Resp, error)) answer {
+	return withBody(func(ctx context.Context, _ *http.Request, req Req) (Resp, error) { return fn(ctx, req) })
+}
+
+// onPath is noBody for a Service method that takes the path's wildcard
+// name (an ID or reference).
+func onPath[Resp any](name string, fn func(ctx context.Context, id string) (Resp, error)) answer {
+	return noBody(func(ctx context.Context, r *http.Request) (Resp, error) { return fn(ctx, r.PathValue(name)) })
+}
+
+// onPathBody is withBody for a Service method that takes the path's
+// wildcard name and the body.
+func onPathBody[Req, Resp any](name string, fn func(ctx context.Context, id string, req Req) (Resp, error)) answer {
+	return withBody(func(ctx context.Context, r *http.Request, req Req) (Resp, error) {
+		return fn(ctx, r.PathValue(name), req)
+	})
+}
+
+// handle registers routes on m, each served by serveRoute with token.
+func (m Mux) handle(token string, routes ...route) {
+	for _, rt := range routes {
+		m.HandleFunc(rt.pattern, serveRoute(token, rt.answer))
+	}
+}
+
+// serveRoute is how every route answers: the bearer token (401 without it),
+// the body capped at MaxBodySize, then a's answer or error.
+func serveRoute(token string, a answer) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			writeJSON(w, http.StatusUnauthorized, Error{Error: "missing or wrong API token: the CLI reads it from <data-dir>/api.token"})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBodySize)
+		v, err := a(r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		switch v := v.(type) {
+		case streamer:
+			v(w)
+		case []byte:
+			w.Header().Set("Content-Type", "application/octet-stream")
+			_, _ = w.Write(v)
+		default:
+			writeJSON(w, http.StatusOK, v)
+		}
+	}
+}
