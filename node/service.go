@@ -33,20 +33,10 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-func errNoOrg() error {
-	return api.Errorf(http.StatusConflict, "this node is in no org yet: create one with `cshare org create --name NAME` or join with `cshare node join --org-key KEY`")
-}
+func errNoOrg() error { return api.NoOrg() }
 
 // refused turns a fold verdict into an API error.
-func refused(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, ledger.ErrNotAuthority) {
-		return api.Errorf(http.StatusForbidden, "%s", strings.TrimPrefix(err.Error(), "ledger: "))
-	}
-	return api.Errorf(http.StatusBadRequest, "%s", strings.TrimPrefix(err.Error(), "ledger: "))
-}
+func refused(err error) error { return api.Refused(err) }
 
 func (n *Node) needOrg() error {
 	if n.orgID() == "" {
