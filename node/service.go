@@ -22,6 +22,7 @@ import (
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/node/marketsvc"
 	"github.com/cshare/cshare/p2p"
 )
 
@@ -315,7 +316,7 @@ func (n *Node) SetSettings(ctx context.Context, req api.SettingsRequest) (api.Or
 				u.MaxCPUsLimit, cur.SmartShare.MaxCPUsLimit = &x, x
 			}
 		case "market.delete_after":
-			d, err := parseDeleteAfter(v)
+			d, err := marketsvc.ParseDeleteAfter(v)
 			if err != nil {
 				return api.OrgInfo{}, err
 			}
