@@ -159,6 +159,27 @@ func (s *State) PersonOf(machine string) string {
 	return ""
 }
 
+// PersonName is the name of person id: the member's, else the name a
+// delegation of one of their machines gave, else (a machine that is its own
+// person) the machine's name; "" if none is known.
+func (s *State) PersonName(id string) string {
+	if m := s.Members[id]; m != nil && m.Name != "" {
+		return m.Name
+	}
+	if m := s.Machines[id]; m != nil && m.Owner == id {
+		if m.OwnerName != "" && m.OwnerName != id {
+			return m.OwnerName
+		}
+		return m.Name
+	}
+	for _, m := range s.Machines {
+		if m.Owner == id && m.OwnerName != "" && m.OwnerName != id {
+			return m.OwnerName
+		}
+	}
+	return ""
+}
+
 // MachinesOf lists person's machines by ID, removed and rejected ones
 // included (callers filter by Status).
 func (s *State) MachinesOf(person string) []*Machine {

@@ -84,9 +84,9 @@ func (s *scheduler) adoptOne(drv Driver, r runtime.RunInfo) {
 }
 
 // gpuIndices are this machine's GPU indices for the device IDs a run
-// records (the inverse of deviceIDs: UUIDs, or indices where the UUID is
-// unknown). An ID this machine does not know is left out and logged: no
-// plan can give that GPU to anyone here.
+// records (the inverse of marketsvc's deviceIDs: UUIDs, or indices where
+// the UUID is unknown). An ID this machine does not know is left out and
+// logged: no plan can give that GPU to anyone here.
 func (n *Node) gpuIndices(ids []string) []int {
 	var out []int
 	for _, id := range ids {

@@ -2,9 +2,11 @@ package node
 
 import (
 	"path/filepath"
+	"strconv"
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/runtime"
+	"github.com/cshare/cshare/runtime/hw"
 )
 
 func (n *Node) initRuntime() error {
@@ -28,4 +30,17 @@ func (n *Node) registryAuth(image string) *runtime.RegistryAuth {
 		return nil
 	}
 	return &runtime.RegistryAuth{Server: r.Server, Username: r.Username, Password: r.Password, Token: r.Token}
+}
+
+// recordedGPUs adds the n GPUs node.yaml's runtime.record_gpus declares to
+// a machine that has none (see config.Runtime.RecordGPUs).
+func recordedGPUs(h hw.Hardware, n int) hw.Hardware {
+	if n <= 0 || len(h.GPUs) > 0 {
+		return h
+	}
+	h.GPUs = make([]hw.GPU, n)
+	for i := range h.GPUs {
+		h.GPUs[i] = hw.GPU{Index: i, UUID: "GPU-recorded-" + strconv.Itoa(i), Name: "Recorded GPU", MemoryMB: 16384}
+	}
+	return h
 }

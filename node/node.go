@@ -27,6 +27,7 @@ import (
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/node/logs"
+	"github.com/cshare/cshare/node/marketsvc"
 	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/runtime"
 	"github.com/cshare/cshare/runtime/hw"
@@ -132,13 +133,9 @@ type Node struct {
 
 	witnessed witnessBook // redemptions witnessed, their registers not yet seen (witness.go)
 
-	offerOnce sync.Once
-	offerBk   *offerBook // the market's offers (offers.go)
-	ds        datasets   // blocks, imports, exchange (datasets.go, dsexchange.go)
-	jf        jobFetches // datasets fetched for jobs (dsjobs.go)
-
-	ctrOnce sync.Once
-	ctrHost *contractHost // the host's contract instances (contracts_host.go)
+	market *marketsvc.Service // offers, contracts as renter and host (market.go)
+	ds     datasets           // blocks, imports, exchange (datasets.go, dsexchange.go)
+	jf     jobFetches         // datasets fetched for jobs (dsjobs.go)
 
 	disk diskState // the reserve on the data dir's filesystem (disk.go)
 }
@@ -299,6 +296,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := n.initRuntime(); err != nil {
 		return nil, err
 	}
+	n.market = n.newMarket()
 	n.spawn(n.removeForeignRuns)
 	if org := n.orgID(); org != "" {
 		if err := n.joinTopics(org); err != nil {
@@ -322,7 +320,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	go n.redialLoop()
 	n.startScheduler()
 	n.spawn(n.datasetLoop)
-	n.spawn(n.contractLoop)
+	n.spawn(func() { n.market.Run(n.ctx) })
 	ok = true
 	log.Info("node started", "id", n.id.String(), "api", n.apiAddr, "org", n.orgID(), "data_dir", opts.DataDir)
 	n.checkExit() // removed, or the org deleted, while this node was down
@@ -370,7 +368,9 @@ func (n *Node) Close() error {
 	if n.host != nil {
 		n.host.StopGossip() // no PRUNE to the org's peers (see p2p.Host.StopGossip)
 	}
-	n.closeOffers()
+	if n.market != nil {
+		n.market.Close()
+	}
 	if o != nil {
 		o.Close()
 	}
@@ -416,7 +416,7 @@ func (n *Node) joinTopics(org string) error {
 	n.mu.Lock()
 	n.org = o
 	n.mu.Unlock()
-	if err := n.joinOffers(org, o); err != nil {
+	if err := n.market.Join(n.ctx, org, o); err != nil {
 		return err
 	}
 	if n.cfg.Discovery.MDNSEnabled() && !n.opts.DisableMDNS {

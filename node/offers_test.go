@@ -101,7 +101,7 @@ func TestCheckOffer(t *testing.T) {
 		if mutate != nil {
 			mutate(&so)
 		}
-		v := n.checkOffer(org, n.id, &p2p.OfferMsg{Seq: 1, Offer: &so})
+		v := n.market.CheckOffer(org, n.id, &p2p.OfferMsg{Seq: 1, Offer: &so})
 		if v == nil {
 			return "accept"
 		}
@@ -123,7 +123,7 @@ func TestCheckOffer(t *testing.T) {
 		t.Fatal(err)
 	}
 	fromStranger := stranger.SignOffer(org, good)
-	if v := n.checkOffer(org, n.id, &p2p.OfferMsg{Seq: 1, Offer: &fromStranger}); v == nil || !v.Ignore || v.Reason != p2p.IgnoreLagging {
+	if v := n.market.CheckOffer(org, n.id, &p2p.OfferMsg{Seq: 1, Offer: &fromStranger}); v == nil || !v.Ignore || v.Reason != p2p.IgnoreLagging {
 		t.Errorf("an offer by a machine not in the ledger: %+v, want ignored as lagging", v)
 	}
 	for _, tc := range []struct {

@@ -66,25 +66,7 @@ func (n *Node) removeForeignRuns() {
 			}
 		}
 	})
-	d, ok := n.contractDriver()
-	if !ok {
-		return
-	}
-	runs, err := d.ListContracts(ctx, "", n.idStr)
-	if err != nil {
-		n.log.Debug("could not list this machine's contract instances", "err", err)
-		return
-	}
-	for _, r := range runs {
-		if !foreign(r.Org) {
-			continue
-		}
-		if err := d.RemoveContract(ctx, r.ID); err != nil {
-			n.log.Warn("could not remove a contract instance of an org this machine is not in", "org", r.Org, "contract", r.Contract, "err", err)
-			continue
-		}
-		n.log.Info("removed a contract instance of an org this machine is not in", "org", r.Org, "contract", r.Contract)
-	}
+	n.market.RemoveForeign(ctx, foreign)
 }
 
 // moveOrgData moves the org's entries of dataDir (orgDataDirs) into dest,

@@ -90,26 +90,8 @@ func (n *Node) personIn(st *ledger.State) string {
 	return n.idStr
 }
 
-// personName is the name of person id: the member's, else the name a
-// delegation of one of their machines gave, else (a machine that is its own
-// person) the machine's name; "" if none is known.
-func personName(st *ledger.State, id string) string {
-	if m := st.Members[id]; m != nil && m.Name != "" {
-		return m.Name
-	}
-	if m := st.Machines[id]; m != nil && m.Owner == id {
-		if m.OwnerName != "" && m.OwnerName != id {
-			return m.OwnerName
-		}
-		return m.Name
-	}
-	for _, m := range st.Machines {
-		if m.Owner == id && m.OwnerName != "" && m.OwnerName != id {
-			return m.OwnerName
-		}
-	}
-	return ""
-}
+// personName is st.PersonName(id).
+func personName(st *ledger.State, id string) string { return st.PersonName(id) }
 
 // personLabel is "NAME (ID)", or the ID alone when no name is known.
 func personLabel(st *ledger.State, id string) string {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/marketsvc"
 	"github.com/cshare/cshare/node/plandiff"
 	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/smartshare"
@@ -18,7 +19,7 @@ func (s *scheduler) buildInput(now time.Time) smartshare.Input {
 	in := smartshare.Input{Config: smartshare.Config{Mode: st.Settings.SmartShare.Mode, PreemptPolicy: st.Settings.SmartShare.PreemptPolicy,
 		DefaultMaxCPUs: int(st.Settings.SmartShare.DefaultMaxCPUs), MaxCPUsLimit: int(st.Settings.SmartShare.MaxCPUsLimit)}}
 	machines := map[string]int{}
-	reserved := contractReservations(st, now)
+	reserved := marketsvc.Reservations(st, now)
 	var hbs []p2p.Heartbeat
 	for _, m := range st.SortedMachines() {
 		if m.Status != ledger.MachineApproved {
@@ -28,7 +29,7 @@ func (s *scheduler) buildInput(now time.Time) smartshare.Input {
 		if !online || hb.Machine == "" {
 			continue
 		}
-		mc := lessReserved(machineCapacity(m), reserved[m.ID])
+		mc := marketsvc.LessReserved(machineCapacity(m), reserved[m.ID])
 		slots := mc.Slots
 		in.Machines = append(in.Machines, mc)
 		machines[m.ID] = slots

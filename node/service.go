@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/cshare/cshare/internal/diskguard"
 	"maps"
 	"net/http"
 	"os"
@@ -23,6 +22,7 @@ import (
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/node/marketsvc"
 	"github.com/cshare/cshare/p2p"
 )
 
@@ -34,29 +34,10 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-func errNoOrg() error {
-	return api.Errorf(http.StatusConflict, "this node is in no org yet: create one with `cshare org create --name NAME` or join with `cshare node join --org-key KEY`")
-}
+func errNoOrg() error { return api.NoOrg() }
 
 // refused turns a fold verdict into an API error.
-func refused(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, ledger.ErrNotAuthority) {
-		return api.Errorf(http.StatusForbidden, "%s", strings.TrimPrefix(err.Error(), "ledger: "))
-	}
-	if errors.Is(err, diskguard.ErrFull) {
-		// Not the request's fault: the same request succeeds once there
-		// is room again.
-		var fe *diskguard.FullError
-		if errors.As(err, &fe) {
-			return api.Errorf(http.StatusInsufficientStorage, "%s", fe.Error())
-		}
-		return api.Errorf(http.StatusInsufficientStorage, "%s", err.Error())
-	}
-	return api.Errorf(http.StatusBadRequest, "%s", strings.TrimPrefix(err.Error(), "ledger: "))
-}
+func refused(err error) error { return api.Refused(err) }
 
 func (n *Node) needOrg() error {
 	if n.orgID() == "" {
@@ -335,7 +316,7 @@ func (n *Node) SetSettings(ctx context.Context, req api.SettingsRequest) (api.Or
 				u.MaxCPUsLimit, cur.SmartShare.MaxCPUsLimit = &x, x
 			}
 		case "market.delete_after":
-			d, err := parseDeleteAfter(v)
+			d, err := marketsvc.ParseDeleteAfter(v)
 			if err != nil {
 				return api.OrgInfo{}, err
 			}

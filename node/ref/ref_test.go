@@ -1,4 +1,4 @@
-package node
+package ref
 
 import (
 	"net/http"
@@ -8,8 +8,8 @@ import (
 	"github.com/cshare/cshare/node/api"
 )
 
-func TestResolveRef(t *testing.T) {
-	cands := []candidate{
+func TestResolve(t *testing.T) {
+	cands := []Candidate{
 		{ID: "12D3KooWMachineOne111aaaa", Name: "office-gpu-1"},
 		{ID: "12D3KooWMachineTwo222bbbb", Name: "render-2"},
 		{ID: "12D3KooWMachineThr333cccc", Name: "laptop"},
@@ -35,7 +35,7 @@ func TestResolveRef(t *testing.T) {
 		{"", "", http.StatusBadRequest, []string{"give a machine ID or name"}},
 		{"12D3KooWMachine", "", http.StatusConflict, []string{`machine "12D3KooWMachine" is ambiguous: it matches 3 machines: 12D3KooWMachineOne111aaaa (office-gpu-1), 12D3KooWMachineTwo222bbbb (render-2), 12D3KooWMachineThr333cccc (laptop); give more of the ID`}},
 	} {
-		got, err := resolveRef("machine", "cshare machine ls", c.ref, cands)
+		got, err := Resolve("machine", "cshare machine ls", c.ref, cands)
 		if c.code == 0 {
 			if err != nil || got != c.want {
 				t.Errorf("%q: %q, %v; want %q", c.ref, got, err, c.want)
@@ -54,11 +54,11 @@ func TestResolveRef(t *testing.T) {
 		}
 	}
 	// The list of an ambiguous reference is bounded.
-	var many []candidate
+	var many []Candidate
 	for i := range 20 {
-		many = append(many, candidate{ID: "job" + strings.Repeat("x", i) + "z"})
+		many = append(many, Candidate{ID: "job" + strings.Repeat("x", i) + "z"})
 	}
-	_, err := resolveRef("job", "cshare job ls", "jobx", many)
+	_, err := Resolve("job", "cshare job ls", "jobx", many)
 	if se, ok := err.(*api.StatusError); !ok || se.Code != http.StatusConflict || !strings.Contains(se.Msg, "matches 19 jobs") || !strings.Contains(se.Msg, "and 14 more") {
 		t.Errorf("many: %v", err)
 	}

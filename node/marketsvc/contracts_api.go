@@ -1,4 +1,4 @@
-package node
+package marketsvc
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/market"
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/node/ref"
 )
 
 // The contract API (issue 18): a renter's request, the renter's stop and
@@ -23,11 +24,11 @@ import (
 
 // CreateContract writes a contract.request for part of an offer this node
 // has heard of.
-func (n *Node) CreateContract(ctx context.Context, req api.ContractCreate) (api.ContractInfo, error) {
-	if err := n.needOrg(); err != nil {
+func (s *Service) CreateContract(ctx context.Context, req api.ContractCreate) (api.ContractInfo, error) {
+	if err := s.needOrg(); err != nil {
 		return api.ContractInfo{}, err
 	}
-	so, err := n.findOffer(req.Offer)
+	so, err := s.findOffer(req.Offer)
 	if err != nil {
 		return api.ContractInfo{}, err
 	}
@@ -53,35 +54,35 @@ func (n *Node) CreateContract(ctx context.Context, req api.ContractCreate) (api.
 	}
 	nonce := make([]byte, 8)
 	_, _ = rand.Read(nonce)
-	e, err := n.write(ctx, ledger.KindContractRequest, ledger.ContractRequest{Offer: so, Ask: ask, Spec: spec, Nonce: nonce})
+	e, err := s.d.Ledger.Write(ctx, ledger.KindContractRequest, ledger.ContractRequest{Offer: so, Ask: ask, Spec: spec, Nonce: nonce})
 	if e == nil {
-		return api.ContractInfo{}, refused(err)
+		return api.ContractInfo{}, api.Refused(err)
 	}
-	return n.Contract(ctx, ledger.ContractIDFor(e))
+	return s.Contract(ctx, ledger.ContractIDFor(e))
 }
 
-// findOffer is the signed offer that ref names among the offers this node
+// findOffer is the signed offer that want names among the offers this node
 // has heard of (full ID, or a unique prefix or suffix).
-func (n *Node) findOffer(ref string) (ledger.SignedOffer, error) {
-	if strings.TrimSpace(ref) == "" {
+func (s *Service) findOffer(want string) (ledger.SignedOffer, error) {
+	if strings.TrimSpace(want) == "" {
 		return ledger.SignedOffer{}, api.FieldErrorf(http.StatusBadRequest, "offer", "offer: give an offer ID (see cshare offer ls)")
 	}
-	now := n.opts.Now()
-	b := n.book()
+	now := s.d.Now()
+	b := s.book()
 	b.mu.Lock()
 	recs := map[string]ledger.SignedOffer{}
-	var cands []candidate
+	var cands []ref.Candidate
 	for id, r := range b.offers {
 		if r.o.Live(now.UnixMilli()) {
 			so := r.so
 			so.Offer.ID = id
 			recs[id] = so
-			cands = append(cands, candidate{ID: id})
+			cands = append(cands, ref.Candidate{ID: id})
 		}
 	}
 	b.mu.Unlock()
-	slices.SortFunc(cands, func(a, b candidate) int { return strings.Compare(a.ID, b.ID) })
-	id, err := resolveRef("offer", "cshare offer ls", ref, cands)
+	slices.SortFunc(cands, func(a, b ref.Candidate) int { return strings.Compare(a.ID, b.ID) })
+	id, err := ref.Resolve("offer", "cshare offer ls", want, cands)
 	if err != nil {
 		return ledger.SignedOffer{}, err
 	}
@@ -95,24 +96,24 @@ func maySeeContract(st *ledger.State, person string, c *ledger.Contract) bool {
 	return c.Renter == person || c.Host == person || st.IsAdmin(person)
 }
 
-// contractRef resolves ref to a contract this machine's person may see,
+// contractRef resolves want to a contract this machine's person may see,
 // read with the state at now: one they may not see is "no such contract",
 // as a job is.
-func (n *Node) contractRef(ref string, fn func(st *ledger.State, c *ledger.Contract) error) error {
-	if err := n.needOrg(); err != nil {
+func (s *Service) contractRef(want string, fn func(st *ledger.State, c *ledger.Contract) error) error {
+	if err := s.needOrg(); err != nil {
 		return err
 	}
 	var err error
-	n.snapshot(func(st *ledger.State) {
-		me := n.personIn(st)
-		var cands []candidate
+	s.d.Ledger.View(func(st *ledger.State) {
+		me := s.personIn(st)
+		var cands []ref.Candidate
 		for _, c := range st.SortedContracts() {
 			if maySeeContract(st, me, c) {
-				cands = append(cands, candidate{ID: c.ID})
+				cands = append(cands, ref.Candidate{ID: c.ID})
 			}
 		}
 		var id string
-		if id, err = resolveRef("contract", "cshare contract ls", ref, cands); err == nil {
+		if id, err = ref.Resolve("contract", "cshare contract ls", want, cands); err == nil {
 			err = fn(st, st.Contracts[id])
 		}
 	})
@@ -121,15 +122,15 @@ func (n *Node) contractRef(ref string, fn func(st *ledger.State, c *ledger.Contr
 
 // Contracts lists the org's contracts this machine's person may see, in
 // ledger order.
-func (n *Node) Contracts(_ context.Context) ([]api.ContractInfo, error) {
-	if err := n.needOrg(); err != nil {
+func (s *Service) Contracts(_ context.Context) ([]api.ContractInfo, error) {
+	if err := s.needOrg(); err != nil {
 		return nil, err
 	}
-	now := n.opts.Now().UnixMilli()
+	now := s.d.Now().UnixMilli()
 	out := []api.ContractInfo{}
-	n.snapshot(func(st *ledger.State) {
+	s.d.Ledger.View(func(st *ledger.State) {
 		waiting := market.Resolve(st.MarketContracts(""), now, st.MarketPolicy())
-		me := n.personIn(st)
+		me := s.personIn(st)
 		for _, c := range st.SortedContracts() {
 			if maySeeContract(st, me, c) {
 				out = append(out, contractInfo(st, c, now, waiting))
@@ -140,10 +141,10 @@ func (n *Node) Contracts(_ context.Context) ([]api.ContractInfo, error) {
 }
 
 // Contract shows one contract.
-func (n *Node) Contract(_ context.Context, ref string) (api.ContractInfo, error) {
+func (s *Service) Contract(_ context.Context, ref string) (api.ContractInfo, error) {
 	var info api.ContractInfo
-	now := n.opts.Now().UnixMilli()
-	err := n.contractRef(ref, func(st *ledger.State, c *ledger.Contract) error {
+	now := s.d.Now().UnixMilli()
+	err := s.contractRef(ref, func(st *ledger.State, c *ledger.Contract) error {
 		info = contractInfo(st, c, now, market.Resolve(st.MarketContracts(c.Offer.Machine), now, st.MarketPolicy()))
 		return nil
 	})
@@ -152,18 +153,18 @@ func (n *Node) Contract(_ context.Context, ref string) (api.ContractInfo, error)
 
 // ContractAction is the renter's stop or start, or the renter's or host's
 // removal.
-func (n *Node) ContractAction(ctx context.Context, ref, action string) (api.ContractInfo, error) {
-	me := n.person()
-	now := n.opts.Now().UnixMilli()
+func (s *Service) ContractAction(ctx context.Context, ref, action string) (api.ContractInfo, error) {
+	me := s.d.Person()
+	now := s.d.Now().UnixMilli()
 	var id, kind string
-	err := n.contractRef(ref, func(st *ledger.State, c *ledger.Contract) error {
+	err := s.contractRef(ref, func(st *ledger.State, c *ledger.Contract) error {
 		id = c.ID
 		p := st.MarketPolicy()
 		var err error
 		switch action {
 		case api.ContractStop, api.ContractStart:
 			if me != c.Renter {
-				return api.Errorf(http.StatusForbidden, "only the renter (%s) may %s contract %s", personName(st, c.Renter), action, c.ID)
+				return api.Errorf(http.StatusForbidden, "only the renter (%s) may %s contract %s", st.PersonName(c.Renter), action, c.ID)
 			}
 			if action == api.ContractStop {
 				kind = ledger.KindContractStop
@@ -174,7 +175,7 @@ func (n *Node) ContractAction(ctx context.Context, ref, action string) (api.Cont
 			}
 		case api.ContractRm:
 			if me != c.Renter && me != c.Host {
-				return api.Errorf(http.StatusForbidden, "only the renter (%s) or the host (%s) may remove contract %s", personName(st, c.Renter), personName(st, c.Host), c.ID)
+				return api.Errorf(http.StatusForbidden, "only the renter (%s) or the host (%s) may remove contract %s", st.PersonName(c.Renter), st.PersonName(c.Host), c.ID)
 			}
 			kind = ledger.KindContractRm
 			_, err = market.Remove(c.Contract, now, p)
@@ -186,21 +187,21 @@ func (n *Node) ContractAction(ctx context.Context, ref, action string) (api.Cont
 	if err != nil {
 		return api.ContractInfo{}, err
 	}
-	if _, err := n.write(ctx, kind, ledger.ContractRef{Contract: id}); err != nil {
-		return api.ContractInfo{}, refused(err)
+	if _, err := s.d.Ledger.Write(ctx, kind, ledger.ContractRef{Contract: id}); err != nil {
+		return api.ContractInfo{}, api.Refused(err)
 	}
-	return n.Contract(ctx, id)
+	return s.Contract(ctx, id)
 }
 
 // ExtendContract is the host's extension of a contract's end.
-func (n *Node) ExtendContract(ctx context.Context, ref string, req api.ContractExtendRequest) (api.ContractInfo, error) {
-	me := n.person()
-	now := n.opts.Now().UnixMilli()
+func (s *Service) ExtendContract(ctx context.Context, ref string, req api.ContractExtendRequest) (api.ContractInfo, error) {
+	me := s.d.Person()
+	now := s.d.Now().UnixMilli()
 	var id string
-	err := n.contractRef(ref, func(st *ledger.State, c *ledger.Contract) error {
+	err := s.contractRef(ref, func(st *ledger.State, c *ledger.Contract) error {
 		id = c.ID
 		if me != c.Host {
-			return api.Errorf(http.StatusForbidden, "only the host (%s) may extend contract %s; ask them to", personName(st, c.Host), c.ID)
+			return api.Errorf(http.StatusForbidden, "only the host (%s) may extend contract %s; ask them to", st.PersonName(c.Host), c.ID)
 		}
 		if req.ForMS <= 0 || req.ForMS > market.MaxDuration {
 			return api.FieldErrorf(http.StatusBadRequest, "for_ms", "for_ms: %d; a positive duration like 1h, at most 10 years", req.ForMS)
@@ -214,30 +215,30 @@ func (n *Node) ExtendContract(ctx context.Context, ref string, req api.ContractE
 	if err != nil {
 		return api.ContractInfo{}, err
 	}
-	if _, err := n.write(ctx, ledger.KindContractExtend, ledger.ContractExtend{Contract: id, Duration: req.ForMS}); err != nil {
-		return api.ContractInfo{}, refused(err)
+	if _, err := s.d.Ledger.Write(ctx, ledger.KindContractExtend, ledger.ContractExtend{Contract: id, Duration: req.ForMS}); err != nil {
+		return api.ContractInfo{}, api.Refused(err)
 	}
-	return n.Contract(ctx, id)
+	return s.Contract(ctx, id)
 }
 
 // ContractUsage sums contract costs per renter and per host at at (unix
 // ms; 0: now), from the ledger alone.
-func (n *Node) ContractUsage(_ context.Context, at int64) (api.ContractUsage, error) {
-	if err := n.needOrg(); err != nil {
+func (s *Service) ContractUsage(_ context.Context, at int64) (api.ContractUsage, error) {
+	if err := s.needOrg(); err != nil {
 		return api.ContractUsage{}, err
 	}
 	if at == 0 {
-		at = n.opts.Now().UnixMilli()
+		at = s.d.Now().UnixMilli()
 	}
 	u := api.ContractUsage{At: api.FormatTimeMS(time.UnixMilli(at)), Renters: []api.UsageAccount{}, Hosts: []api.UsageAccount{}}
-	n.snapshot(func(st *ledger.State) {
+	s.d.Ledger.View(func(st *ledger.State) {
 		renters, hosts := market.Usage(st.MarketContracts(""), at)
 		for _, x := range []struct {
 			in  []market.Account
 			out *[]api.UsageAccount
 		}{{renters, &u.Renters}, {hosts, &u.Hosts}} {
 			for _, a := range x.in {
-				*x.out = append(*x.out, api.UsageAccount{Person: a.Person, Name: personName(st, a.Person), Contracts: a.Contracts,
+				*x.out = append(*x.out, api.UsageAccount{Person: a.Person, Name: st.PersonName(a.Person), Contracts: a.Contracts,
 					Cost: dollars(a.Cost.Total), ComputeCost: dollars(a.Cost.Compute), StorageCost: dollars(a.Cost.Storage)})
 			}
 		}
@@ -267,8 +268,8 @@ func contractInfo(st *ledger.State, c *ledger.Contract, now int64, waiting map[s
 	p := st.MarketPolicy()
 	cost := c.Cost(now)
 	a := c.Alloc
-	info := api.ContractInfo{ID: c.ID, Offer: c.Offer.ID, Host: c.Host, HostName: personName(st, c.Host), Machine: c.Offer.Machine,
-		Renter: c.Renter, RenterName: personName(st, c.Renter), State: c.State(now, p), GPUs: len(a.GPUs), GPUDevices: a.GPUs,
+	info := api.ContractInfo{ID: c.ID, Offer: c.Offer.ID, Host: c.Host, HostName: st.PersonName(c.Host), Machine: c.Offer.Machine,
+		Renter: c.Renter, RenterName: st.PersonName(c.Renter), State: c.State(now, p), GPUs: len(a.GPUs), GPUDevices: a.GPUs,
 		CPUs: float64(a.CPUMilli) / 1000, MemoryMB: a.MemoryMB, ShmMB: a.ShmMB, DiskMB: a.DiskMB,
 		CPUCeiling: float64(a.CPUCeilingMilli) / 1000, MemoryCeilingMB: a.MemoryCeilingMB, OOMRisk: a.OOMRisk(),
 		Requested: msTime(c.Requested), Price: dollars(c.Offer.Price), DiskPrice: dollars(c.Offer.DiskPrice),
@@ -292,9 +293,9 @@ func contractInfo(st *ledger.State, c *ledger.Contract, now int64, waiting map[s
 	return info
 }
 
-// parseDeleteAfter reads the org setting market.delete_after: a duration
+// ParseDeleteAfter reads the org setting market.delete_after: a duration
 // like 48h or 2d (0: the default, 48 hours), at most 10 years.
-func parseDeleteAfter(v string) (int64, error) {
+func ParseDeleteAfter(v string) (int64, error) {
 	v = strings.TrimSpace(v)
 	bad := api.FieldErrorf(http.StatusBadRequest, "market.delete_after", "market.delete_after: %q; a duration like 48h, 90m or 2d (0: 48h), at most 10 years", api.Ellipsize(v))
 	if v == "0" {

@@ -1,4 +1,4 @@
-package node
+package marketsvc
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/market"
 	"github.com/cshare/cshare/runtime"
-	"github.com/cshare/cshare/runtime/hw"
 )
 
 // The host's side of the market (issue 18). The host machine's node
@@ -45,58 +44,46 @@ type contractHost struct {
 	answered map[string]bool
 }
 
-// recordedGPUs adds the n GPUs node.yaml's runtime.record_gpus declares to
-// a machine that has none (see config.Runtime.RecordGPUs).
-func recordedGPUs(h hw.Hardware, n int) hw.Hardware {
-	if n <= 0 || len(h.GPUs) > 0 {
-		return h
-	}
-	h.GPUs = make([]hw.GPU, n)
-	for i := range h.GPUs {
-		h.GPUs[i] = hw.GPU{Index: i, UUID: "GPU-recorded-" + strconv.Itoa(i), Name: "Recorded GPU", MemoryMB: 16384}
-	}
-	return h
-}
-
-// contractLoop runs the host's passes: every contractTick, and at the
-// moment one of this machine's contracts ends or is due for deletion.
-func (n *Node) contractLoop() {
+// Run runs the host's passes until ctx is done: every contractTick, and
+// at the moment one of this machine's contracts ends or is due for
+// deletion.
+func (s *Service) Run(ctx context.Context) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
-		case <-n.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		t.Reset(n.hostContracts(n.ctx))
+		t.Reset(s.hostContracts(ctx))
 	}
 }
 
 // hostContracts is one pass; it returns when the next is due.
-func (n *Node) hostContracts(ctx context.Context) time.Duration {
-	if n.orgID() == "" {
+func (s *Service) hostContracts(ctx context.Context) time.Duration {
+	if s.orgID() == "" {
 		return contractTick
 	}
-	n.answerRequests(ctx)
-	return n.reconcileContracts(ctx)
+	s.answerRequests(ctx)
+	return s.reconcileContracts(ctx)
 }
 
 // hostedContracts is this machine's contracts as host, in ledger order, the
 // org's market policy and this machine's hardware. answerRequests and
 // reconcileContracts each read it: the second must see the accepts the
 // first just wrote, so a pass starts a contract it accepted.
-func (n *Node) hostedContracts() ([]ledger.Contract, market.Policy, ledger.Hardware) {
+func (s *Service) hostedContracts() ([]ledger.Contract, market.Policy, ledger.Hardware) {
 	var out []ledger.Contract
 	var p market.Policy
 	var h ledger.Hardware
-	n.snapshot(func(st *ledger.State) {
+	s.d.Ledger.View(func(st *ledger.State) {
 		p = st.MarketPolicy()
-		if m := st.Machines[n.idStr]; m != nil {
+		if m := st.Machines[s.d.Machine]; m != nil {
 			h = m.Hardware
 		}
 		for _, c := range st.SortedContracts() {
-			if c.Offer.Machine == n.idStr {
+			if c.Offer.Machine == s.d.Machine {
 				cc := *c
 				cc.Contract = c.Contract.Clone()
 				out = append(out, cc)
@@ -109,10 +96,10 @@ func (n *Node) hostedContracts() ([]ledger.Contract, market.Policy, ledger.Hardw
 // answerRequests accepts or rejects this machine's open requests. The
 // fold has the last word: an accept for GPUs another contract holds at
 // its time becomes a rejection there, on every node alike.
-func (n *Node) answerRequests(ctx context.Context) {
-	cs, p, hwr := n.hostedContracts()
-	now := n.opts.Now().UnixMilli()
-	h := n.contractHost()
+func (s *Service) answerRequests(ctx context.Context) {
+	cs, p, hwr := s.hostedContracts()
+	now := s.d.Now().UnixMilli()
+	h := s.host
 	for i := range cs {
 		c := &cs[i]
 		h.mu.Lock()
@@ -121,13 +108,13 @@ func (n *Node) answerRequests(ctx context.Context) {
 		if done || c.Accepted || c.State(now, p) != market.StateRequested {
 			continue
 		}
-		reason := n.refusal(ctx, c, cs, hwr, now, p)
+		reason := s.refusal(ctx, c, cs, hwr, now, p)
 		var e *ledger.Entry
 		var err error
 		if reason == "" {
-			e, err = n.write(ctx, ledger.KindContractAccept, ledger.ContractRef{Contract: c.ID})
+			e, err = s.d.Ledger.Write(ctx, ledger.KindContractAccept, ledger.ContractRef{Contract: c.ID})
 		} else {
-			e, err = n.write(ctx, ledger.KindContractReject, ledger.ContractReject{Contract: c.ID, Reason: reason})
+			e, err = s.d.Ledger.Write(ctx, ledger.KindContractReject, ledger.ContractReject{Contract: c.ID, Reason: reason})
 		}
 		if e != nil { // written (err: the fold kept it without effect)
 			h.mu.Lock()
@@ -135,15 +122,15 @@ func (n *Node) answerRequests(ctx context.Context) {
 			h.mu.Unlock()
 		}
 		if err != nil && ctx.Err() == nil {
-			n.log.Info("contract answer not written or without effect", "contract", c.ID, "err", err)
+			s.d.Log.Info("contract answer not written or without effect", "contract", c.ID, "err", err)
 		}
-		n.log.Info("contract answered", "contract", c.ID, "accepted", reason == "", "reason", reason)
+		s.d.Log.Info("contract answered", "contract", c.ID, "accepted", reason == "", "reason", reason)
 	}
 }
 
 // refusal is why this host refuses c at now, or "" to accept it.
-func (n *Node) refusal(ctx context.Context, c *ledger.Contract, all []ledger.Contract, hwr ledger.Hardware, now int64, p market.Policy) string {
-	b := n.book()
+func (s *Service) refusal(ctx context.Context, c *ledger.Contract, all []ledger.Contract, hwr ledger.Hardware, now int64, p market.Policy) string {
+	b := s.book()
 	b.mu.Lock()
 	_, offered := b.mine[c.Offer.ID]
 	b.mu.Unlock()
@@ -170,13 +157,13 @@ func (n *Node) refusal(ctx context.Context, c *ledger.Contract, all []ledger.Con
 	if free := hwr.MemoryMB - mem; c.Alloc.MemoryMB > free {
 		return fmt.Sprintf("memory: %d MB asked, %d MB of this machine's %d MB free beside its other contracts", c.Alloc.MemoryMB, max(free, 0), hwr.MemoryMB)
 	}
-	if _, ok := n.contractDriver(); !ok {
-		why, _ := n.drivers.Why("docker")
+	if _, ok := s.contractDriver(); !ok {
+		why, _ := s.d.Drivers.Why("docker")
 		return "this host cannot run contract instances: " + why
 	}
 	pctx, cancel := context.WithTimeout(ctx, contractAnswerMax)
 	defer cancel()
-	if err := n.drivers.EnsureImage(pctx, "docker", c.Spec.Image, n.registryAuth(c.Spec.Image)); err != nil {
+	if err := s.d.Drivers.EnsureImage(pctx, "docker", c.Spec.Image, s.d.RegistryAuth(c.Spec.Image)); err != nil {
 		if ctx.Err() != nil {
 			return "" // shutting down: the next start answers
 		}
@@ -185,8 +172,8 @@ func (n *Node) refusal(ctx context.Context, c *ledger.Contract, all []ledger.Con
 	return ""
 }
 
-func (n *Node) contractDriver() (runtime.ContractDriver, bool) {
-	d, ok := n.drivers.Get("docker")
+func (s *Service) contractDriver() (runtime.ContractDriver, bool) {
+	d, ok := s.d.Drivers.Get("docker")
 	if !ok {
 		return nil, false
 	}
@@ -194,25 +181,50 @@ func (n *Node) contractDriver() (runtime.ContractDriver, bool) {
 	return cd, ok
 }
 
+// RemoveForeign removes this machine's contract instances labelled for an
+// org that foreign reports (the node left it while they ran, or was down
+// when it did; issue 27).
+func (s *Service) RemoveForeign(ctx context.Context, foreign func(org string) bool) {
+	d, ok := s.contractDriver()
+	if !ok {
+		return
+	}
+	runs, err := d.ListContracts(ctx, "", s.d.Machine)
+	if err != nil {
+		s.d.Log.Debug("could not list this machine's contract instances", "err", err)
+		return
+	}
+	for _, r := range runs {
+		if !foreign(r.Org) {
+			continue
+		}
+		if err := d.RemoveContract(ctx, r.ID); err != nil {
+			s.d.Log.Warn("could not remove a contract instance of an org this machine is not in", "org", r.Org, "contract", r.Contract, "err", err)
+			continue
+		}
+		s.d.Log.Info("removed a contract instance of an org this machine is not in", "org", r.Org, "contract", r.Contract)
+	}
+}
+
 // reconcileContracts makes this machine's contract instances follow the
 // ledger at now, and returns when the next pass is due.
-func (n *Node) reconcileContracts(ctx context.Context) time.Duration {
-	d, ok := n.contractDriver()
+func (s *Service) reconcileContracts(ctx context.Context) time.Duration {
+	d, ok := s.contractDriver()
 	if !ok {
 		return contractTick
 	}
-	cs, p, _ := n.hostedContracts()
-	now := n.opts.Now().UnixMilli()
-	h := n.contractHost()
+	cs, p, _ := s.hostedContracts()
+	now := s.d.Now().UnixMilli()
+	h := s.host
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.idle && len(cs) == 0 {
 		return contractTick
 	}
-	runs, err := d.ListContracts(ctx, n.orgID(), n.idStr)
+	runs, err := d.ListContracts(ctx, s.orgID(), s.d.Machine)
 	if err != nil {
 		if ctx.Err() == nil {
-			n.log.Warn("cannot list contract instances", "err", err)
+			s.d.Log.Warn("cannot list contract instances", "err", err)
 		}
 		return contractTick
 	}
@@ -220,12 +232,12 @@ func (n *Node) reconcileContracts(ctx context.Context) time.Duration {
 	plan := planContracts(cs, runs, now, p)
 	for _, r := range plan.remove {
 		if err := d.RemoveContract(ctx, r.ID); err != nil {
-			n.log.Warn("cannot remove a contract instance", "contract", r.Contract, "err", err)
+			s.d.Log.Warn("cannot remove a contract instance", "contract", r.Contract, "err", err)
 		}
 	}
 	for _, r := range plan.stop {
 		if err := d.StopContract(ctx, r.ID, contractStopGrace); err != nil {
-			n.log.Warn("cannot stop a contract instance", "contract", r.Contract, "err", err)
+			s.d.Log.Warn("cannot stop a contract instance", "contract", r.Contract, "err", err)
 			continue
 		}
 		delete(h.started, r.Contract)
@@ -243,21 +255,21 @@ func (n *Node) reconcileContracts(ctx context.Context) time.Duration {
 		if exists && h.started[c.ID] == since {
 			continue // started for this Since; its command exited by itself
 		}
-		gpus := n.deviceIDs(c.Alloc.GPUs)
+		gpus := s.deviceIDs(c.Alloc.GPUs)
 		if by := heldBy(held, gpus); by != "" {
-			n.log.Info("contract waits for its GPUs", "contract", c.ID, "held_by", by)
+			s.d.Log.Info("contract waits for its GPUs", "contract", c.ID, "held_by", by)
 			continue
 		}
 		if !exists {
-			id, err := d.CreateContract(ctx, n.contractSpec(c, gpus))
+			id, err := d.CreateContract(ctx, s.contractSpec(c, gpus))
 			if err != nil {
-				n.log.Warn("cannot create a contract instance", "contract", c.ID, "err", err)
+				s.d.Log.Warn("cannot create a contract instance", "contract", c.ID, "err", err)
 				continue
 			}
 			run = runtime.ContractRun{ID: id, Contract: c.ID, GPUs: gpus}
 		}
 		if err := d.StartContract(ctx, run.ID); err != nil {
-			n.log.Warn("cannot start a contract instance", "contract", c.ID, "err", err)
+			s.d.Log.Warn("cannot start a contract instance", "contract", c.ID, "err", err)
 			continue
 		}
 		for _, g := range gpus {
@@ -266,11 +278,6 @@ func (n *Node) reconcileContracts(ctx context.Context) time.Duration {
 		h.started[c.ID] = since
 	}
 	return min(contractTick, nextBoundary(cs, now, p))
-}
-
-func (n *Node) contractHost() *contractHost {
-	n.ctrOnce.Do(func() { n.ctrHost = &contractHost{started: map[string]int64{}, answered: map[string]bool{}} })
-	return n.ctrHost
 }
 
 func heldBy(held map[string]string, gpus []string) string {
@@ -284,11 +291,11 @@ func heldBy(held map[string]string, gpus []string) string {
 
 // deviceIDs are the IDs Docker's device request takes for these GPU
 // indices: this machine's UUIDs where known, else the indices.
-func (n *Node) deviceIDs(idx []int64) []string {
+func (s *Service) deviceIDs(idx []int64) []string {
 	out := make([]string, 0, len(idx))
 	for _, i := range idx {
 		id := strconv.FormatInt(i, 10)
-		for _, g := range n.hw.GPUs {
+		for _, g := range s.d.Hardware.GPUs {
 			if int64(g.Index) == i && g.UUID != "" {
 				id = g.UUID
 			}
@@ -300,15 +307,15 @@ func (n *Node) deviceIDs(idx []int64) []string {
 
 // contractSpec is c's instance: its baselines as CPU shares and a memory
 // reservation, under the offer's ceilings.
-func (n *Node) contractSpec(c ledger.Contract, gpus []string) runtime.ContractSpec {
+func (s *Service) contractSpec(c ledger.Contract, gpus []string) runtime.ContractSpec {
 	a := c.Alloc
 	const mb = 1 << 20
 	memRes := max(a.MemoryMB*mb, runtime.MinMemoryBytes)
 	memMax := max(a.MemoryCeilingMB*mb, memRes)
-	return runtime.ContractSpec{Org: n.orgID(), Machine: n.idStr, Contract: c.ID, Image: c.Spec.Image, Cmd: c.Spec.Cmd, Env: c.Spec.Env,
+	return runtime.ContractSpec{Org: s.orgID(), Machine: s.d.Machine, Contract: c.ID, Image: c.Spec.Image, Cmd: c.Spec.Cmd, Env: c.Spec.Env,
 		OnStart: c.Spec.OnStart, GPUs: gpus, CPUShares: max(2, a.CPUMilli*1024/1000), NanoCPUs: a.CPUCeilingMilli * 1_000_000,
 		MemoryReservationBytes: memRes, MemoryBytes: memMax, ShmBytes: a.ShmMB * mb, DiskBytes: a.DiskMB * mb,
-		Auth: n.registryAuth(c.Spec.Image)}
+		Auth: s.d.RegistryAuth(c.Spec.Image)}
 }
 
 // contractPlan is what a pass does with the instances it found.

@@ -1,4 +1,4 @@
-package node
+package marketsvc
 
 import (
 	"time"
@@ -8,7 +8,7 @@ import (
 	"github.com/cshare/cshare/smartshare"
 )
 
-// contractReservations is what running contracts hold at now, by host
+// Reservations is what running contracts hold at now, by host
 // machine, computed from the ledger alone so every node takes the same out
 // of the same machines before SmartShare plans (issue 18, docs/design.md §14).
 //
@@ -20,8 +20,8 @@ import (
 // compute the same reservations, and nodes whose clocks disagree by d
 // disagree only during the d around a boundary, as they already do about
 // liveness. The host's node, which runs the instances, reads the same
-// ledger at its own clock (contracts_host.go).
-func contractReservations(st *ledger.State, now time.Time) map[string]market.Reservation {
+// ledger at its own clock (host.go).
+func Reservations(st *ledger.State, now time.Time) map[string]market.Reservation {
 	out := map[string]market.Reservation{}
 	for _, r := range ledger.ContractReservations(st, now.UnixMilli()) {
 		out[r.Machine] = r
@@ -29,11 +29,11 @@ func contractReservations(st *ledger.State, now time.Time) map[string]market.Res
 	return out
 }
 
-// lessReserved is a machine's capacity for jobs once its running contracts
+// LessReserved is a machine's capacity for jobs once its running contracts
 // have what they hold: a slot per whole core of their CPU baselines, the
 // cores, memory and GPUs. A declared resource the contracts take entirely
 // leaves the machine no slot (0 would read as "not declared").
-func lessReserved(mc smartshare.Machine, r market.Reservation) smartshare.Machine {
+func LessReserved(mc smartshare.Machine, r market.Reservation) smartshare.Machine {
 	if r.Contracts == 0 {
 		return mc
 	}

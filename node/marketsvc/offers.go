@@ -1,4 +1,4 @@
-package node
+package marketsvc
 
 import (
 	"context"
@@ -64,44 +64,47 @@ func (b *offerBook) kickRepublish() {
 	}
 }
 
-func (n *Node) book() *offerBook {
-	n.offerOnce.Do(func() {
-		n.offerBk = &offerBook{since: n.now(), offers: map[string]offerRec{}, withdrawn: map[string]int64{},
+// book is the offer book, made at its first use: its reliability window
+// starts then.
+func (s *Service) book() *offerBook {
+	s.bookOnce.Do(func() {
+		s.bk = &offerBook{since: s.d.Now(), offers: map[string]offerRec{}, withdrawn: map[string]int64{},
 			mine: map[string]ledger.SignedOffer{}, beats: map[string][]time.Time{}, kick: make(chan struct{}, 1)}
 	})
-	return n.offerBk
+	return s.bk
 }
 
-// joinOffers joins the org's offers topic and starts republishing this
-// machine's offers (loaded from the data dir).
-func (n *Node) joinOffers(org string, o *p2p.Org) error {
-	b := n.book()
-	t, err := n.host.JoinOffers(org, func(from peer.ID, m *p2p.OfferMsg) *p2p.OfferVerdict { return n.checkOffer(org, from, m) })
+// Join joins org's offers topic, counts o's heartbeats for reliability,
+// and republishes this machine's offers (loaded from the data dir) until
+// ctx is done.
+func (s *Service) Join(ctx context.Context, org string, o Beats) error {
+	b := s.book()
+	t, err := s.d.Topics.JoinOffers(org, func(from peer.ID, m *p2p.OfferMsg) *p2p.OfferVerdict { return s.CheckOffer(org, from, m) })
 	if err != nil {
 		return err
 	}
-	t.OnMessage(n.onOffer)
+	t.OnMessage(s.onOffer)
 	t.OnPeerJoin(func(peer.ID) { b.kickRepublish() })
 	// A machine let into the topic by its approval is reconnected (see
 	// p2p.Gate.OnReset); its subscription comes with the new connection's
 	// first message, a moment later, and GossipSub may report no join for a
 	// peer that was reconnected at once: send it the offers then, not at
 	// the next republication.
-	n.host.Gate().OnReset(func(peer.ID) { time.AfterFunc(offerResetDelay, b.kickRepublish) })
-	o.OnHeartbeat(func(hb p2p.Heartbeat) { b.beat(hb.Machine, n.now()) })
+	s.d.Topics.Gate().OnReset(func(peer.ID) { time.AfterFunc(offerResetDelay, b.kickRepublish) })
+	o.OnHeartbeat(func(hb p2p.Heartbeat) { b.beat(hb.Machine, s.d.Now()) })
 	b.mu.Lock()
 	b.topic = t
 	b.mu.Unlock()
-	n.loadOffers(org)
-	n.wg.Add(1)
+	s.loadOffers(org)
+	s.wg.Add(1)
 	go func() {
-		defer n.wg.Done()
+		defer s.wg.Done()
 		tick := time.NewTicker(offerRepublish)
 		defer tick.Stop()
 		for {
-			n.republishOffers()
+			s.republishOffers(ctx)
 			select {
-			case <-n.ctx.Done():
+			case <-ctx.Done():
 				return
 			case <-tick.C:
 			case <-b.kick:
@@ -109,18 +112,6 @@ func (n *Node) joinOffers(org string, o *p2p.Org) error {
 		}
 	}()
 	return nil
-}
-
-// closeOffers leaves the offers topic.
-func (n *Node) closeOffers() {
-	b := n.book()
-	b.mu.Lock()
-	t := b.topic
-	b.topic = nil
-	b.mu.Unlock()
-	if t != nil {
-		t.Close()
-	}
 }
 
 func (b *offerBook) beat(machine string, at time.Time) {
@@ -151,11 +142,11 @@ func (b *offerBook) reliability(machine string, interval time.Duration, now time
 	return min(1, float64(n)/expected)
 }
 
-// checkOffer is the offers topic's validator: the signature and org, an
+// CheckOffer is the offers topic's validator: the signature and org, an
 // approved machine of the org that has what the offer includes, and an
 // offer still open. Expired offers, and machines this node does not know
 // yet, are ignored without penalty.
-func (n *Node) checkOffer(org string, _ peer.ID, m *p2p.OfferMsg) *p2p.OfferVerdict {
+func (s *Service) CheckOffer(org string, _ peer.ID, m *p2p.OfferMsg) *p2p.OfferVerdict {
 	if m.Withdraw != nil {
 		if err := m.Withdraw.Verify(org); err != nil {
 			return &p2p.OfferVerdict{Reason: p2p.ReasonBadSignature}
@@ -168,11 +159,11 @@ func (n *Node) checkOffer(org string, _ peer.ID, m *p2p.OfferMsg) *p2p.OfferVerd
 		return &p2p.OfferVerdict{Reason: p2p.ReasonBadSignature}
 	case err != nil:
 		return &p2p.OfferVerdict{Reason: p2p.ReasonUndecodable}
-	case !o.Live(n.now().UnixMilli()):
+	case !o.Live(s.d.Now().UnixMilli()):
 		return &p2p.OfferVerdict{Reason: "expired", Ignore: true}
 	}
 	var v *p2p.OfferVerdict
-	n.snapshot(func(st *ledger.State) {
+	s.d.Ledger.View(func(st *ledger.State) {
 		switch m := st.Machines[o.Machine]; {
 		case m == nil:
 			v = &p2p.OfferVerdict{Reason: p2p.IgnoreLagging, Ignore: true} // we may lag behind its registration
@@ -185,8 +176,8 @@ func (n *Node) checkOffer(org string, _ peer.ID, m *p2p.OfferMsg) *p2p.OfferVerd
 	return v
 }
 
-func (n *Node) onOffer(m p2p.OfferMsg) {
-	b := n.book()
+func (s *Service) onOffer(m p2p.OfferMsg) {
+	b := s.book()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if w := m.Withdraw; w != nil {
@@ -196,19 +187,19 @@ func (n *Node) onOffer(m p2p.OfferMsg) {
 		}
 		return
 	}
-	o, err := m.Offer.Verify(n.orgID())
+	o, err := m.Offer.Verify(s.orgID())
 	if err != nil {
 		return
 	}
 	if _, gone := b.withdrawn[o.ID]; gone {
 		return
 	}
-	b.offers[o.ID] = offerRec{so: *m.Offer, o: o, seen: n.now()}
+	b.offers[o.ID] = offerRec{so: *m.Offer, o: o, seen: s.d.Now()}
 }
 
-func (n *Node) republishOffers() {
-	b := n.book()
-	now := n.now()
+func (s *Service) republishOffers(ctx context.Context) {
+	b := s.book()
+	now := s.d.Now()
 	b.mu.Lock()
 	t := b.topic
 	var send []ledger.SignedOffer
@@ -235,9 +226,9 @@ func (n *Node) republishOffers() {
 	}
 	sort.Slice(send, func(i, j int) bool { return send[i].Offer.ID < send[j].Offer.ID })
 	for i := range send {
-		ctx, c := context.WithTimeout(n.ctx, 5*time.Second)
-		if err := t.Publish(ctx, p2p.OfferMsg{Offer: &send[i]}); err != nil && !errors.Is(err, context.Canceled) {
-			n.log.Debug("could not publish an offer", "offer", send[i].Offer.ID, "err", err)
+		pctx, c := context.WithTimeout(ctx, 5*time.Second)
+		if err := t.Publish(pctx, p2p.OfferMsg{Offer: &send[i]}); err != nil && !errors.Is(err, context.Canceled) {
+			s.d.Log.Debug("could not publish an offer", "offer", send[i].Offer.ID, "err", err)
 		}
 		c()
 	}
@@ -248,10 +239,10 @@ type offersOnDisk struct {
 	Offers []ledger.SignedOffer `json:"offers"`
 }
 
-func (n *Node) saveOffers() {
-	b := n.book()
+func (s *Service) saveOffers() {
+	b := s.book()
 	b.mu.Lock()
-	d := offersOnDisk{Org: n.orgID()}
+	d := offersOnDisk{Org: s.orgID()}
 	for _, so := range b.mine {
 		d.Offers = append(d.Offers, so)
 	}
@@ -259,15 +250,15 @@ func (n *Node) saveOffers() {
 	sort.Slice(d.Offers, func(i, j int) bool { return d.Offers[i].Offer.ID < d.Offers[j].Offer.ID })
 	data, err := json.Marshal(d)
 	if err == nil {
-		err = atomicfile.WriteFile(filepath.Join(n.opts.DataDir, offersFile), data, 0o600)
+		err = atomicfile.WriteFile(filepath.Join(s.d.DataDir, offersFile), data, 0o600)
 	}
 	if err != nil {
-		n.log.Warn("could not save this machine's offers", "err", err)
+		s.d.Log.Warn("could not save this machine's offers", "err", err)
 	}
 }
 
-func (n *Node) loadOffers(org string) {
-	data, err := os.ReadFile(filepath.Join(n.opts.DataDir, offersFile))
+func (s *Service) loadOffers(org string) {
+	data, err := os.ReadFile(filepath.Join(s.d.DataDir, offersFile))
 	if err != nil {
 		return
 	}
@@ -275,11 +266,11 @@ func (n *Node) loadOffers(org string) {
 	if json.Unmarshal(data, &d) != nil || d.Org != org {
 		return
 	}
-	b := n.book()
+	b := s.book()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, so := range d.Offers {
-		if o, err := so.Verify(org); err == nil && o.Machine == n.idStr {
+		if o, err := so.Verify(org); err == nil && o.Machine == s.d.Machine {
 			so.Offer.ID = o.ID
 			b.mine[o.ID] = so
 		}
@@ -287,47 +278,47 @@ func (n *Node) loadOffers(org string) {
 }
 
 // CreateOffer signs an offer for part of this machine and publishes it.
-func (n *Node) CreateOffer(ctx context.Context, req api.OfferCreate) (api.OfferInfo, error) {
-	org := n.orgID()
+func (s *Service) CreateOffer(ctx context.Context, req api.OfferCreate) (api.OfferInfo, error) {
+	org := s.orgID()
 	if org == "" {
 		return api.OfferInfo{}, api.Errorf(http.StatusConflict, "this node is in no org: join one first (cshare node join --org-key KEY)")
 	}
 	var m *ledger.Machine
-	n.snapshot(func(st *ledger.State) {
-		if mm := st.Machines[n.idStr]; mm != nil && mm.Status == ledger.MachineApproved {
+	s.d.Ledger.View(func(st *ledger.State) {
+		if mm := st.Machines[s.d.Machine]; mm != nil && mm.Status == ledger.MachineApproved {
 			c := *mm
 			m = &c
 		}
 	})
 	if m == nil {
-		return api.OfferInfo{}, api.Errorf(http.StatusConflict, "this machine is not approved in the org: an admin approves it with cshare machine approve %s", n.idStr)
+		return api.OfferInfo{}, api.Errorf(http.StatusConflict, "this machine is not approved in the org: an admin approves it with cshare machine approve %s", s.d.Machine)
 	}
-	now := n.now()
-	o, err := req.Offer(n.idStr, ledger.MarketHardware(m.Hardware), now.UnixMilli())
+	now := s.d.Now()
+	o, err := req.Offer(s.d.Machine, ledger.MarketHardware(m.Hardware), now.UnixMilli())
 	if err != nil {
 		return api.OfferInfo{}, err
 	}
-	so := n.signer.SignOffer(org, o)
+	so := s.d.Signer.SignOffer(org, o)
 	if _, err := so.Verify(org); err != nil {
 		return api.OfferInfo{}, api.BadRequest(err)
 	}
-	b := n.book()
+	b := s.book()
 	b.mu.Lock()
 	b.mine[so.Offer.ID] = so
 	b.offers[so.Offer.ID] = offerRec{so: so, o: so.Offer, seen: now}
 	t := b.topic
 	b.mu.Unlock()
-	n.saveOffers()
+	s.saveOffers()
 	if t != nil {
 		if err := t.Publish(ctx, p2p.OfferMsg{Offer: &so}); err != nil {
-			n.log.Warn("could not publish the offer now; it is republished every "+offerRepublish.String(), "err", err)
+			s.d.Log.Warn("could not publish the offer now; it is republished every "+offerRepublish.String(), "err", err)
 		}
 	}
-	return n.offerInfo(so.Offer, m.Name, now), nil
+	return s.offerInfo(so.Offer, m.Name, now), nil
 }
 
 // Offers lists the open offers that match query, sorted by order.
-func (n *Node) Offers(_ context.Context, query, order string) ([]api.OfferInfo, error) {
+func (s *Service) Offers(_ context.Context, query, order string) ([]api.OfferInfo, error) {
 	q, err := market.ParseQuery(query)
 	if err != nil {
 		return nil, api.FieldErrorf(http.StatusBadRequest, "query", "%v", err)
@@ -336,8 +327,8 @@ func (n *Node) Offers(_ context.Context, query, order string) ([]api.OfferInfo, 
 	if err != nil {
 		return nil, api.FieldErrorf(http.StatusBadRequest, "order", "%v", err)
 	}
-	now := n.now()
-	b := n.book()
+	now := s.d.Now()
+	b := s.book()
 	b.mu.Lock()
 	recs := make([]offerRec, 0, len(b.offers))
 	for _, r := range b.offers {
@@ -347,7 +338,7 @@ func (n *Node) Offers(_ context.Context, query, order string) ([]api.OfferInfo, 
 	}
 	b.mu.Unlock()
 	names := map[string]string{}
-	n.snapshot(func(st *ledger.State) {
+	s.d.Ledger.View(func(st *ledger.State) {
 		for _, r := range recs {
 			if m := st.Machines[r.o.Machine]; m != nil {
 				names[r.o.Machine] = m.Name
@@ -356,14 +347,14 @@ func (n *Node) Offers(_ context.Context, query, order string) ([]api.OfferInfo, 
 	})
 	ls := make([]market.Listing, len(recs))
 	for i, r := range recs {
-		ls[i] = market.Listing{Offer: r.o, MachineName: names[r.o.Machine], Reliability: b.reliability(r.o.Machine, n.interval, now)}
-		if r.o.Machine == n.idStr {
+		ls[i] = market.Listing{Offer: r.o, MachineName: names[r.o.Machine], Reliability: b.reliability(r.o.Machine, s.d.Interval, now)}
+		if r.o.Machine == s.d.Machine {
 			ls[i].Reliability = 1 // our own heartbeats are not received
 		}
 	}
 	out := []api.OfferInfo{}
 	for _, l := range market.Search(ls, q, orders, now.UnixMilli()) {
-		info := n.offerInfo(l.Offer, l.MachineName, now)
+		info := s.offerInfo(l.Offer, l.MachineName, now)
 		info.Reliability = l.Reliability
 		out = append(out, info)
 	}
@@ -371,8 +362,8 @@ func (n *Node) Offers(_ context.Context, query, order string) ([]api.OfferInfo, 
 }
 
 // RemoveOffer withdraws one of this machine's offers.
-func (n *Node) RemoveOffer(ctx context.Context, id string) (api.OfferInfo, error) {
-	b := n.book()
+func (s *Service) RemoveOffer(ctx context.Context, id string) (api.OfferInfo, error) {
+	b := s.book()
 	b.mu.Lock()
 	so, ok := b.mine[id]
 	if ok {
@@ -385,16 +376,16 @@ func (n *Node) RemoveOffer(ctx context.Context, id string) (api.OfferInfo, error
 	if !ok {
 		return api.OfferInfo{}, api.Errorf(http.StatusNotFound, "no offer %s of this machine: cshare offer ls lists offers, and only the host's node removes one", api.Ellipsize(id))
 	}
-	n.saveOffers()
+	s.saveOffers()
 	if t != nil {
-		w := n.signer.SignOfferWithdrawal(n.orgID(), id)
+		w := s.d.Signer.SignOfferWithdrawal(s.orgID(), id)
 		if err := t.Publish(ctx, p2p.OfferMsg{Withdraw: &w}); err != nil {
 			return api.OfferInfo{}, api.Errorf(http.StatusServiceUnavailable, "the offer is withdrawn here but the withdrawal was not sent: %v", err)
 		}
 	}
-	return n.offerInfo(so.Offer, "", n.now()), nil
+	return s.offerInfo(so.Offer, "", s.d.Now()), nil
 }
 
-func (n *Node) offerInfo(o market.Offer, name string, now time.Time) api.OfferInfo {
-	return api.OfferInfoOf(o, name, o.Machine == n.idStr, now.UnixMilli())
+func (s *Service) offerInfo(o market.Offer, name string, now time.Time) api.OfferInfo {
+	return api.OfferInfoOf(o, name, o.Machine == s.d.Machine, now.UnixMilli())
 }

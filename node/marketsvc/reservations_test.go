@@ -1,4 +1,4 @@
-package node
+package marketsvc
 
 import (
 	"testing"
@@ -20,13 +20,13 @@ func TestLessReserved(t *testing.T) {
 		{"everything", market.Reservation{Machine: "m", Contracts: 2, Slots: 16, CPUMilli: 16000, MemoryMB: 65536, GPUs: []int64{0, 1, 2, 3}},
 			smartshare.Machine{ID: "m", Slots: 0, Cores: 1, MemoryMB: 1, GPUs: 0}},
 	} {
-		if got := lessReserved(m, tc.r); got != tc.want {
+		if got := LessReserved(m, tc.r); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
 	// Undeclared resources stay undeclared (0: unconstrained).
 	bare := smartshare.Machine{ID: "m", Slots: 8}
-	if got := lessReserved(bare, market.Reservation{Contracts: 1, Slots: 2, CPUMilli: 1500, MemoryMB: 10}); got != (smartshare.Machine{ID: "m", Slots: 6}) {
+	if got := LessReserved(bare, market.Reservation{Contracts: 1, Slots: 2, CPUMilli: 1500, MemoryMB: 10}); got != (smartshare.Machine{ID: "m", Slots: 6}) {
 		t.Errorf("bare: %+v", got)
 	}
 }
