@@ -231,8 +231,12 @@ func TestContractVisibility(t *testing.T) {
 		return errText(err)
 	})
 	eventually(t, 20*time.Second, "every node has the contract", func() string {
-		_, err := other.Node.contractAny(c.ID)
-		return errText(err)
+		for _, mn := range m.nodes {
+			if _, err := mn.Node.contractAny(c.ID); err != nil {
+				return mn.name + ": " + err.Error()
+			}
+		}
+		return ""
 	})
 	for _, mn := range []*meshNode{host, renter} {
 		got, err := mn.Contract(ctx, c.ID)
