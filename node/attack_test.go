@@ -10,14 +10,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
-	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/p2p"
 )
 
@@ -44,10 +42,7 @@ func TestLyingHeartbeatsLoseNoItem(t *testing.T) {
 
 	j := submit(t, m.nodes[0].Node, api.JobSubmit{Name: "lied-to", CPUs: 2, MaxCPUs: ptr(int64(-1)), RangeStart: ptr[int64](1), RangeEnd: ptr[int64](200), Priority: 5})
 	eventually(t, 30*time.Second, "a plan with instances on the liar", func() string {
-		s := m.nodes[0].sched
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for _, pi := range s.plan.Instances {
+		for _, pi := range m.nodes[0].sched.Probe().Plan().Instances {
 			if pi.Machine == lid && pi.Job == j.ID {
 				return ""
 			}
@@ -92,7 +87,7 @@ func TestLeaseClaimsInSlotsItDoesNotHave(t *testing.T) {
 	j := submit(t, m.nodes[0].Node, api.JobSubmit{Name: "lied-to", CPUs: 2, MaxCPUs: ptr(int64(-1)), RangeStart: ptr[int64](1), RangeEnd: ptr[int64](40), Priority: 5})
 	job.Store(&j.ID)
 	eventually(t, 30*time.Second, "the liar's claims seen", func() string {
-		if m.nodes[0].sched.leases.holder(j.ID, 1) != "" {
+		if m.nodes[0].sched.Probe().LeaseHolder(j.ID, 1) != "" {
 			return ""
 		}
 		for _, s := range m.nodes[0].live.All() {
@@ -169,37 +164,5 @@ func TestLeaseClaimsOutsideThePlan(t *testing.T) {
 		if by == lid {
 			t.Errorf("item %d is done by the lying machine, which the plan gives no instance of the job", item)
 		}
-	}
-}
-
-func TestLeaseClaims(t *testing.T) {
-	hb := p2p.Heartbeat{Total: p2p.Resources{Slots: 2}, Instances: []p2p.RunningInstance{
-		{Job: "j", Slot: 0, Item: 1}, {Job: "j", Slot: 0, Item: 2}, {Job: "j", Slot: 1, Item: 3},
-		{Job: "j", Slot: 2, Item: 4}, {Job: "j", Slot: -1, Item: 5}, {Job: "j", Slot: -1, Kind: kindFinished, Item: 6},
-		{Job: "j", Slot: -1, Kind: kindFinished, Item: 7},
-	}}
-	var items []int64
-	for _, ri := range leaseClaims(hb) {
-		items = append(items, ri.Item)
-	}
-	if !slices.Equal(items, []int64{1, 3, 6, 7}) {
-		t.Errorf("leases %v, want [1 3 6 7]: one per slot it has, and the finished items", items)
-	}
-	// A machine claiming more slots than any node has, and more finished
-	// items than a node lists, holds no more than those caps.
-	hb = p2p.Heartbeat{Total: p2p.Resources{Slots: 1 << 40}}
-	for i := int64(0); i < 4000; i++ {
-		hb.Instances = append(hb.Instances, p2p.RunningInstance{Job: "j", Slot: i, Item: i}, p2p.RunningInstance{Job: "j", Slot: -1, Kind: kindFinished, Item: 10000 + i})
-	}
-	running, finished := 0, 0
-	for _, ri := range leaseClaims(hb) {
-		if ri.Kind == kindFinished {
-			finished++
-		} else {
-			running++
-		}
-	}
-	if running != config.MaxConcurrentJobsLimit || finished != maxFinishedInBeat {
-		t.Errorf("a liar holds %d running and %d finished items; caps %d and %d", running, finished, config.MaxConcurrentJobsLimit, maxFinishedInBeat)
 	}
 }

@@ -125,7 +125,7 @@ func (n *Node) catchUp(gen uint64, org string) {
 				if n.gate.open(gen) {
 					n.log.Info("caught up; taking new items", "peer", with.String(), "unheard", len(missing))
 					n.kickScheduler()
-					n.sched.broadcast()
+					n.sched.Broadcast()
 					n.spawn(func() { n.publishMachineUpdate(n.ctx) })
 				}
 				return
@@ -137,14 +137,14 @@ func (n *Node) catchUp(gen uint64, org string) {
 		case "alone":
 			if n.gate.open(gen) {
 				n.log.Warn("no machine of the org reachable for two heartbeat intervals: working alone (items others finish meanwhile may run again)")
-				n.sched.broadcast()
+				n.sched.Broadcast()
 				n.spawn(func() { n.publishMachineUpdate(n.ctx) })
 			}
 			return
 		case "timeout":
 			if n.gate.open(gen) {
 				n.log.Warn("no connected machine answered a catch-up: taking new items anyway", "peers", peers)
-				n.sched.broadcast()
+				n.sched.Broadcast()
 				n.spawn(func() { n.publishMachineUpdate(n.ctx) })
 			}
 			return
@@ -219,11 +219,3 @@ func (n *Node) now() time.Time { return n.opts.Now() }
 // clock ahead saw every fetched heartbeat as minutes old, every machine
 // offline and its leases lapsed, and ran items others held (make chaos).
 func (n *Node) onOwnClock(t time.Time) time.Time { return n.now().Add(-time.Since(t)) }
-
-// pauseGap is the time between two readings of the clock by the scheduler
-// loop: the larger of the monotonic and the wall-clock differences (a
-// process stopped with SIGSTOP sees the monotonic clock advance; a
-// suspended machine, on Linux, only the wall clock).
-func pauseGap(prev, now time.Time) time.Duration {
-	return max(now.Sub(prev), now.Round(0).Sub(prev.Round(0)))
-}

@@ -71,14 +71,4 @@ func TestCatchUpVerdict(t *testing.T) {
 			t.Errorf("after %v, peers %v: %q, want %q", tc.after, tc.peers, got, tc.want)
 		}
 	}
-	// A pause shows on the wall clock alone (a suspended machine) or on
-	// both (SIGSTOP).
-	mono := time.Now()
-	if g := pauseGap(mono, mono.Add(5*time.Second)); g != 5*time.Second {
-		t.Errorf("pauseGap = %v", g)
-	}
-	wall := mono.Round(0)
-	if g := pauseGap(wall, wall.Add(7*time.Second)); g != 7*time.Second {
-		t.Errorf("wall pauseGap = %v", g)
-	}
 }

@@ -20,7 +20,7 @@ import (
 // diskState is the node's side of its disk guard.
 type diskState struct {
 	g       *diskguard.Guard // nil: no guard (the node's store is not open yet)
-	flipped atomic.Bool      // the guard turned full or back: the scheduler tells the org (sched.go)
+	flipped atomic.Bool      // the guard turned full or back: the scheduler tells the org (package sched)
 	refused atomic.Int64     // item starts refused for a full disk
 
 	mu   sync.Mutex
@@ -57,17 +57,6 @@ func (n *Node) openDisk() error {
 func (n *Node) diskChanged() {
 	n.disk.flipped.Store(true)
 	n.kickScheduler()
-}
-
-// diskFlipped runs on the scheduler's loop after the guard turned full or
-// back: a heartbeat tells the org, and output held back is written once
-// there is room.
-func (s *scheduler) diskFlipped() {
-	n := s.n
-	s.markBeat()
-	if !n.disk.g.Full() {
-		n.spawn(n.saveHeldLogs)
-	}
 }
 
 // mayStartItem reports whether an instance may take a new item: not while

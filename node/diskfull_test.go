@@ -173,7 +173,7 @@ func TestDiskFullDegrades(t *testing.T) {
 		}
 	}
 	eventually(t, 30*time.Second, "both results held and new items refused", func() string {
-		if k := n1.sched.pendingResults(); k != 2 {
+		if k := n1.sched.Probe().PendingResults(); k != 2 {
 			return fmt.Sprintf("%d results held", k)
 		}
 		if k := n1.disk.refused.Load() - refused; k < 2 {
@@ -183,8 +183,8 @@ func TestDiskFullDegrades(t *testing.T) {
 	})
 	// A flush of the results now (the scheduler tries every 250 ms) is
 	// refused and keeps them.
-	n1.sched.flush(ctxT(t))
-	if k := n1.sched.pendingResults(); k != 2 {
+	n1.sched.Probe().Flush(ctxT(t))
+	if k := n1.sched.Probe().PendingResults(); k != 2 {
 		t.Fatalf("%d results held after a flush on a full disk; want 2", k)
 	}
 	if k := n1.drv.Started(); k != 2 {

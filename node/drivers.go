@@ -4,13 +4,11 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/runtime"
 	"github.com/cshare/cshare/runtime/hw"
 )
 
 func (n *Node) initRuntime() error {
-	n.sched = &scheduler{n: n, slots: map[int]*instance{}, results: map[string][]ledger.ItemResult{}, wake: make(chan struct{})}
 	if n.opts.Driver != nil {
 		n.drivers = runtime.NewRegistry()
 		n.drivers.Add("docker", n.opts.Driver)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cshare/cshare/node/config"
+	"github.com/cshare/cshare/node/sched"
 	"github.com/cshare/cshare/p2p"
 )
 
@@ -25,8 +26,8 @@ func TestLargestHeartbeatFits(t *testing.T) {
 		hb.Instances = append(hb.Instances, p2p.RunningInstance{Job: "0123456789ab", Slot: int64(i), Kind: "secondary", Item: 1 << 40,
 			Instance: fmt.Sprintf("0123456789ab-s%d-%d", i, 999999999), Started: 1 << 42})
 	}
-	for i := 0; i < maxFinishedInBeat; i++ {
-		hb.Instances = append(hb.Instances, p2p.RunningInstance{Job: "0123456789ab", Slot: -1, Kind: kindFinished, Item: 1 << 40,
+	for i := 0; i < sched.MaxFinishedInBeat; i++ {
+		hb.Instances = append(hb.Instances, p2p.RunningInstance{Job: "0123456789ab", Slot: -1, Kind: sched.KindFinished, Item: 1 << 40,
 			Instance: fmt.Sprintf("0123456789ab-s%d-%d", i, 999999999)})
 	}
 	for i := 0; i < p2p.MaxFetches; i++ {

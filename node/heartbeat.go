@@ -96,7 +96,7 @@ func (n *Node) onHeartbeat(hb p2p.Heartbeat) {
 	n.live.Observe(hb, n.now())
 	if id != n.id {
 		now := n.now()
-		n.sched.leases.observe(hb, n.sched.placementsAt(now), now)
+		n.sched.ObserveLeases(hb, now)
 		n.rep.WantHeads(id, hb.Heads)
 	}
 	n.rememberPeer(hb.Machine, hb.Addrs)

@@ -20,30 +20,18 @@ func TestRunThatEndedBeforeItsStopCounts(t *testing.T) {
 	mn := m.nodes[0]
 	one := ptr(int64(1))
 	j := submit(t, mn.Node, api.JobSubmit{Name: "late-stop", CPUs: 1, MaxCPUs: one, RangeStart: one, RangeEnd: one})
-	var in *instance
 	var run runtime.RunID
 	eventually(t, 30*time.Second, "the item's run under way", func() string {
-		mn.sched.mu.Lock()
-		defer mn.sched.mu.Unlock()
-		for _, x := range mn.sched.slots {
-			if x.job == j.ID {
-				if _, r := x.current(); r != "" {
-					in, run = x, r
-					return ""
-				}
-			}
+		if run = mn.sched.Probe().CurrentRun(j.ID); run == "" {
+			return "no run yet"
 		}
-		return "no run yet"
+		return ""
 	})
 	// The run exits 0, and the stop lands before the instance looks: it
 	// cannot see the stop before the run ended, as in the race.
-	in.mu.Lock()
-	if err := mn.drv.Complete(run, 0); err != nil {
-		in.mu.Unlock()
+	if _, err := mn.sched.Probe().StopWhile(run, func() error { return mn.drv.Complete(run, 0) }); err != nil {
 		t.Fatal(err)
 	}
-	in.killed, in.stopAfter = true, true
-	in.mu.Unlock()
 
 	eventually(t, 30*time.Second, "the item done by its one run", func() string {
 		items, err := mn.JobItems(ctxT(t), j.ID)

@@ -41,7 +41,7 @@ func (n *Node) JobLogs(ctx context.Context, id string, item int64) ([]byte, erro
 		return n.remoteLog(ctx, j.ID, item, it.Machine)
 	}
 	if it.Status == ledger.ItemPending {
-		if m := n.sched.runningOn(j.ID, item); m != "" {
+		if m := n.sched.RunningOn(j.ID, item); m != "" {
 			return nil, api.Errorf(http.StatusNotFound, "item %d is running on machine %s; its output is kept when it ends", item, m)
 		}
 	}

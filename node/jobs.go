@@ -15,6 +15,7 @@ import (
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/node/sched"
 	"github.com/cshare/cshare/runtime"
 	"github.com/cshare/cshare/smartshare"
 )
@@ -89,8 +90,8 @@ func (n *Node) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobSubmitt
 	// with a warning, whichever resource it lacks: see admission.go.
 	var warnings []string
 	n.snapshot(func(st *ledger.State) {
-		if why := unfit(st, spec); why != "" {
-			warnings = append(warnings, unfitWarning(why))
+		if why := sched.Unfit(st, spec); why != "" {
+			warnings = append(warnings, sched.UnfitWarning(why))
 		}
 	})
 	spec.Nonce = make([]byte, 8)
@@ -164,8 +165,8 @@ func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
 		ji.Datasets = append(ji.Datasets, api.DatasetMount{Name: m.Name, CID: m.CID, Path: m.Path})
 	}
 	ji.DuplicateRuns = j.Duplicates
-	view := n.sched.readView()
-	plan := view.plan
+	view := n.sched.View()
+	plan := view.Plan
 	// What actually runs: from heartbeats (others) and local truth (this node).
 	type key struct {
 		m string
@@ -180,9 +181,9 @@ func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
 			}
 		}
 	}
-	for _, in := range view.instances {
-		if in.job == j.ID {
-			running[key{me, in.slot}] = in.item
+	for _, in := range view.Instances {
+		if in.Job == j.ID {
+			running[key{me, in.Slot}] = in.Item
 		}
 	}
 	names := map[string]string{}
@@ -247,8 +248,8 @@ func (n *Node) jobInfo(j *ledger.Job) api.JobInfo {
 				ji.Reason = reasonText(js.Reason)
 				if js.Reason == smartshare.ReasonNotMet {
 					n.snapshot(func(st *ledger.State) {
-						if why := unfit(st, j.Spec); why != "" {
-							ji.Reason = unfitReason(why)
+						if why := sched.Unfit(st, j.Spec); why != "" {
+							ji.Reason = sched.UnfitReason(why)
 						}
 					})
 				}

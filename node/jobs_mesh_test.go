@@ -20,25 +20,18 @@ import (
 // planned is how many instances (primary, secondary) n's current plan gives
 // job, and the plan's hash.
 func planned(n *Node, job string) (p, s int, hash string) {
-	n.sched.mu.Lock()
-	defer n.sched.mu.Unlock()
-	for _, js := range n.sched.plan.Jobs {
+	plan := n.sched.Probe().Plan()
+	for _, js := range plan.Jobs {
 		if js.ID == job {
 			p, s = js.Primaries, js.Secondaries
 		}
 	}
-	return p, s, n.sched.plan.Hash
+	return p, s, plan.Hash
 }
 
 // localInstances is how many instances n runs now, by job.
 func localInstances(n *Node) map[string]int {
-	n.sched.mu.Lock()
-	defer n.sched.mu.Unlock()
-	out := map[string]int{}
-	for _, in := range n.sched.slots {
-		out[in.job]++
-	}
-	return out
+	return n.sched.Probe().Instances()
 }
 
 // running is how many runs of job are running now, over every fake driver.
@@ -277,9 +270,7 @@ func TestMeshJobs(t *testing.T) {
 	// Once it is offline, no plan puts anything on it.
 	eventually(t, 20*time.Second, "plans without the dead machine", func() string {
 		for _, mn := range m.live() {
-			mn.sched.mu.Lock()
-			insts := mn.sched.plan.Instances
-			mn.sched.mu.Unlock()
+			insts := mn.sched.Probe().Plan().Instances
 			for _, pi := range insts {
 				if pi.Machine == vid {
 					return mn.name + " still plans on it"

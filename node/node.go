@@ -28,6 +28,7 @@ import (
 	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/node/logs"
 	"github.com/cshare/cshare/node/marketsvc"
+	"github.com/cshare/cshare/node/sched"
 	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/runtime"
 	"github.com/cshare/cshare/runtime/hw"
@@ -117,14 +118,14 @@ type Node struct {
 	stopped chan struct{}
 	wg      sync.WaitGroup
 	kick    chan struct{} // wakes the scheduler to plan now (a ledger change, an instance ended)
-	nudge   chan struct{} // a peer's instances changed: plan soon (coalesced, see planPace)
+	nudge   chan struct{} // a peer's instances changed: plan soon (coalesced, see sched.planPace)
 	wakeup  chan struct{} // wakes the scheduler to send a due heartbeat, without planning
 
 	bgMu    sync.Mutex
 	bg      sync.WaitGroup // goroutines started with spawn
 	closing bool
 
-	sched    *scheduler
+	sched    *sched.Scheduler
 	gate     gate              // closed while catching up (catchup.go)
 	drivers  *runtime.Registry // set once at start, read without a lock
 	logs     *logs.Store       // item output: written by supervision, read by the API and the logs protocol
@@ -296,6 +297,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := n.initRuntime(); err != nil {
 		return nil, err
 	}
+	n.sched = n.newScheduler()
 	n.market = n.newMarket()
 	n.spawn(n.removeForeignRuns)
 	if org := n.orgID(); org != "" {
@@ -312,8 +314,8 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.approved.armed.Store(true)
 	// Runs left by a previous process are this machine's before its first
 	// heartbeat: a heartbeat without them would release their leases.
-	n.sched.loadResults()
-	n.sched.adopt()
+	n.sched.LoadResults()
+	n.sched.Adopt()
 	n.wg.Add(3)
 	go n.headsLoop()
 	go n.heartbeatLoop()

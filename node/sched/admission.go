@@ -1,4 +1,4 @@
-package node
+package sched
 
 import (
 	"strconv"
@@ -33,12 +33,12 @@ func machineCapacity(m *ledger.Machine) smartshare.Machine {
 	return mc
 }
 
-// unfit says why no approved machine of st could hold one instance of a
+// Unfit says why no approved machine of st could hold one instance of a
 // job with spec's needs, naming each resource that no machine has enough
 // of and the largest machine's value; "" when some machine fits it, or when
 // the org has no machine that takes jobs at all (then no resource is at
 // fault).
-func unfit(st *ledger.State, spec ledger.JobSpec) string {
+func Unfit(st *ledger.State, spec ledger.JobSpec) string {
 	var ms []smartshare.Machine
 	for _, m := range st.SortedMachines() {
 		if m.Status != ledger.MachineApproved {
@@ -51,7 +51,7 @@ func unfit(st *ledger.State, spec ledger.JobSpec) string {
 	return unfitOn(ms, spec.Cores, spec.MemoryMB, spec.GPUs)
 }
 
-// unfitOn is unfit over the balancer's machines, by its own rule
+// unfitOn is Unfit over the balancer's machines, by its own rule
 // (smartshare's everFits: an empty machine with a slot, enough GPUs, and
 // enough cores and memory where it declares them).
 func unfitOn(ms []smartshare.Machine, cores, memMB, gpus int64) string {
@@ -103,14 +103,14 @@ func plural(n int64, what string) string {
 	return s
 }
 
-// unfitWarning is the warning of a submitted job that no machine fits.
-func unfitWarning(why string) string {
+// UnfitWarning is the warning of a submitted job that no machine fits.
+func UnfitWarning(why string) string {
 	return "no approved machine of the org can run one instance of this job yet: " + why +
 		"; it is accepted and waits until such a machine joins (cshare machine ls)"
 }
 
-// unfitReason is `job show`'s requirements_not_met reason with what the
+// UnfitReason is `job show`'s requirements_not_met reason with what the
 // job needs and the org lacks.
-func unfitReason(why string) string {
+func UnfitReason(why string) string {
 	return "requirements_not_met: no machine of the org can run one instance: " + why
 }

@@ -1,4 +1,4 @@
-package node
+package sched
 
 import (
 	"context"
@@ -15,8 +15,7 @@ import (
 )
 
 // work is an instance's loop: take the next free item, run it, record it.
-func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adoptRun runtime.RunID) {
-	n := s.n
+func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adoptRun runtime.RunID) {
 	defer func() {
 		s.mu.Lock()
 		if s.slots[in.slot] == in {
@@ -25,7 +24,7 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		s.wantBeat()
 		s.mu.Unlock()
 		close(in.done)
-		n.kickScheduler()
+		s.kick()
 	}()
 	for ctx.Err() == nil {
 		in.mu.Lock()
@@ -50,7 +49,7 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		} else {
 			// Items wait until this machine holds every dataset the job
 			// mounts (the fetch starts with the job's first instance here).
-			if wait := n.datasetsWait(j); wait != nil {
+			if wait := s.d.Datasets.Wait(j); wait != nil {
 				select {
 				case <-ctx.Done():
 					return
@@ -59,7 +58,7 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 				continue
 			}
 			var ok bool
-			if !n.gate.closed.Load() && n.mayStartItem() { // catching up, or the disk full (disk.go): no new item
+			if !s.d.Gate.Closed() && s.d.Disk.MayStartItem() { // catching up, or the disk full (node/disk.go): no new item
 				item, ok = s.nextItem(in)
 			}
 			if !ok {
@@ -75,14 +74,14 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			in.item = item
 			in.mu.Unlock()
 			s.markBeat()
-			began = s.n.now()
+			began = s.now()
 			var err error
 			run, err = in.drv.Start(ctx, s.spec(in, j, item))
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				s.record(in, item, ledger.ItemResult{Item: item, Code: -1, DurationMS: s.n.now().Sub(began).Milliseconds(), Instance: in.id, Error: err.Error(), Started: began.UnixMilli()})
+				s.record(in, item, ledger.ItemResult{Item: item, Code: -1, DurationMS: s.now().Sub(began).Milliseconds(), Instance: in.id, Error: err.Error(), Started: began.UnixMilli()})
 				continue
 			}
 		}
@@ -96,14 +95,14 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			_ = in.drv.Stop(sctx, run, 0)
 			c()
 		}
-		n.metrics.started.Inc()
+		s.d.Metrics.Started.Inc()
 		st, err := in.drv.Wait(ctx, run)
 		if ctx.Err() != nil {
 			// The node is stopping: the run goes on (a container outlives
 			// its node) and the restarted node adopts it; nothing to record.
 			return
 		}
-		dur := s.n.now().Sub(began)
+		dur := s.now().Sub(began)
 		in.mu.Lock()
 		// A run that exited 0 ended on its own: a stop that came after
 		// (told while it was exiting) did not end it, and its item is done.
@@ -112,7 +111,7 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		out, _ := in.drv.Logs(context.Background(), run)
 		size := int64(len(out))
 		if len(out) > 0 || err == nil {
-			s.n.saveLog(in.job, item, out)
+			s.d.Disk.SaveLog(in.job, item, out)
 		}
 		res := ledger.ItemResult{Item: item, Code: int64(st.Code), DurationMS: dur.Milliseconds(), OutputSize: size, Instance: in.id,
 			Error: st.Err, Started: began.UnixMilli(), Stopped: killed}
@@ -139,16 +138,16 @@ func (s *scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 }
 
 // flushAt is the number of finished items not yet in the ledger that makes
-// the scheduler write their results at once; maxFinishedInBeat is the most a
+// the scheduler write their results at once; MaxFinishedInBeat is the most a
 // heartbeat lists (with MaxConcurrentJobsLimit running instances, it stays
 // well under the 64 KiB gossip limit).
 const (
 	flushAt           = 200
-	maxFinishedInBeat = 300
+	MaxFinishedInBeat = 300
 )
 
 // pendingResults counts finished items whose results are not in the ledger.
-func (s *scheduler) pendingResults() int {
+func (s *Scheduler) pendingResults() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := 0
@@ -159,19 +158,19 @@ func (s *scheduler) pendingResults() int {
 }
 
 // markBeat asks for a heartbeat: an item was leased.
-func (s *scheduler) markBeat() {
+func (s *Scheduler) markBeat() {
 	s.mu.Lock()
 	s.wantBeat()
 	s.mu.Unlock()
-	signal(s.n.wakeup)
+	signal(s.d.Wakeup)
 }
 
 // wantBeat marks a heartbeat due: what this machine runs changed, so the
 // read view is published again too. s.mu must be held.
-func (s *scheduler) wantBeat() {
+func (s *Scheduler) wantBeat() {
 	s.publish()
 	if !s.beatDue {
-		s.beatDue, s.beatDueAt = true, s.n.now()
+		s.beatDue, s.beatDueAt = true, s.now()
 	}
 }
 
@@ -194,27 +193,27 @@ func (s *scheduler) wantBeat() {
 const beatPace = 10 * time.Millisecond
 
 // beatSettle: see beatPace. s.mu must be held.
-func (s *scheduler) beatSettle() time.Duration {
+func (s *Scheduler) beatSettle() time.Duration {
 	return s.paced(20*time.Millisecond, beatPace)
 }
 
 // beatGap: see beatPace. s.mu must be held.
-func (s *scheduler) beatGap() time.Duration {
+func (s *Scheduler) beatGap() time.Duration {
 	return s.paced(100*time.Millisecond, beatPace)
 }
 
 // paced is per (per machine of the org), at least floor, at most a quarter
 // interval (unless floor is more). s.mu must be held.
-func (s *scheduler) paced(floor, per time.Duration) time.Duration {
-	return max(floor, min(time.Duration(len(s.planIn.Machines))*per, s.n.interval/4))
+func (s *Scheduler) paced(floor, per time.Duration) time.Duration {
+	return max(floor, min(time.Duration(len(s.planIn.Machines))*per, s.d.Interval/4))
 }
 
 // record keeps a finished item's result until flush writes it to the
 // ledger: first durably in the store (see results.go), then in s.results,
 // where it counts as this machine's lease.
-func (s *scheduler) record(in *instance, item int64, r ledger.ItemResult) {
-	if err := s.persistResult(in.job, r); err != nil {
-		s.n.log.Warn("could not record a result durably; it is kept in memory until written to the ledger", "job", in.job, "item", item, "err", err)
+func (s *Scheduler) record(in *instance, item int64, r ledger.ItemResult) {
+	if err := s.wal.put(in.job, r); err != nil {
+		s.d.Log.Warn("could not record a result durably; it is kept in memory until written to the ledger", "job", in.job, "item", item, "err", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -227,7 +226,7 @@ func (s *scheduler) record(in *instance, item int64, r ledger.ItemResult) {
 
 // flush writes one job.results entry per job with everything finished since
 // the last flush: the ledger grows by batches, not by items.
-func (s *scheduler) flush(ctx context.Context) {
+func (s *Scheduler) flush(ctx context.Context) {
 	// Results stay in s.results (and so count as leased for dispatch) until
 	// their entry is in the ledger; only then are they dropped here.
 	s.mu.Lock()
@@ -249,7 +248,7 @@ func (s *scheduler) flush(ctx context.Context) {
 		// (a second run of its last item, taken at once by two slots) are
 		// written: they were real work, and there are few of them.
 		cancelled := false
-		s.n.snapshot(func(st *ledger.State) { cancelled = st.Jobs[id] != nil && st.Jobs[id].State == ledger.JobCancelled })
+		s.d.Ledger.View(func(st *ledger.State) { cancelled = st.Jobs[id] != nil && st.Jobs[id].State == ledger.JobCancelled })
 		if cancelled {
 			kept := make([]ledger.ItemResult, 0, len(rs))
 			var dropped []ledger.ItemResult
@@ -261,20 +260,20 @@ func (s *scheduler) flush(ctx context.Context) {
 				}
 			}
 			if len(dropped) > 0 {
-				s.forgetResults(id, dropped)
+				s.wal.forget(id, dropped)
 			}
 			rs = kept
 		}
 		full := false
 		for len(rs) > 0 {
 			k := min(len(rs), 500)
-			if _, err := s.n.write(ctx, ledger.KindJobResults, ledger.JobResults{Job: id, Results: rs[:k]}); err != nil && !errors.Is(err, ledger.ErrNotAuthority) {
-				s.n.log.Debug("recording results", "job", id, "err", err)
+			if _, err := s.d.Ledger.Write(ctx, ledger.KindJobResults, ledger.JobResults{Job: id, Results: rs[:k]}); err != nil && !errors.Is(err, ledger.ErrNotAuthority) {
+				s.d.Log.Debug("recording results", "job", id, "err", err)
 				if full = errors.Is(err, diskguard.ErrFull); full {
-					break // kept, in memory, until there is room (disk.go)
+					break // kept, in memory, until there is room (node/disk.go)
 				}
 			}
-			s.forgetResults(id, rs[:k]) // in the ledger now (or refused for good)
+			s.wal.forget(id, rs[:k]) // in the ledger now (or refused for good)
 			rs = rs[k:]
 		}
 		s.mu.Lock()
@@ -293,14 +292,13 @@ func (s *scheduler) flush(ctx context.Context) {
 	}
 }
 
-func (s *scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
-	n := s.n
-	sp := runtime.Spec{Org: n.orgID(), Job: j.ID, Instance: in.id, Machine: n.id.String(), Item: int(item),
+func (s *Scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
+	sp := runtime.Spec{Org: s.d.Ledger.Org(), Job: j.ID, Instance: in.id, Machine: s.d.Machine, Item: int(item),
 		Image: j.Spec.Image, Cmd: j.Spec.Cmd, Env: j.Spec.Env, PidsLimit: 4096,
-		WorkDir: filepath.Join(n.opts.DataDir, "work", in.id)}
-	sp.Auth = n.registryAuth(j.Spec.Image)
+		WorkDir: filepath.Join(s.d.DataDir, "work", in.id)}
+	sp.Auth = s.d.RegistryAuth(j.Spec.Image)
 	if len(j.Spec.Datasets) > 0 {
-		mounts, env := n.datasetMounts(j, sp.WorkDir)
+		mounts, env := s.d.Datasets.Mounts(j, sp.WorkDir)
 		sp.Mounts = append(sp.Mounts, mounts...)
 		sp.Env = maps.Clone(sp.Env) // the job's map is the ledger's: never written
 		if sp.Env == nil {
@@ -317,7 +315,7 @@ func (s *scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
 		sp.ShmBytes = sp.MemoryBytes / 4
 	}
 	for _, g := range in.gpus {
-		for _, hg := range n.hw.GPUs {
+		for _, hg := range s.d.Hardware.GPUs {
 			if hg.Index == g {
 				sp.GPUUUIDs = append(sp.GPUUUIDs, hg.UUID)
 			}
@@ -326,12 +324,12 @@ func (s *scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
 	return sp
 }
 
-// runningOn returns the machine running item of job: this one if one of
+// RunningOn returns the machine running item of job: this one if one of
 // its instances has it, else the one whose heartbeat holds its lease; ""
 // if none is known to. It reads the read view, not the scheduler.
-func (s *scheduler) runningOn(job string, item int64) string {
-	if s.readView().runsItem(job, item) {
-		return s.n.idStr
+func (s *Scheduler) RunningOn(job string, item int64) string {
+	if s.View().runsItem(job, item) {
+		return s.d.Machine
 	}
 	return s.leases.holder(job, item)
 }

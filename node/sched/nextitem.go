@@ -1,4 +1,4 @@
-package node
+package sched
 
 import (
 	"sync"
@@ -18,11 +18,10 @@ import (
 // An owner runs if its machine announces it, or has not announced this plan
 // yet (it may be starting it); one whose machine announces this plan
 // without it cannot run it, and one whose machine is offline is gone.
-func (s *scheduler) nextItem(in *instance) (int64, bool) {
-	n := s.n
-	now := s.n.now()
+func (s *Scheduler) nextItem(in *instance) (int64, bool) {
+	now := s.now()
 	leased := map[int64]bool{} // this machine's leases; remote ones are in rv
-	me := n.id.String()
+	me := s.d.Machine
 	self := dispatch.Slot{Machine: me, Slot: in.slot}
 	alive := map[dispatch.Slot]bool{}
 	s.mu.Lock()
@@ -40,20 +39,20 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 			leased[r.Item] = true
 		}
 	}
-	jo := s.ownersOf(in.job, s.plan.Hash, s.plan.Instances)
+	jo := s.cache.ownersOf(in.job, s.plan.Hash, s.plan.Instances)
 	myPlan := s.plan.Hash
 	// The previous plan's owners matter only within OwnerGrace of the
 	// change (see dispatch.View.Prev).
 	var prev *jobOwners
 	planAge := now.Sub(s.planAt)
 	if planAge < dispatch.OwnerGrace {
-		if pj := s.ownersOf(in.job, s.prevHash, s.prevInst); len(pj.Slots) > 0 {
+		if pj := s.cache.ownersOf(in.job, s.prevHash, s.prevInst); len(pj.Slots) > 0 {
 			prev = pj
 		}
 	}
 	s.mu.Unlock()
-	rv := s.remoteView(in.job, myPlan, jo.Slots, s.placementsAt(now), now)
-	lg, unlock := n.rep.ReadLog()
+	rv := s.cache.remoteView(in.job, myPlan, jo.Slots, s.placed.at(now), now)
+	lg, unlock := s.d.Ledger.ReadLog()
 	defer unlock()
 	for _, id := range rv.online {
 		s.leases.released(id, in.job, lg.Has, leased)
@@ -71,7 +70,7 @@ func (s *scheduler) nextItem(in *instance) (int64, bool) {
 		Owners:     jo.Owners,
 	}
 	if rank, ok := jo.Rank[self]; ok {
-		v.Mine = s.itemsOf(jo.ring, rank, len(j.Items))
+		v.Mine = s.cache.itemsOf(jo.ring, rank, len(j.Items))
 	}
 	if prev != nil {
 		v.Prev, v.PlanAge = prev.Owners, planAge
@@ -86,10 +85,25 @@ type jobOwners struct {
 	ring *ownerRing
 }
 
+// dispatchCache is nextItem's memo: the owners of each job under a plan,
+// the remote view of each job, item buckets and owner rings.
+type dispatchCache struct {
+	owners  smallCache[string, *jobOwners] // by job and plan hash (under the scheduler's mu)
+	viewMu  sync.Mutex
+	views   smallCache[string, *remoteView] // by job
+	ringMu  sync.Mutex
+	buckets smallCache[int, *dispatch.Buckets] // by item count: they depend on nothing else (under ringMu)
+	rings   smallCache[uint64, *ownerRing]     // consistent-hash rings by their seeds (under ringMu)
+
+	peers  Peers
+	leases *leaseBook
+	me     string // this machine's ID
+}
+
 // ownersOf returns the job's owners under the plan with this hash and
-// instances (the current plan or the previous one), cached per plan. s.mu
-// must be held.
-func (s *scheduler) ownersOf(job, hash string, insts []smartshare.Instance) *jobOwners {
+// instances (the current plan or the previous one), cached per plan. The
+// scheduler's mu must be held.
+func (s *dispatchCache) ownersOf(job, hash string, insts []smartshare.Instance) *jobOwners {
 	return s.owners.getOr(job+"\x00"+hash, 64, func() *jobOwners {
 		var slots []dispatch.Slot
 		for _, pi := range insts {
@@ -122,27 +136,26 @@ const remoteViewTTL = 100 * time.Millisecond
 
 // remoteView returns the job's remote view under plan, whose owners are
 // the job's planned instances; pl vets the lease claims (see placements).
-func (s *scheduler) remoteView(job, plan string, owners []dispatch.Slot, pl placements, now time.Time) *remoteView {
-	n := s.n
-	gen := n.live.Gen()
+func (s *dispatchCache) remoteView(job, plan string, owners []dispatch.Slot, pl placements, now time.Time) *remoteView {
+	gen := s.peers.Gen()
 	s.viewMu.Lock()
 	if v, _ := s.views.get(job); v != nil && v.plan == plan && v.gen == gen && now.Sub(v.at) < remoteViewTTL && now.Sub(v.at) >= 0 {
 		s.viewMu.Unlock()
 		return v
 	}
 	s.viewMu.Unlock()
-	me := n.id.String()
+	me := s.me
 	v := &remoteView{plan: plan, gen: gen, at: now, leased: map[int64]bool{}, alive: map[dispatch.Slot]bool{}}
 	planned := map[string][]dispatch.Slot{}
 	for _, o := range owners {
 		planned[o.Machine] = append(planned[o.Machine], o)
 	}
-	for _, m := range n.live.All() {
+	for _, m := range s.peers.All() {
 		id := m.Heartbeat.Machine
 		if id == me {
 			continue
 		}
-		if _, _, ok := n.liveness(id, now); !ok {
+		if _, _, ok := s.peers.Liveness(id, now); !ok {
 			s.leases.forget(id) // its leases lapse
 			continue
 		}
@@ -159,7 +172,7 @@ func (s *scheduler) remoteView(job, plan string, owners []dispatch.Slot, pl plac
 			if ri.Item >= 0 && s.leases.counts(id, ri, pl, now) {
 				v.leased[ri.Item] = true
 			}
-			if ri.Kind != kindFinished {
+			if ri.Kind != KindFinished {
 				v.alive[dispatch.Slot{Machine: id, Slot: int(ri.Slot)}] = true
 			}
 		}
@@ -183,7 +196,7 @@ type ownerRing struct {
 
 // itemsOf returns the indexes (below n) of the items that rank owns on
 // r, ascending (memoised).
-func (s *scheduler) itemsOf(r *ownerRing, rank, n int) []int32 {
+func (s *dispatchCache) itemsOf(r *ownerRing, rank, n int) []int32 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.n == n && r.mine != nil {
@@ -200,14 +213,14 @@ func (s *scheduler) itemsOf(r *ownerRing, rank, n int) []int32 {
 
 // bucketsFor returns the item buckets of n items (cached: item hashes do
 // not depend on the job, so jobs of one size share them).
-func (s *scheduler) bucketsFor(n int) *dispatch.Buckets {
+func (s *dispatchCache) bucketsFor(n int) *dispatch.Buckets {
 	s.ringMu.Lock()
 	defer s.ringMu.Unlock()
 	return s.buckets.getOr(n, 16, func() *dispatch.Buckets { return dispatch.NewBuckets(n) })
 }
 
 // ringFor returns the (cached) ring of a set of seeds.
-func (s *scheduler) ringFor(seeds []uint64) *ownerRing {
+func (s *dispatchCache) ringFor(seeds []uint64) *ownerRing {
 	key := uint64(len(seeds))
 	for _, sd := range seeds {
 		key = ringKeyMix(key ^ sd)

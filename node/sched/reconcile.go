@@ -1,4 +1,4 @@
-package node
+package sched
 
 import (
 	"context"
@@ -12,9 +12,12 @@ import (
 	"github.com/cshare/cshare/smartshare"
 )
 
-func (s *scheduler) buildInput(now time.Time) smartshare.Input {
-	n := s.n
-	lg, unlock := n.rep.ReadLog()
+// buildInput assembles the balancer's input from the ledger State and the
+// heartbeats of online machines. Every node builds the same input from the
+// same State and heartbeats; this machine's own instances enter through its
+// own published heartbeat, like everyone else's.
+func (s *Scheduler) buildInput(now time.Time) smartshare.Input {
+	lg, unlock := s.d.Ledger.ReadLog()
 	st := lg.State()
 	in := smartshare.Input{Config: smartshare.Config{Mode: st.Settings.SmartShare.Mode, PreemptPolicy: st.Settings.SmartShare.PreemptPolicy,
 		DefaultMaxCPUs: int(st.Settings.SmartShare.DefaultMaxCPUs), MaxCPUsLimit: int(st.Settings.SmartShare.MaxCPUsLimit)}}
@@ -25,7 +28,7 @@ func (s *scheduler) buildInput(now time.Time) smartshare.Input {
 		if m.Status != ledger.MachineApproved {
 			continue
 		}
-		hb, _, online := n.liveness(m.ID, now)
+		hb, _, online := s.d.Peers.Liveness(m.ID, now)
 		if !online || hb.Machine == "" {
 			continue
 		}
@@ -68,40 +71,39 @@ func (s *scheduler) buildInput(now time.Time) smartshare.Input {
 }
 
 // reconcile plans and makes this machine's instances follow the plan.
-func (s *scheduler) reconcile(now time.Time) {
-	n := s.n
-	if n.orgID() == "" {
+func (s *Scheduler) reconcile(now time.Time) {
+	if s.d.Ledger.Org() == "" {
 		return
 	}
 	in := s.buildInput(now)
 	var plan smartshare.Result
 	if err := in.Validate(); err != nil {
-		n.log.Warn("balancer input invalid; keeping the previous plan", "err", err)
+		s.d.Log.Warn("balancer input invalid; keeping the previous plan", "err", err)
 		return
 	}
 	plan = smartshare.Plan(in)
-	di := plandiff.Input{Machine: n.idStr, Plan: plan, Active: map[string]plandiff.Job{}, Drivers: map[string]bool{}}
+	di := plandiff.Input{Machine: s.d.Machine, Plan: plan, Active: map[string]plandiff.Job{}, Drivers: map[string]bool{}}
 	active := map[string]*ledger.Job{}
-	n.snapshot(func(st *ledger.State) {
+	s.d.Ledger.View(func(st *ledger.State) {
 		for id, j := range st.Jobs {
 			if j.State == ledger.JobActive {
 				c := *j
 				active[id] = &c
 				di.Active[id] = plandiff.Job{Driver: j.Spec.Driver, GPUs: int(j.Spec.GPUs)}
-				if _, ok := n.drivers.Get(j.Spec.Driver); ok {
+				if _, ok := s.d.Drivers.Get(j.Spec.Driver); ok {
 					di.Drivers[j.Spec.Driver] = true
 				}
 			}
 		}
 	})
-	for _, g := range n.limits.GPUs {
+	for _, g := range s.d.Limits.GPUs {
 		di.GPUs = append(di.GPUs, int(g.Device))
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if plan.Hash != s.plan.Hash {
 		s.prevInst, s.prevHash, s.planAt = s.plan.Instances, s.plan.Hash, now
-		s.publishPlaces(plan, now)
+		s.placed.publish(plan, now)
 	}
 	s.plan, s.planIn = plan, in
 	for _, inst := range s.slots {
@@ -114,14 +116,13 @@ func (s *scheduler) reconcile(now time.Time) {
 		s.wantBeat()
 	}
 	s.publish()
-	n.metrics.planHash.Set(float64(len(plan.Instances)))
+	s.d.Metrics.PlanInstances.Set(float64(len(plan.Instances)))
 }
 
 // apply carries out the plan's actions on this machine; it reports whether
 // what this machine runs changed (a heartbeat is then due). s.mu must be
 // held.
-func (s *scheduler) apply(actions []plandiff.Action, active map[string]*ledger.Job, now time.Time) bool {
-	n := s.n
+func (s *Scheduler) apply(actions []plandiff.Action, active map[string]*ledger.Job, now time.Time) bool {
 	changed := false
 	for _, a := range actions {
 		inst := s.slots[a.Slot]
@@ -135,14 +136,14 @@ func (s *scheduler) apply(actions []plandiff.Action, active map[string]*ledger.J
 			s.stopInstance(inst, false, a.Preempt)
 		case plandiff.Start:
 			j := active[a.Job]
-			drv, _ := n.drivers.Get(j.Spec.Driver)
+			drv, _ := s.d.Drivers.Get(j.Spec.Driver)
 			inst := &instance{id: fmt.Sprintf("%s-s%d-%d", a.Job, a.Slot, now.UnixNano()%1e9), job: a.Job, slot: a.Slot, kind: a.InstanceKind,
 				started: now.UnixMilli(), drv: drv, gpus: a.GPUs, item: -1, done: make(chan struct{})}
 			s.slots[a.Slot] = inst
 			changed = true
-			ctx, cancel := context.WithCancel(n.ctx)
+			ctx, cancel := context.WithCancel(s.ctx)
 			inst.cancel = cancel
-			n.spawn(func() { s.work(ctx, inst, j, "") })
+			s.d.Spawn(func() { s.work(ctx, inst, j, "") })
 		}
 	}
 	return changed
@@ -152,7 +153,7 @@ func (s *scheduler) apply(actions []plandiff.Action, active map[string]*ledger.J
 // after its current item. preempt is the preemption mode when the plan
 // preempts it ("" when its job ended or no longer wants it); each preempted
 // instance is counted once, in cshare_preemptions_total. s.mu must be held.
-func (s *scheduler) stopInstance(in *instance, now bool, preempt string) {
+func (s *Scheduler) stopInstance(in *instance, now bool, preempt string) {
 	in.mu.Lock()
 	in.stopAfter = true
 	run := in.run
@@ -166,7 +167,7 @@ func (s *scheduler) stopInstance(in *instance, now bool, preempt string) {
 	}
 	in.mu.Unlock()
 	if count {
-		s.n.metrics.preempted.WithLabelValues(preempt).Inc()
+		s.d.Metrics.Preempted.WithLabelValues(preempt).Inc()
 	}
 	if kill && run != "" {
 		go func() {

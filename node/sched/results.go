@@ -1,7 +1,8 @@
-package node
+package sched
 
 import (
 	"encoding/json"
+	"log/slog"
 	"strconv"
 	"strings"
 
@@ -24,40 +25,45 @@ func resultKey(job string, r ledger.ItemResult) string {
 	return resultsPrefix + job + "/" + strconv.FormatInt(r.Item, 10) + "/" + r.Instance + "/" + strconv.FormatInt(r.Started, 10)
 }
 
-// persistResult writes a result's record durably.
-func (s *scheduler) persistResult(job string, r ledger.ItemResult) error {
+// resultLog is the results' write-ahead records in the store.
+type resultLog struct {
+	rec Records
+	log *slog.Logger
+}
+
+// put writes a result's record durably.
+func (w resultLog) put(job string, r ledger.ItemResult) error {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	return s.n.store.PutRecord(resultKey(job, r), b)
+	return w.rec.PutRecord(resultKey(job, r), b)
 }
 
-// forgetResults deletes the records of results now in the ledger (or
+// forget deletes the records of results now in the ledger (or
 // dropped for good).
-func (s *scheduler) forgetResults(job string, rs []ledger.ItemResult) {
+func (w resultLog) forget(job string, rs []ledger.ItemResult) {
 	keys := make([]string, len(rs))
 	for i, r := range rs {
 		keys[i] = resultKey(job, r)
 	}
-	if err := s.n.store.DeleteRecords(keys); err != nil {
-		s.n.log.Warn("could not delete results already in the ledger; a restart would write them again", "job", job, "err", err)
+	if err := w.rec.DeleteRecords(keys); err != nil {
+		w.log.Warn("could not delete results already in the ledger; a restart would write them again", "job", job, "err", err)
 	}
 }
 
-// loadResults takes back the results recorded before a restart that are
+// LoadResults takes back the results recorded before a restart that are
 // not in the ledger yet; those that are (the node died between writing
 // their entry and deleting their records) are deleted. It runs before
 // adoption, which then skips the runs these results came from.
-func (s *scheduler) loadResults() {
-	n := s.n
+func (s *Scheduler) LoadResults() {
 	type rec struct {
 		job, key string // key as stored (an older node's keys lack the start)
 		r        ledger.ItemResult
 	}
 	var recs []rec
 	var stale []string
-	err := n.store.ForEachRecord(resultsPrefix, func(key string, val []byte) error {
+	err := s.d.Records.ForEachRecord(resultsPrefix, func(key string, val []byte) error {
 		var r ledger.ItemResult
 		job, _, _ := strings.Cut(strings.TrimPrefix(key, resultsPrefix), "/")
 		if json.Unmarshal(val, &r) != nil || job == "" {
@@ -68,14 +74,14 @@ func (s *scheduler) loadResults() {
 		return nil
 	})
 	if err != nil {
-		n.log.Warn("could not read the results recorded before a restart", "err", err)
+		s.d.Log.Warn("could not read the results recorded before a restart", "err", err)
 		return
 	}
 	var keep []rec
-	n.snapshot(func(st *ledger.State) {
+	s.d.Ledger.View(func(st *ledger.State) {
 		for _, x := range recs {
 			j := st.Jobs[x.job]
-			if j == nil || inLedger(j, n.idStr, x.r) {
+			if j == nil || inLedger(j, s.d.Machine, x.r) {
 				stale = append(stale, x.key)
 				continue
 			}
@@ -83,7 +89,7 @@ func (s *scheduler) loadResults() {
 		}
 	})
 	if len(stale) > 0 {
-		_ = n.store.DeleteRecords(stale)
+		_ = s.d.Records.DeleteRecords(stale)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -91,7 +97,7 @@ func (s *scheduler) loadResults() {
 		s.results[x.job] = append(s.results[x.job], x.r)
 	}
 	if len(keep) > 0 {
-		n.log.Info("results recorded before a restart will be written to the ledger", "results", len(keep))
+		s.d.Log.Info("results recorded before a restart will be written to the ledger", "results", len(keep))
 	}
 }
 
@@ -108,23 +114,11 @@ func inLedger(j *ledger.Job, machine string, r ledger.ItemResult) bool {
 
 // hasResult reports whether a result of job's item by instance is waiting
 // for the ledger. s.mu must be held.
-func (s *scheduler) hasResult(job string, item int64, instance string) bool {
+func (s *Scheduler) hasResult(job string, item int64, instance string) bool {
 	for _, r := range s.results[job] {
 		if r.Item == item && r.Instance == instance {
 			return true
 		}
 	}
 	return false
-}
-
-// runCounts sums, over the ledger's jobs, the runs it knows of and the
-// duplicates among them.
-func (n *Node) runCounts() (all, dups int64) {
-	n.snapshot(func(st *ledger.State) {
-		for _, j := range st.Jobs {
-			all += int64(j.Runs.Len())
-			dups += j.Duplicates
-		}
-	})
-	return all, dups
 }

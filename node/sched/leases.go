@@ -1,7 +1,8 @@
-package node
+package sched
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -20,7 +21,7 @@ type leaseBook struct {
 }
 
 // leaseClaims are the instances of a heartbeat that may hold a lease: the
-// first maxFinishedInBeat finished items (whose result is on its way; a
+// first MaxFinishedInBeat finished items (whose result is on its way; a
 // node lists no more), and one running instance per slot the machine has
 // (0 <= slot < its total slots, at most config.MaxConcurrentJobsLimit; the
 // first instance listed in a slot). A machine that claims items in slots
@@ -36,8 +37,8 @@ func leaseClaims(hb p2p.Heartbeat) []p2p.RunningInstance {
 	slots := min(hb.Total.Slots, config.MaxConcurrentJobsLimit)
 	finished := 0
 	for _, ri := range hb.Instances {
-		if ri.Kind == kindFinished {
-			if finished++; finished > maxFinishedInBeat {
+		if ri.Kind == KindFinished {
+			if finished++; finished > MaxFinishedInBeat {
 				continue
 			}
 		} else {
@@ -124,16 +125,22 @@ type placements struct {
 // places reports whether the plans place machine's claim ri.
 func (p placements) places(machine string, ri p2p.RunningInstance) bool {
 	k := placement{machine: machine, job: ri.Job, slot: ri.Slot}
-	if ri.Kind == kindFinished {
+	if ri.Kind == KindFinished {
 		k.slot = -1
 	}
 	return p.cur[k] || p.prev[k]
 }
 
+// places holds where the plans put instances (planPlaces).
+type places struct {
+	placed   atomic.Pointer[planPlaces]
+	interval time.Duration // the heartbeat interval
+}
+
 // leaseGrace is how long a lease claim the plan does not place counts: a
 // machine may follow a plan this node has not computed yet (a heartbeat or
 // ledger entry away), or take an item under the plan this node just left.
-func (n *Node) leaseGrace() time.Duration { return max(3*n.interval, 3*time.Second) }
+func (p *places) leaseGrace() time.Duration { return max(3*p.interval, 3*time.Second) }
 
 // planPlaces is where the current plan puts instances, where the one
 // before did, and when the plan changed: published by reconcile, read
@@ -143,26 +150,26 @@ type planPlaces struct {
 	at        time.Time
 }
 
-// publishPlaces records plan's placements, as it becomes the plan at now.
-// s.mu must be held (reconcile).
-func (s *scheduler) publishPlaces(plan smartshare.Result, now time.Time) {
+// publish records plan's placements, as it becomes the plan at now.
+// The scheduler's mu must be held (reconcile).
+func (p *places) publish(plan smartshare.Result, now time.Time) {
 	pp := &planPlaces{cur: placedBy(plan.Instances), at: now}
-	if old := s.placed.Load(); old != nil {
+	if old := p.placed.Load(); old != nil {
 		pp.prev = old.cur
 	}
-	s.placed.Store(pp)
+	p.placed.Store(pp)
 }
 
-// placementsAt returns the placements to vet claims against at now.
-func (s *scheduler) placementsAt(now time.Time) placements {
-	p := placements{grace: s.n.leaseGrace()}
-	if pp := s.placed.Load(); pp != nil {
-		p.cur = pp.cur
-		if now.Sub(pp.at) < p.grace {
-			p.prev = pp.prev
+// at returns the placements to vet claims against at now.
+func (p *places) at(now time.Time) placements {
+	pl := placements{grace: p.leaseGrace()}
+	if pp := p.placed.Load(); pp != nil {
+		pl.cur = pp.cur
+		if now.Sub(pp.at) < pl.grace {
+			pl.prev = pp.prev
 		}
 	}
-	return p
+	return pl
 }
 
 // placedBy returns the placements of a plan's instances.
