@@ -127,6 +127,7 @@ func (h *Host) ServeAdmit(src AdmitSource) {
 			return
 		}
 		refuse := func(why string) {
+			at := time.Now()
 			h.refused.WithLabelValues("admission").Inc()
 			h.log.Info("refused a joiner", "peer", from, "why", why)
 			_ = writeSyncFrame(w, admitResponse{Err: oneLine(why)})
@@ -134,7 +135,7 @@ func (h *Host) ServeAdmit(src AdmitSource) {
 			// has read it), then cut it off.
 			_ = s.SetReadDeadline(time.Now().Add(2 * time.Second))
 			_, _ = io.Copy(io.Discard, io.LimitReader(s, maxAdmitFrame))
-			h.gate.refusedAdmission(from, time.Now())
+			h.gate.refusedAdmission(from, at)
 		}
 		req, err := decodeAdmitRequest(b)
 		if err != nil {

@@ -465,3 +465,26 @@ func TestPendingGetsNoHeartbeats(t *testing.T) {
 		return hbs.has(fromA) && offers.Load() > 0 && hbsAtA.has(func(h Heartbeat) bool { return h.Machine == b.ID().String() })
 	})
 }
+
+// TestLateRefusalKeepsALaterAdmission: a refusal carried out after the same
+// joiner was admitted on another stream cuts nothing.
+func TestLateRefusalKeepsALaterAdmission(t *testing.T) {
+	ptShortGate(t)
+	a := ptHost(t, nil)
+	if _, err := a.JoinOrg(ptOrg, newPtMembers(a.ID())); err != nil {
+		t.Fatal(err)
+	}
+	j := ptHost(t, nil)
+	ptConnect(t, j, a)
+	refusedAt := time.Now().Add(-time.Millisecond)
+	a.Gate().admitted(j.ID())
+	a.Gate().refusedAdmission(j.ID(), refusedAt)
+	if a.LibP2P().Network().Connectedness(j.ID()) != network.Connected {
+		t.Fatal("a refusal from before the admission cut the admitted joiner off")
+	}
+	// A refusal after the admission still cuts.
+	a.Gate().refusedAdmission(j.ID(), time.Now().Add(time.Hour))
+	if a.LibP2P().Network().Connectedness(j.ID()) == network.Connected {
+		t.Fatal("a refusal after the admission left the joiner connected")
+	}
+}
