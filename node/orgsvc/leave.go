@@ -229,7 +229,7 @@ func (l *Leaving) Carry(e Exit) error {
 		where = "deleted (--purge)"
 	}
 	l.s.d.Log.Info("left the org", "org", e.Org, "why", e.Why, "old_data", where)
-	l.RecordLeft(api.PastOrg{Org: e.Org, Why: e.Why, At: l.s.now().UTC().Format(time.RFC3339), OldData: where})
+	l.recordLeft(api.PastOrg{Org: e.Org, Why: e.Why, At: l.s.now().UTC().Format(time.RFC3339), OldData: where})
 	return nil
 }
 
@@ -270,17 +270,17 @@ func (l *Leaving) Leave(ctx context.Context, req api.LeaveRequest) (api.LeftOrg,
 		"this machine's person left the org", req.Purge)
 }
 
-// OwnExit reports whether, in the current state, cond holds.
-func (l *Leaving) OwnExit(cond func(st *ledger.State) bool) (ok bool) {
+// ownExit reports whether, in the current state, cond holds.
+func (l *Leaving) ownExit(cond func(st *ledger.State) bool) (ok bool) {
 	l.s.snapshot(func(st *ledger.State) { ok = cond(st) })
 	return ok
 }
 
-// LeaveBy writes an entry that takes this machine out of its org, other
+// leaveBy writes an entry that takes this machine out of its org, other
 // than member leave (a member removing themselves, a machine removing
 // itself), through exitBy: the org learns of it before the node resets.
 // The org's data is archived, as after any exit.
-func (l *Leaving) LeaveBy(ctx context.Context, kind string, payload any, why string) (api.LeftOrg, error) {
+func (l *Leaving) leaveBy(ctx context.Context, kind string, payload any, why string) (api.LeftOrg, error) {
 	release := l.holdExit()
 	var org, name string
 	l.s.snapshot(func(st *ledger.State) { org, name = st.Org, st.Name })

@@ -124,7 +124,7 @@ func (s *Service) MachineAction(ctx context.Context, id, action string) (api.Mac
 	if kind == ledger.KindMachineRemove && m.ID == s.idStr {
 		// Removing this machine takes this node out of the org: as member
 		// leave, the org learns of it first.
-		if _, err := s.leaving.LeaveBy(ctx, kind, ledger.MachineRef{Machine: m.ID}, "this machine was removed from the org by its own node"); err != nil {
+		if _, err := s.leaving.leaveBy(ctx, kind, ledger.MachineRef{Machine: m.ID}, "this machine was removed from the org by its own node"); err != nil {
 			return api.MachineInfo{}, err
 		}
 		return s.Machine(ctx, m.ID)
@@ -240,10 +240,10 @@ func (s *Service) RemoveMember(ctx context.Context, id string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if s.leaving.OwnExit(func(st *ledger.State) bool { return target == s.PersonIn(st) }) {
+	if s.leaving.ownExit(func(st *ledger.State) bool { return target == s.PersonIn(st) }) {
 		// Removing this machine's own person takes this node out of the
 		// org: as member leave, the org learns of it first.
-		if _, err := s.leaving.LeaveBy(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: target}, "this machine's person removed themselves from the org"); err != nil {
+		if _, err := s.leaving.leaveBy(ctx, ledger.KindMemberRemove, ledger.MemberRef{Member: target}, "this machine's person removed themselves from the org"); err != nil {
 			return "", err
 		}
 		return target, nil

@@ -27,9 +27,9 @@ func randomID() string {
 	return hex.EncodeToString(b)
 }
 
-// NeedAdmin refuses (403) when this machine's person is not the owner or
+// needAdmin refuses (403) when this machine's person is not the owner or
 // an admin, naming what they may not do.
-func (s *Service) NeedAdmin(what string) error {
+func (s *Service) needAdmin(what string) error {
 	if err := s.needOrg(); err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (s *Service) Org(ctx context.Context) (api.OrgInfo, error) {
 // OrgKey implements api.Service: the org key is rebuilt from the current key
 // ID and signed by this node, which must be an admin.
 func (s *Service) OrgKey(ctx context.Context, rotate bool) (api.KeyResult, error) {
-	if err := s.NeedAdmin("print or rotate the org key"); err != nil {
+	if err := s.needAdmin("print or rotate the org key"); err != nil {
 		return api.KeyResult{}, err
 	}
 	if rotate {
@@ -128,7 +128,7 @@ func (s *Service) BootstrapAddrs() []string {
 
 // Invite implements api.Service.
 func (s *Service) Invite(ctx context.Context, req api.InviteRequest) (api.KeyResult, error) {
-	if err := s.NeedAdmin("issue invites"); err != nil {
+	if err := s.needAdmin("issue invites"); err != nil {
 		return api.KeyResult{}, err
 	}
 	if req.Role == "" {
@@ -167,7 +167,7 @@ func (s *Service) Invite(ctx context.Context, req api.InviteRequest) (api.KeyRes
 
 // SetSettings implements api.Service.
 func (s *Service) SetSettings(ctx context.Context, req api.SettingsRequest) (api.OrgInfo, error) {
-	if err := s.NeedAdmin("change org settings"); err != nil {
+	if err := s.needAdmin("change org settings"); err != nil {
 		return api.OrgInfo{}, err
 	}
 	if len(req.Set) == 0 {

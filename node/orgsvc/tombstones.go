@@ -157,15 +157,15 @@ func (l *Leaving) askTombstone(p peer.ID, org string) {
 // when it comes back, and its user should not have to read the log.
 const leftFile = "left.json"
 
-// RecordLeft records past, the org this machine left, for node status.
-func (l *Leaving) RecordLeft(past api.PastOrg) {
+// recordLeft records past, the org this machine left, for node status.
+func (l *Leaving) recordLeft(past api.PastOrg) {
 	b, _ := json.Marshal(past) // cannot fail: strings only
 	if err := atomicfile.WriteFile(filepath.Join(l.s.d.DataDir, leftFile), b, 0o600); err != nil {
 		l.s.d.Log.Warn("could not record why this machine left its org", "err", err)
 	}
 }
 
-// LastLeft is what RecordLeft wrote, or nil (none, or not readable: the
+// LastLeft is what recordLeft wrote, or nil (none, or not readable: the
 // file is ours, and only informative).
 func (l *Leaving) LastLeft() *api.PastOrg {
 	b, err := os.ReadFile(filepath.Join(l.s.d.DataDir, leftFile))
