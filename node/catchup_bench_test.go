@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/cshare/cshare/ledger"
@@ -56,7 +57,7 @@ func buildLedger(tb testing.TB, a *Node, total int) {
 	total -= entryCount(a)
 	var es []*ledger.Entry
 	add := func(s *ledger.Signer, kind string, payload any, parents []*ledger.Entry) *ledger.Entry {
-		var ps []cidT
+		var ps []cid.Cid
 		var pc uint64
 		if len(parents) == 0 {
 			ps, pc = heads, clock

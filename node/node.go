@@ -28,6 +28,7 @@ import (
 	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/node/logs"
 	"github.com/cshare/cshare/node/marketsvc"
+	"github.com/cshare/cshare/node/orgsvc"
 	"github.com/cshare/cshare/node/sched"
 	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/runtime"
@@ -125,15 +126,12 @@ type Node struct {
 	bg      sync.WaitGroup // goroutines started with spawn
 	closing bool
 
-	sched    *sched.Scheduler
-	gate     gate              // closed while catching up (catchup.go)
-	drivers  *runtime.Registry // set once at start, read without a lock
-	logs     *logs.Store       // item output: written by supervision, read by the API and the logs protocol
-	exit     exitState         // the way out of the org (leave.go)
-	approved approval          // this machine approved at the last ledger change (closedorg.go)
+	sched   *sched.Scheduler
+	gate    gate              // closed while catching up (catchup.go)
+	drivers *runtime.Registry // set once at start, read without a lock
+	logs    *logs.Store       // item output: written by supervision, read by the API and the logs protocol
 
-	witnessed witnessBook // redemptions witnessed, their registers not yet seen (witness.go)
-
+	orgs   *orgsvc.Service    // persons, joining, witnessing, leaving, machines and members (orgs.go)
 	market *marketsvc.Service // offers, contracts as renter and host (market.go)
 	ds     datasets           // blocks, imports, exchange (datasets.go, dsexchange.go)
 	jf     jobFetches         // datasets fetched for jobs (dsjobs.go)
@@ -287,19 +285,20 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		log.Warn("could not remember the listen ports", "err", err)
 	}
 	n.host.Gate().HoldsOrg(func() bool { return n.orgID() != "" })
-	p2p.ServeSync(n.host.LibP2P(), syncSource{Replica: n.rep, gate: n.host.Gate()})
-	n.host.Gate().OnFormer(n.tellFormer)
+	n.orgs = n.newOrgs()
+	p2p.ServeSync(n.host.LibP2P(), orgsvc.SyncSource{Replica: n.rep, Gate: n.host.Gate()})
+	n.host.Gate().OnFormer(n.orgs.TellFormer)
 	p2p.ServeLogs(n.host.LibP2P(), (*logSource)(n))
-	p2p.ServeWitness(n.host.LibP2P(), (*witnessSource)(n))
-	n.host.ServeAdmit((*witnessSource)(n))
-	p2p.ServeTombstones(n.host.LibP2P(), tombstoneDir(filepath.Join(opts.DataDir, tombstonesDir)))
+	p2p.ServeWitness(n.host.LibP2P(), n.orgs.WitnessSource())
+	n.host.ServeAdmit(n.orgs.WitnessSource())
+	p2p.ServeTombstones(n.host.LibP2P(), orgsvc.TombstoneDir(filepath.Join(opts.DataDir, orgsvc.TombstonesDir)))
 	n.startExchange()
 	if err := n.initRuntime(); err != nil {
 		return nil, err
 	}
 	n.sched = n.newScheduler()
 	n.market = n.newMarket()
-	n.spawn(n.removeForeignRuns)
+	n.spawn(n.orgs.Leaving().RemoveForeignRuns)
 	if org := n.orgID(); org != "" {
 		if err := n.joinTopics(org); err != nil {
 			return nil, err
@@ -310,8 +309,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n.holdDispatch("start") // no new item before catching up with a peer (catchup.go)
-	n.approved.was.Store(n.approvedNow())
-	n.approved.armed.Store(true)
+	n.orgs.ArmStanding()
 	// Runs left by a previous process are this machine's before its first
 	// heartbeat: a heartbeat without them would release their leases.
 	n.sched.LoadResults()
@@ -361,6 +359,9 @@ func (n *Node) Close() error {
 	n.closing = true
 	n.bgMu.Unlock()
 	n.bg.Wait()
+	if n.orgs != nil {
+		n.orgs.Close()
+	}
 	// Leave the org's topics without holding n.mu: Org.Close waits for its
 	// delivery loops, whose callbacks take n.mu.
 	n.mu.Lock()

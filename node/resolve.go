@@ -24,21 +24,3 @@ func jobCandidates(st *ledger.State, person string) []candidate {
 	}
 	return out
 }
-
-func machineCandidates(st *ledger.State) []candidate {
-	ms := st.SortedMachines()
-	out := make([]candidate, len(ms))
-	for i, m := range ms {
-		out[i] = candidate{ID: m.ID, Name: m.Name}
-	}
-	return out
-}
-
-func memberCandidates(st *ledger.State) []candidate {
-	ms := st.SortedMembers()
-	out := make([]candidate, len(ms))
-	for i, m := range ms {
-		out[i] = candidate{ID: m.ID, Name: personName(st, m.ID)}
-	}
-	return out
-}

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
@@ -32,10 +34,11 @@ func prepJoin(t *testing.T, j *Node, tok ledger.Token, also ...*meshNode) {
 			t.Fatalf("connect to %s: %v", o.name, err)
 		}
 	}
-	p, err := peerOf(tok.Addrs[0])
+	ai, err := peer.AddrInfoFromString(tok.Addrs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
+	p := ai.ID
 	// The closed org: the key is shown before the ledger is served.
 	for _, q := range append([]peer.ID{p}, meshIDs(also)...) {
 		if err := j.host.Admit(ctx, q, tok.Cap.Org, tok.Cap); err != nil {
@@ -207,7 +210,7 @@ func TestWitnessExpiredInvite(t *testing.T) {
 
 	expires := time.Now().Add(-time.Minute).UnixMilli()
 	c := n0.signer.SignCapability(ledger.Capability{Org: org, Kind: ledger.CapInvite, ID: randomID(), Role: ledger.RoleMember, Expires: expires})
-	tok := ledger.Token{Cap: c, Addrs: n0.bootstrapAddrs()}
+	tok := ledger.Token{Cap: c, Addrs: n0.orgs.BootstrapAddrs()}
 	_, err := j.Join(ctx, api.JoinRequest{OrgKey: tok.Encode()})
 	oneLineErr(t, "join with an expired invite", err, http.StatusForbidden,
 		"this invite expired at "+api.FormatTime(time.UnixMilli(expires)), "(clock of machine n0)", "ask an admin for a new one")
@@ -491,39 +494,8 @@ func TestWitnessRefusals(t *testing.T) {
 	}
 }
 
-// TestWitnessBook: the last use held for one joiner is refused to another
-// until the holder registers or witnessHold passes; unlimited capabilities
-// hold nothing.
-func TestWitnessBook(t *testing.T) {
-	var b witnessBook
-	c := ledger.Capability{Kind: ledger.CapInvite, ID: "i1", Uses: 2}
-	t0 := time.Unix(1_000_000, 0)
-	reg := map[string]bool{}
-	registered := func(id string) bool { return reg[id] }
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	must(b.hold(c, "a", 1, t0, "n0", registered))
-	must(b.hold(c, "a", 1, t0.Add(time.Second), "n0", registered)) // a again
-	if err := b.hold(c, "b", 1, t0.Add(time.Second), "n0", registered); err == nil || !strings.Contains(err.Error(), "used 1 of 2 times and machine n0 is witnessing 1 more") {
-		t.Fatalf("b while a holds the last use: %v", err)
-	}
-	reg["a"] = true // a's register arrived: the ledger counts it now
-	if err := b.hold(c, "b", 2, t0.Add(2*time.Second), "n0", registered); err == nil {
-		t.Fatal("b after the uses ran out: witnessed")
-	}
-	reg["a"] = false
-	must(b.hold(c, "b", 1, t0.Add(2*time.Second), "n0", registered)) // a's hold was dropped
-	must(b.hold(c, "c", 0, t0.Add(3*time.Second+witnessHold), "n0", registered))
-	if len(b.held) != 1 || len(b.held[capUseKey(c)]) != 1 {
-		t.Fatalf("held %v, want only c's hold", b.held)
-	}
-	u := ledger.Capability{Kind: ledger.CapInvite, ID: "i2"}
-	must(b.hold(u, "x", 100, t0, "n0", registered))
-	if b.held[capUseKey(u)] != nil {
-		t.Fatal("an unlimited invite was held")
-	}
+func randomID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

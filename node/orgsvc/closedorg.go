@@ -1,4 +1,4 @@
-package node
+package orgsvc
 
 import (
 	"context"
@@ -18,24 +18,25 @@ import (
 //
 //   - A removed or rejected machine is served the ledger only up to the
 //     entry that put it out (replica.Horizon), and is told that entry when
-//     it connects (tellFormer): one that was offline then learns it is out
+//     it connects (TellFormer): one that was offline then learns it is out
 //     when it comes back, and leaves the org as one removed while online
-//     does (checkExit), with nothing written since.
+//     does (CheckExit), with nothing written since.
 //   - A pending machine gets no heartbeat (topic or stream): once approved,
 //     it catches up with a peer (ledger and heartbeats, which carry the
-//     leases) before it takes an item, as after a start (catchup.go).
+//     leases) before it takes an item, as after a start (the node's
+//     catchup.go): CheckStanding.
 
-// syncSource is the replica as the node serves it on p2p.SyncProtocol: an
+// SyncSource is the replica as the node serves it on p2p.SyncProtocol: an
 // admitted joiner that was once a machine of the org (a removed machine
 // joining again) gets the whole ledger, like any joiner.
-type syncSource struct {
+type SyncSource struct {
 	*replica.Replica
-	gate *p2p.Gate
+	Gate *p2p.Gate
 }
 
 // Horizon implements p2p.SyncHorizon.
-func (s syncSource) Horizon(p peer.ID) (cid.Cid, bool) {
-	if s.gate.IsJoiner(p) {
+func (s SyncSource) Horizon(p peer.ID) (cid.Cid, bool) {
+	if s.Gate.IsJoiner(p) {
 		return cid.Undef, false
 	}
 	return s.Replica.Horizon(p)
@@ -44,40 +45,47 @@ func (s syncSource) Horizon(p peer.ID) (cid.Cid, bool) {
 // tellFormerTimeout bounds telling a former machine it is out.
 const tellFormerTimeout = 10 * time.Second
 
-// tellFormer pushes to p, a removed or rejected machine connected to this
+// TellFormer pushes to p, a removed or rejected machine connected to this
 // node, the entry that put it out: it fetches it (and its ancestors, all it
 // is served) at once.
-func (n *Node) tellFormer(p peer.ID) {
-	org := n.orgID()
-	last, out := n.rep.Horizon(p)
-	if org == "" || !out || !last.Defined() || n.host.Gate().IsJoiner(p) {
+func (s *Service) TellFormer(p peer.ID) {
+	org := s.orgID()
+	last, out := s.d.Ledger.Horizon(p)
+	if org == "" || !out || !last.Defined() || s.d.Host.Gate().IsJoiner(p) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, tellFormerTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, tellFormerTimeout)
 	defer cancel()
-	if err := p2p.AnnounceHeads(ctx, n.host.LibP2P(), p, org, []cid.Cid{last}); err != nil {
-		n.log.Debug("could not tell a removed machine that it is out", "machine", p.String(), "err", err)
+	if err := p2p.AnnounceHeads(ctx, s.d.Host.LibP2P(), p, org, []cid.Cid{last}); err != nil {
+		s.d.Log.Debug("could not tell a removed machine that it is out", "machine", p.String(), "err", err)
 	}
 }
 
 // approvedNow reports whether this machine is approved in the ledger.
-func (n *Node) approvedNow() bool { return n.rep.IsApproved(n.id) }
+func (s *Service) approvedNow() bool { return s.d.Ledger.IsApproved(s.d.Machine) }
 
 // approval tracks this machine's approval across ledger changes, from
 // the end of Start (armed).
 type approval struct{ armed, was atomic.Bool }
 
-// checkStanding runs after every ledger change (from the end of Start).
+// ArmStanding starts CheckStanding's tracking, from this machine's
+// approval now: the node calls it at the end of its start.
+func (s *Service) ArmStanding() {
+	s.approved.was.Store(s.approvedNow())
+	s.approved.armed.Store(true)
+}
+
+// CheckStanding runs after every ledger change (from ArmStanding on).
 // It holds dispatch until caught up when this machine has just been
 // approved: as a pending machine it got no heartbeat, so it knows no
 // machine's leases yet.
-func (n *Node) checkStanding() {
-	if !n.approved.armed.Load() {
+func (s *Service) CheckStanding() {
+	if !s.approved.armed.Load() {
 		return
 	}
-	now := n.approvedNow()
-	if was := n.approved.was.Swap(now); now && !was {
-		n.holdDispatch("approval")
+	now := s.approvedNow()
+	if was := s.approved.was.Swap(now); now && !was {
+		s.d.HoldDispatch("approval")
 	}
 }
 

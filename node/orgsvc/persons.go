@@ -1,4 +1,4 @@
-package node
+package orgsvc
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // Persons (docs/design.md §11). This machine acts for one person: the one whose
 // key (user.key in the data dir) signed the delegation its genesis or
 // machine.register entry carried. Every question of authority and
-// visibility the node asks is asked of that person: n.person() here, the
+// visibility the node asks is asked of that person: s.Person() here, the
 // fold's verdict (ledger.State.Role, CanSee) on every node.
 //
 // The node's checks repeat the fold's rules in front of it, so that a
@@ -28,27 +28,27 @@ import (
 // personKey loads this data dir's person key, creating one when none exists,
 // named name, else the daemon's $USER when that is a valid name, else
 // "user-" and the end of the machine ID. It returns the key's signer too.
-func (n *Node) personKey(name string) (*userkey.Key, *ledger.Signer, error) {
+func (s *Service) personKey(name string) (*userkey.Key, *ledger.Signer, error) {
 	if name == "" {
-		name = n.fallbackUserName()
+		name = s.fallbackUserName()
 	}
-	k, _, err := userkey.LoadOrCreate(n.opts.DataDir, name)
+	k, _, err := userkey.LoadOrCreate(s.d.DataDir, name)
 	if err != nil {
 		return nil, nil, api.Errorf(http.StatusInternalServerError, "person key: %v", err)
 	}
-	s, err := ledger.NewSigner(k.Priv)
+	ps, err := ledger.NewSigner(k.Priv)
 	if err != nil {
-		return nil, nil, api.Errorf(http.StatusInternalServerError, "person key %s: %v", userkey.Path(n.opts.DataDir), err)
+		return nil, nil, api.Errorf(http.StatusInternalServerError, "person key %s: %v", userkey.Path(s.d.DataDir), err)
 	}
-	return k, s, nil
+	return k, ps, nil
 }
 
 // fallbackUserName names a person key created without a name.
-func (n *Node) fallbackUserName() string {
+func (s *Service) fallbackUserName() string {
 	if u := os.Getenv("USER"); u != "" && text.CheckName("name", u) == nil {
 		return u
 	}
-	id := n.idStr
+	id := s.idStr
 	if len(id) > 6 {
 		id = id[len(id)-6:]
 	}
@@ -66,35 +66,35 @@ func checkUserName(s string) error {
 	return nil
 }
 
-// person is the person this machine acts for: its person in the org's
+// Person is the person this machine acts for: its person in the org's
 // ledger, else (in no org yet, or before its registration is folded) its
 // person key's ID, else its machine ID.
-func (n *Node) person() string {
+func (s *Service) Person() string {
 	var p string
-	n.snapshot(func(st *ledger.State) { p = st.PersonOf(n.idStr) })
+	s.snapshot(func(st *ledger.State) { p = st.PersonOf(s.idStr) })
 	if p != "" {
 		return p
 	}
-	if k, err := userkey.Load(n.opts.DataDir); err == nil {
+	if k, err := userkey.Load(s.d.DataDir); err == nil {
 		return k.ID
 	}
-	return n.idStr
+	return s.idStr
 }
 
-// personIn is n.person() read from st (without its fallback to the key
+// personIn is s.Person() read from st (without its fallback to the key
 // file: a machine st does not know has no role there anyway).
-func (n *Node) personIn(st *ledger.State) string {
-	if p := st.PersonOf(n.idStr); p != "" {
+func (s *Service) PersonIn(st *ledger.State) string {
+	if p := st.PersonOf(s.idStr); p != "" {
 		return p
 	}
-	return n.idStr
+	return s.idStr
 }
 
 // personName is st.PersonName(id).
 func personName(st *ledger.State, id string) string { return st.PersonName(id) }
 
-// personLabel is "NAME (ID)", or the ID alone when no name is known.
-func personLabel(st *ledger.State, id string) string {
+// PersonLabel is "NAME (ID)", or the ID alone when no name is known.
+func PersonLabel(st *ledger.State, id string) string {
 	if name := personName(st, id); name != "" {
 		return name + " (" + id + ")"
 	}
@@ -114,17 +114,17 @@ func roleWords(role string) string {
 	return "not a member"
 }
 
-// whoAmI says which person this machine acts for and their role, to begin
+// WhoAmI says which person this machine acts for and their role, to begin
 // a refusal: "this machine acts for person alice (12D3…), a member".
-func (n *Node) whoAmI(st *ledger.State) string {
-	p := n.personIn(st)
-	return "this machine acts for person " + personLabel(st, p) + ", " + roleWords(st.Role(p))
+func (s *Service) WhoAmI(st *ledger.State) string {
+	p := s.PersonIn(st)
+	return "this machine acts for person " + PersonLabel(st, p) + ", " + roleWords(st.Role(p))
 }
 
-// refuse is a 403 naming who asked and the rule: "WHO; RULE".
-func (n *Node) refuse(rule string) error {
+// Refuse is a 403 naming who asked and the rule: "WHO; RULE".
+func (s *Service) Refuse(rule string) error {
 	var who string
-	n.snapshot(func(st *ledger.State) { who = n.whoAmI(st) })
+	s.snapshot(func(st *ledger.State) { who = s.WhoAmI(st) })
 	return api.Errorf(http.StatusForbidden, "%s; %s", who, rule)
 }
 
@@ -165,11 +165,11 @@ func memberInfoOf(st *ledger.State, id string) api.MemberInfo {
 
 // TransferOrg implements api.Service: the owner makes an admin the owner,
 // and becomes an admin.
-func (n *Node) TransferOrg(ctx context.Context, to string) (api.OrgInfo, error) {
-	if err := n.needOrg(); err != nil {
+func (s *Service) TransferOrg(ctx context.Context, to string) (api.OrgInfo, error) {
+	if err := s.needOrg(); err != nil {
 		return api.OrgInfo{}, err
 	}
-	target, err := n.resolveMember(to)
+	target, err := s.resolveMember(to)
 	if err != nil {
 		var se *api.StatusError
 		if errors.As(err, &se) && se.Field == "" {
@@ -177,23 +177,23 @@ func (n *Node) TransferOrg(ctx context.Context, to string) (api.OrgInfo, error) 
 		}
 		return api.OrgInfo{}, err
 	}
-	n.snapshot(func(st *ledger.State) {
-		me := n.personIn(st)
+	s.snapshot(func(st *ledger.State) {
+		me := s.PersonIn(st)
 		switch {
 		case st.Role(me) != ledger.RoleOwner:
-			err = api.Errorf(http.StatusForbidden, "%s; only the owner may transfer ownership of the org", n.whoAmI(st))
+			err = api.Errorf(http.StatusForbidden, "%s; only the owner may transfer ownership of the org", s.WhoAmI(st))
 		case target == me:
-			err = api.Errorf(http.StatusConflict, "person %s is already the owner; there is nothing to transfer", personLabel(st, target))
+			err = api.Errorf(http.StatusConflict, "person %s is already the owner; there is nothing to transfer", PersonLabel(st, target))
 		case st.Role(target) != ledger.RoleAdmin:
 			err = api.Errorf(http.StatusConflict, "person %s is %s: ownership goes to an admin only; make them an admin first: cshare member set-role %s admin",
-				personLabel(st, target), roleWords(st.Role(target)), target)
+				PersonLabel(st, target), roleWords(st.Role(target)), target)
 		}
 	})
 	if err != nil {
 		return api.OrgInfo{}, err
 	}
-	if _, err := n.write(ctx, ledger.KindOrgTransfer, ledger.OrgTransfer{To: target}); err != nil {
+	if _, err := s.write(ctx, ledger.KindOrgTransfer, ledger.OrgTransfer{To: target}); err != nil {
 		return api.OrgInfo{}, refused(err)
 	}
-	return n.Org(ctx)
+	return s.Org(ctx)
 }

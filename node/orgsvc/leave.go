@@ -1,4 +1,4 @@
-package node
+package orgsvc
 
 import (
 	"context"
@@ -24,11 +24,12 @@ import (
 // Leaving an org (issue 17). A node is out of its org when, in the folded
 // state, the org was deleted (org.delete, the owner's tombstone) or its own
 // machine was removed or rejected (its person leaving or being removed
-// removes it too). It then asks for a reset (Reset is closed): Restart, which
-// node.Run calls, closes the node, stops and removes this machine's runs of
-// the org, moves the org's data (orgDataDirs) aside into
-// <data-dir>/orgs/<org-id> (or deletes it: purge), and starts the node again
-// with the same options, API address and token, in no org. What belongs to
+// removes it too). It then asks for a reset (Reset is closed): the node's
+// Restart, which node.Run calls, closes the node, then Carry stops and
+// removes this machine's runs of the org and moves the org's data
+// (orgDataDirs) aside into <data-dir>/orgs/<org-id> (or deletes it:
+// purge); the node starts again with the same options, API address and
+// token, in no org. What belongs to
 // the machine stays: node.key, user.key, node.yaml, listen.json, the API
 // files, and the tombstones.
 //
@@ -46,12 +47,13 @@ var orgDataDirs = []string{"ledger", "logs", "work"}
 
 const (
 	archiveDir    = "orgs"       // <data-dir>/orgs/<org-id>: a left org's data
-	tombstonesDir = "tombstones" // <data-dir>/tombstones/<org-id>: raw org.delete entries
+	TombstonesDir = "tombstones" // <data-dir>/tombstones/<org-id>: raw org.delete entries
 )
 
-// exitState is a node's way out of its org: asked for at most once per
-// Node; Restart carries it out.
-type exitState struct {
+// Leaving is a node's way out of its org: asked for at most once per
+// service; the node's Restart carries it out (Exit, then Carry).
+type Leaving struct {
+	s     *Service
 	mu    sync.Mutex
 	ch    chan struct{} // closed when asked; made on first use
 	held  int           // Leave, DeleteOrg or Join is running: it decides
@@ -62,19 +64,28 @@ type exitState struct {
 	dest  string // where the org's data goes ("" with purge)
 }
 
-func (e *exitState) chLocked() chan struct{} {
-	if e.ch == nil {
-		e.ch = make(chan struct{})
+// Exit is the exit asked for (Asked false when none).
+type Exit struct {
+	Asked bool
+	Org   string
+	Why   string
+	Purge bool
+	Dest  string // where the org's data goes ("" with purge)
+}
+
+func (l *Leaving) chLocked() chan struct{} {
+	if l.ch == nil {
+		l.ch = make(chan struct{})
 	}
-	return e.ch
+	return l.ch
 }
 
 // Reset is closed when the node is out of its org and must be started
-// again in no org: call Restart (node.Run does).
-func (n *Node) Reset() <-chan struct{} {
-	n.exit.mu.Lock()
-	defer n.exit.mu.Unlock()
-	return n.exit.chLocked()
+// again in no org: the node's Restart (node.Run calls it).
+func (l *Leaving) Reset() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.chLocked()
 }
 
 // orgExit says why machine me is out of the org that st is the state of,
@@ -116,36 +127,36 @@ func byWhom(st *ledger.State, me string) string {
 // machine's standing runs (a join fetches a ledger in which this machine may
 // be removed from an earlier time; leave and delete reset when their entry
 // has reached a peer). The returned release looks again.
-func (n *Node) holdExit() (release func()) {
-	n.exit.mu.Lock()
-	n.exit.held++
-	n.exit.mu.Unlock()
+func (l *Leaving) holdExit() (release func()) {
+	l.mu.Lock()
+	l.held++
+	l.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			n.exit.mu.Lock()
-			n.exit.held--
-			n.exit.mu.Unlock()
-			n.checkExit()
+			l.mu.Lock()
+			l.held--
+			l.mu.Unlock()
+			l.CheckExit()
 		})
 	}
 }
 
-// checkExit asks for a reset when the ledger says this node is out of its
+// CheckExit asks for a reset when the ledger says this node is out of its
 // org (keeping the tombstone first when the org was deleted). It runs after
 // every ledger change and at start.
-func (n *Node) checkExit() {
-	n.exit.mu.Lock()
-	skip := n.exit.held > 0 || n.exit.asked
-	n.exit.mu.Unlock()
-	if skip || n.rep == nil {
+func (l *Leaving) CheckExit() {
+	l.mu.Lock()
+	skip := l.held > 0 || l.asked
+	l.mu.Unlock()
+	if skip {
 		return
 	}
 	var why, org string
 	var tomb []byte
-	lg, unlock := n.rep.ReadLog()
+	lg, unlock := l.s.d.Ledger.ReadLog()
 	st := lg.State()
-	why, org = orgExit(st, n.idStr), st.Org
+	why, org = orgExit(st, l.s.idStr), st.Org
 	if why != "" && st.Deleted {
 		tomb = tombstoneOf(lg)
 	}
@@ -154,26 +165,26 @@ func (n *Node) checkExit() {
 		return
 	}
 	if tomb != nil {
-		n.saveTombstone(org, tomb)
+		l.saveTombstone(org, tomb)
 	}
-	n.requestExit(org, why, false)
+	l.requestExit(org, why, false)
 }
 
 // requestExit asks for a reset out of org, for the reason why, and returns
 // where the org's data will be ("" when purged). Only the first request
 // counts; later ones return its answer.
-func (n *Node) requestExit(org, why string, purge bool) (dest string, purged bool) {
-	n.exit.mu.Lock()
-	defer n.exit.mu.Unlock()
-	if n.exit.asked {
-		return n.exit.dest, n.exit.purge
+func (l *Leaving) requestExit(org, why string, purge bool) (dest string, purged bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.asked {
+		return l.dest, l.purge
 	}
 	if !purge {
-		dest = archivePath(n.opts.DataDir, org)
+		dest = archivePath(l.s.d.DataDir, org)
 	}
-	n.exit.asked, n.exit.org, n.exit.why, n.exit.purge, n.exit.dest = true, org, why, purge, dest
-	close(n.exit.chLocked())
-	n.log.Debug("leaving the org", "org", org, "why", why)
+	l.asked, l.org, l.why, l.purge, l.dest = true, org, why, purge, dest
+	close(l.chLocked())
+	l.s.d.Log.Debug("leaving the org", "org", org, "why", why)
 	return dest, purge
 }
 
@@ -195,51 +206,48 @@ func archivePath(dataDir, org string) string {
 	}
 }
 
-// Restart closes the node and starts it again with the same options, on
-// the API address it had and with the same token. When the node was out of
-// its org (Reset is closed) it first stops and removes this machine's runs
-// of that org and moves the org's data aside (or deletes it), so the new
-// node is in no org. It returns the new node; on an error the old one is
-// closed all the same.
-func (n *Node) Restart(ctx context.Context) (*Node, error) {
-	n.exit.mu.Lock()
-	e := exitState{asked: n.exit.asked, org: n.exit.org, why: n.exit.why, purge: n.exit.purge, dest: n.exit.dest}
-	n.exit.mu.Unlock()
-	if err := n.Close(); err != nil {
-		n.log.Warn("closing the node before it starts again", "err", err)
+// Exit is the exit asked for so far.
+func (l *Leaving) Exit() Exit {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return Exit{Asked: l.asked, Org: l.org, Why: l.why, Purge: l.purge, Dest: l.dest}
+}
+
+// Carry carries out e once the node is closed (the node's Restart): it
+// stops and removes this machine's runs of the org and moves the org's
+// data aside (or deletes it), so the node starts again in no org.
+func (l *Leaving) Carry(e Exit) error {
+	if !e.Asked {
+		return nil
 	}
-	if e.asked {
-		n.removeRuns(e.org)
-		if err := moveOrgData(n.opts.DataDir, e.dest, e.purge); err != nil {
-			return nil, fmt.Errorf("node: could not move the data of org %s aside: %w", e.org, err)
-		}
-		where := e.dest
-		if e.purge {
-			where = "deleted (--purge)"
-		}
-		n.log.Info("left the org", "org", e.org, "why", e.why, "old_data", where)
-		n.recordLeft(api.PastOrg{Org: e.org, Why: e.why, At: n.now().UTC().Format(time.RFC3339), OldData: where})
+	l.removeRuns(e.Org)
+	if err := moveOrgData(l.s.d.DataDir, e.Dest, e.Purge); err != nil {
+		return fmt.Errorf("node: could not move the data of org %s aside: %w", e.Org, err)
 	}
-	opts := n.opts
-	opts.API, opts.token = n.apiAddr, n.token
-	return Start(ctx, opts)
+	where := e.Dest
+	if e.Purge {
+		where = "deleted (--purge)"
+	}
+	l.s.d.Log.Info("left the org", "org", e.Org, "why", e.Why, "old_data", where)
+	l.recordLeft(api.PastOrg{Org: e.Org, Why: e.Why, At: l.s.now().UTC().Format(time.RFC3339), OldData: where})
+	return nil
 }
 
 // Leave implements api.Service: this machine's person leaves the org (a
 // member.remove of itself, which removes all its machines), the entry is
 // pushed to a peer, and the node resets. The owner must transfer the org
 // first.
-func (n *Node) Leave(ctx context.Context, req api.LeaveRequest) (api.LeftOrg, error) {
-	if err := n.needOrg(); err != nil {
+func (l *Leaving) Leave(ctx context.Context, req api.LeaveRequest) (api.LeftOrg, error) {
+	if err := l.s.needOrg(); err != nil {
 		return api.LeftOrg{}, err
 	}
-	release := n.holdExit()
+	release := l.holdExit()
 	var person, role, org, name string
 	approved := false
-	n.snapshot(func(st *ledger.State) {
-		person = st.PersonOf(n.idStr)
+	l.s.snapshot(func(st *ledger.State) {
+		person = st.PersonOf(l.s.idStr)
 		role, org, name = st.Role(person), st.Org, st.Name
-		m := st.Machines[n.idStr]
+		m := st.Machines[l.s.idStr]
 		approved = m != nil && m.Status == ledger.MachineApproved
 	})
 	if role == ledger.RoleOwner && approved {
@@ -256,15 +264,15 @@ func (n *Node) Leave(ctx context.Context, req api.LeaveRequest) (api.LeftOrg, er
 			why += fmt.Sprintf("; its person is still a %s through their other machines", role)
 		}
 		defer release()
-		return n.left(org, name, why, req.Purge, "")
+		return l.left(org, name, why, req.Purge, "")
 	}
-	return n.exitBy(ctx, release, ledger.KindMemberRemove, ledger.MemberRef{Member: person}, org, name,
+	return l.exitBy(ctx, release, ledger.KindMemberRemove, ledger.MemberRef{Member: person}, org, name,
 		"this machine's person left the org", req.Purge)
 }
 
 // ownExit reports whether, in the current state, cond holds.
-func (n *Node) ownExit(cond func(st *ledger.State) bool) (ok bool) {
-	n.snapshot(func(st *ledger.State) { ok = cond(st) })
+func (l *Leaving) ownExit(cond func(st *ledger.State) bool) (ok bool) {
+	l.s.snapshot(func(st *ledger.State) { ok = cond(st) })
 	return ok
 }
 
@@ -272,13 +280,13 @@ func (n *Node) ownExit(cond func(st *ledger.State) bool) (ok bool) {
 // than member leave (a member removing themselves, a machine removing
 // itself), through exitBy: the org learns of it before the node resets.
 // The org's data is archived, as after any exit.
-func (n *Node) leaveBy(ctx context.Context, kind string, payload any, why string) (api.LeftOrg, error) {
-	release := n.holdExit()
+func (l *Leaving) leaveBy(ctx context.Context, kind string, payload any, why string) (api.LeftOrg, error) {
+	release := l.holdExit()
 	var org, name string
-	n.snapshot(func(st *ledger.State) { org, name = st.Org, st.Name })
-	res, err := n.exitBy(ctx, release, kind, payload, org, name, why, false)
+	l.s.snapshot(func(st *ledger.State) { org, name = st.Org, st.Name })
+	res, err := l.exitBy(ctx, release, kind, payload, org, name, why, false)
 	if err == nil && res.Warning != "" {
-		n.log.Warn(res.Warning)
+		l.s.d.Log.Warn(res.Warning)
 	}
 	return res, err
 }
@@ -292,61 +300,61 @@ func (n *Node) leaveBy(ctx context.Context, kind string, payload any, why string
 // pushWait, the command answers with a warning and the node stays in the
 // org, pushing, until one has it (or the node is closed). release is the
 // caller's holdExit, which exitBy takes over.
-func (n *Node) exitBy(ctx context.Context, release func(), kind string, payload any, org, name, why string, purge bool) (api.LeftOrg, error) {
-	peers := n.orgMachines()
-	if len(peers) > 0 && !slices.ContainsFunc(peers, n.host.Connected) {
+func (l *Leaving) exitBy(ctx context.Context, release func(), kind string, payload any, org, name, why string, purge bool) (api.LeftOrg, error) {
+	peers := l.s.d.Peers.OrgMachines()
+	if len(peers) > 0 && !slices.ContainsFunc(peers, l.s.d.Host.Connected) {
 		release()
 		return api.LeftOrg{}, api.Errorf(http.StatusServiceUnavailable,
 			"no other machine of the org is connected, so none would learn that this machine left; nothing changed: try again when one is (cshare node status shows peers)")
 	}
-	e, err := n.write(ctx, kind, payload)
+	e, err := l.s.write(ctx, kind, payload)
 	if err != nil {
 		release()
 		return api.LeftOrg{}, refused(err)
 	}
 	if len(peers) == 0 {
 		defer release()
-		return n.left(org, name, why, purge, "")
+		return l.left(org, name, why, purge, "")
 	}
-	if _, ok := n.pushEntry(ctx, org, e, peers); ok {
+	if _, ok := l.pushEntry(ctx, org, e, peers); ok {
 		defer release()
-		return n.left(org, name, why, purge, "")
+		return l.left(org, name, why, purge, "")
 	}
 	// Not received yet: keep holding the exit while pushing in the
 	// background; the reset comes when a peer has the entry.
-	n.spawn(func() {
+	l.s.spawn(func() {
 		defer release()
-		for n.ctx.Err() == nil {
-			if _, ok := n.pushEntry(n.ctx, org, e, peers); ok {
-				n.left(org, name, why, purge, "")
+		for l.s.ctx.Err() == nil {
+			if _, ok := l.pushEntry(l.s.ctx, org, e, peers); ok {
+				l.left(org, name, why, purge, "")
 				return
 			}
 			select {
-			case <-n.ctx.Done():
-			case <-time.After(n.interval):
+			case <-l.s.ctx.Done():
+			case <-time.After(l.s.d.Interval):
 			}
 		}
 	})
 	dest := ""
 	if !purge {
-		dest = archivePath(n.opts.DataDir, org)
+		dest = archivePath(l.s.d.DataDir, org)
 	}
 	return api.LeftOrg{Org: org, OrgName: name, Archive: dest, Purged: purge,
-		Warning: fmt.Sprintf("the %s entry has not reached another machine of the org within %s; this machine stays in the org, trying, until one has it, and leaves then", kind, n.pushWait())}, nil
+		Warning: fmt.Sprintf("the %s entry has not reached another machine of the org within %s; this machine stays in the org, trying, until one has it, and leaves then", kind, l.pushWait())}, nil
 }
 
 // DeleteOrg implements api.Service: the owner writes the org's tombstone
 // (org.delete, naming the org), keeps it, pushes it to a peer, and the node
 // resets; every other node does when it folds the tombstone.
-func (n *Node) DeleteOrg(ctx context.Context, req api.OrgDeleteRequest) (api.LeftOrg, error) {
-	if err := n.needOrg(); err != nil {
+func (l *Leaving) DeleteOrg(ctx context.Context, req api.OrgDeleteRequest) (api.LeftOrg, error) {
+	if err := l.s.needOrg(); err != nil {
 		return api.LeftOrg{}, err
 	}
-	release := n.holdExit()
+	release := l.holdExit()
 	defer release()
 	var role, org, name string
-	n.snapshot(func(st *ledger.State) {
-		role, org, name = st.Role(st.PersonOf(n.idStr)), st.Org, st.Name
+	l.s.snapshot(func(st *ledger.State) {
+		role, org, name = st.Role(st.PersonOf(l.s.idStr)), st.Org, st.Name
 	})
 	if role != ledger.RoleOwner {
 		return api.LeftOrg{}, api.Errorf(http.StatusForbidden, "only the owner may delete the org; this machine's person is %s", aRole(role))
@@ -357,19 +365,19 @@ func (n *Node) DeleteOrg(ctx context.Context, req api.OrgDeleteRequest) (api.Lef
 	if req.Confirm != name {
 		return api.LeftOrg{}, api.FieldErrorf(http.StatusBadRequest, "confirm", "--confirm: %s does not match the org's name %s", api.Ellipsize(req.Confirm), name)
 	}
-	peers := n.orgMachines()
-	e, err := n.write(ctx, ledger.KindOrgDelete, ledger.OrgDelete{Name: name})
+	peers := l.s.d.Peers.OrgMachines()
+	e, err := l.s.write(ctx, ledger.KindOrgDelete, ledger.OrgDelete{Name: name})
 	if err != nil {
 		return api.LeftOrg{}, refused(err)
 	}
-	n.saveTombstone(org, e.Bytes())
-	warn, _ := n.pushEntry(ctx, org, e, peers)
-	return n.left(org, name, "this machine's person, the owner, deleted the org", req.Purge, warn)
+	l.saveTombstone(org, e.Bytes())
+	warn, _ := l.pushEntry(ctx, org, e, peers)
+	return l.left(org, name, "this machine's person, the owner, deleted the org", req.Purge, warn)
 }
 
 // left asks for the reset and says where the data goes.
-func (n *Node) left(org, name, why string, purge bool, warn string) (api.LeftOrg, error) {
-	dest, purged := n.requestExit(org, why, purge)
+func (l *Leaving) left(org, name, why string, purge bool, warn string) (api.LeftOrg, error) {
+	dest, purged := l.requestExit(org, why, purge)
 	return api.LeftOrg{Org: org, OrgName: name, Archive: dest, Purged: purged, Warning: warn}, nil
 }
 
@@ -385,8 +393,8 @@ func aRole(s string) string {
 
 // pushWait bounds how long leave and delete wait for their entry to reach
 // a peer.
-func (n *Node) pushWait() time.Duration {
-	return min(max(3*n.interval, 5*time.Second), 30*time.Second)
+func (l *Leaving) pushWait() time.Duration {
+	return min(max(3*l.s.d.Interval, 5*time.Second), 30*time.Second)
 }
 
 // pushEntry makes sure e reached at least one of peers (the org's other
@@ -394,16 +402,16 @@ func (n *Node) pushWait() time.Duration {
 // them for it until one has it, for at most pushWait. It returns a warning
 // when none had it by then ("" also when no peer is connected: there is
 // nobody to tell); delivered says whether one had it.
-func (n *Node) pushEntry(ctx context.Context, org string, e *ledger.Entry, peers []peer.ID) (warn string, delivered bool) {
-	ctx, cancel := context.WithTimeout(ctx, n.pushWait())
+func (l *Leaving) pushEntry(ctx context.Context, org string, e *ledger.Entry, peers []peer.ID) (warn string, delivered bool) {
+	ctx, cancel := context.WithTimeout(ctx, l.pushWait())
 	defer cancel()
-	h := n.host.LibP2P()
+	h := l.s.d.Host.LibP2P()
 	heads := []cid.Cid{e.CID()}
 	announced := map[peer.ID]bool{}
 	for {
 		connected := 0
 		for _, p := range peers {
-			if !n.host.Connected(p) {
+			if !l.s.d.Host.Connected(p) {
 				continue
 			}
 			connected++
@@ -417,13 +425,13 @@ func (n *Node) pushEntry(ctx context.Context, org string, e *ledger.Entry, peers
 			}
 		}
 		if connected == 0 {
-			n.log.Info("no other machine of the org is connected; nobody to tell", "kind", e.Kind)
+			l.s.d.Log.Info("no other machine of the org is connected; nobody to tell", "kind", e.Kind)
 			return "", false
 		}
 		select {
 		case <-ctx.Done():
-			n.log.Warn("the entry reached no other machine before this node left", "kind", e.Kind, "cid", e.CID().String())
-			return fmt.Sprintf("the %s entry reached no other machine of the org within %s; they learn of it when this machine's ledger reaches them, if ever", e.Kind, n.pushWait()), false
+			l.s.d.Log.Warn("the entry reached no other machine before this node left", "kind", e.Kind, "cid", e.CID().String())
+			return fmt.Sprintf("the %s entry reached no other machine of the org within %s; they learn of it when this machine's ledger reaches them, if ever", e.Kind, l.pushWait()), false
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -1,4 +1,4 @@
-package node
+package orgsvc
 
 // Tombstones (the raw org.delete entries this machine keeps and serves) and
 // the record of the org this machine last left: see leave.go.
@@ -33,12 +33,12 @@ func tombstoneOf(lg replica.Reader) []byte {
 	return nil
 }
 
-// tombstoneDir is <data-dir>/tombstones, served as a p2p.TombstoneSource.
-type tombstoneDir string
+// TombstoneDir is <data-dir>/tombstones, served as a p2p.TombstoneSource.
+type TombstoneDir string
 
 // Tombstone implements p2p.TombstoneSource: the file named org, when org is
 // an org ID (a CID in its canonical form, so never a path).
-func (d tombstoneDir) Tombstone(org string) []byte {
+func (d TombstoneDir) Tombstone(org string) []byte {
 	c, err := cid.Decode(org)
 	if err != nil || c.String() != org {
 		return nil
@@ -51,18 +51,18 @@ func (d tombstoneDir) Tombstone(org string) []byte {
 }
 
 // saveTombstone keeps org's raw org.delete entry.
-func (n *Node) saveTombstone(org string, raw []byte) {
+func (l *Leaving) saveTombstone(org string, raw []byte) {
 	c, err := cid.Decode(org)
 	if err != nil || c.String() != org {
 		return
 	}
-	dir := filepath.Join(n.opts.DataDir, tombstonesDir)
+	dir := filepath.Join(l.s.d.DataDir, TombstonesDir)
 	err = os.MkdirAll(dir, 0o700)
 	if err == nil {
 		err = atomicfile.WriteFile(filepath.Join(dir, org), raw, 0o600)
 	}
 	if err != nil {
-		n.log.Warn("could not keep the org's tombstone", "org", org, "err", err)
+		l.s.d.Log.Warn("could not keep the org's tombstone", "org", org, "err", err)
 	}
 }
 
@@ -97,42 +97,40 @@ func checkTombstone(st *ledger.State, raw []byte) error {
 
 // tombstoneAskEvery is how often a node cut off from its org asks one
 // machine again whether the org was deleted.
-func (n *Node) tombstoneAskEvery() time.Duration { return max(n.interval, 2*time.Second) }
+func (l *Leaving) tombstoneAskEvery() time.Duration { return max(l.s.d.Interval, 2*time.Second) }
 
-// askTombstones runs at each turn of the redial loop: when no machine of
+// AskTombstones runs at each turn of the redial loop: when no machine of
 // the org gossips with this node for it, it asks each machine of the org it
 // is connected to (at most every tombstoneAskEvery) for the org's
 // tombstone, and leaves the org on a valid one. asked is the loop's record
 // of when it last asked each machine.
-func (n *Node) askTombstones(now time.Time, ids []peer.ID, asked map[peer.ID]time.Time) {
-	n.mu.RLock()
-	o := n.org
-	n.mu.RUnlock()
-	if o == nil || len(ids) == 0 || len(o.Peers()) > 0 {
+func (l *Leaving) AskTombstones(now time.Time, ids []peer.ID, asked map[peer.ID]time.Time) {
+	gossiping, joined := l.s.d.Topics.GossipPeers()
+	if !joined || len(ids) == 0 || gossiping > 0 {
 		return
 	}
-	org := n.orgID()
+	org := l.s.orgID()
 	for _, p := range ids {
-		if !n.host.Connected(p) || now.Sub(asked[p]) < n.tombstoneAskEvery() {
+		if !l.s.d.Host.Connected(p) || now.Sub(asked[p]) < l.tombstoneAskEvery() {
 			continue
 		}
 		asked[p] = now
-		n.spawn(func() { n.askTombstone(p, org) })
+		l.s.spawn(func() { l.askTombstone(p, org) })
 	}
 }
 
 // askTombstone asks machine p for org's tombstone and, if it gives a valid
 // one, keeps it and leaves the org.
-func (n *Node) askTombstone(p peer.ID, org string) {
-	ctx, c := context.WithTimeout(n.ctx, 10*time.Second)
+func (l *Leaving) askTombstone(p peer.ID, org string) {
+	ctx, c := context.WithTimeout(l.s.ctx, 10*time.Second)
 	defer c()
-	raw, err := p2p.FetchTombstone(ctx, n.host.LibP2P(), p, org)
+	raw, err := p2p.FetchTombstone(ctx, l.s.d.Host.LibP2P(), p, org)
 	if err != nil || raw == nil {
 		return
 	}
 	var bad error
 	var name string
-	n.snapshot(func(st *ledger.State) {
+	l.s.snapshot(func(st *ledger.State) {
 		name = st.Name
 		if st.Org != org {
 			bad = errors.New("tombstone: this node is no longer in that org")
@@ -141,17 +139,17 @@ func (n *Node) askTombstone(p peer.ID, org string) {
 		bad = checkTombstone(st, raw)
 	})
 	if bad != nil {
-		n.log.Warn("a machine gave a tombstone this node does not accept", "machine", p.String(), "err", bad)
+		l.s.d.Log.Warn("a machine gave a tombstone this node does not accept", "machine", p.String(), "err", bad)
 		return
 	}
-	n.exit.mu.Lock()
-	held := n.exit.held > 0
-	n.exit.mu.Unlock()
+	l.mu.Lock()
+	held := l.held > 0
+	l.mu.Unlock()
 	if held {
 		return // asked again at the next turn
 	}
-	n.saveTombstone(org, raw)
-	n.requestExit(org, fmt.Sprintf("the owner deleted the org %s while this node was away (tombstone from machine %s)", name, p), false)
+	l.saveTombstone(org, raw)
+	l.requestExit(org, fmt.Sprintf("the owner deleted the org %s while this node was away (tombstone from machine %s)", name, p), false)
 }
 
 // leftFile, in the data dir, records the org this machine last left and
@@ -159,23 +157,24 @@ func (n *Node) askTombstone(p peer.ID, org string) {
 // when it comes back, and its user should not have to read the log.
 const leftFile = "left.json"
 
-func (n *Node) recordLeft(l api.PastOrg) {
-	b, _ := json.Marshal(l) // cannot fail: strings only
-	if err := atomicfile.WriteFile(filepath.Join(n.opts.DataDir, leftFile), b, 0o600); err != nil {
-		n.log.Warn("could not record why this machine left its org", "err", err)
+// recordLeft records past, the org this machine left, for node status.
+func (l *Leaving) recordLeft(past api.PastOrg) {
+	b, _ := json.Marshal(past) // cannot fail: strings only
+	if err := atomicfile.WriteFile(filepath.Join(l.s.d.DataDir, leftFile), b, 0o600); err != nil {
+		l.s.d.Log.Warn("could not record why this machine left its org", "err", err)
 	}
 }
 
-// lastLeft is what recordLeft wrote, or nil (none, or not readable: the
+// LastLeft is what recordLeft wrote, or nil (none, or not readable: the
 // file is ours, and only informative).
-func (n *Node) lastLeft() *api.PastOrg {
-	b, err := os.ReadFile(filepath.Join(n.opts.DataDir, leftFile))
+func (l *Leaving) LastLeft() *api.PastOrg {
+	b, err := os.ReadFile(filepath.Join(l.s.d.DataDir, leftFile))
 	if err != nil || len(b) > 64<<10 {
 		return nil
 	}
-	var l api.PastOrg
-	if json.Unmarshal(b, &l) != nil || l.Org == "" {
+	var past api.PastOrg
+	if json.Unmarshal(b, &past) != nil || past.Org == "" {
 		return nil
 	}
-	return &l
+	return &past
 }

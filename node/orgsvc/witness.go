@@ -1,4 +1,4 @@
-package node
+package orgsvc
 
 import (
 	"context"
@@ -56,34 +56,44 @@ func capName(c ledger.Capability) string {
 	return "org key"
 }
 
-// witnessSource serves p2p.WitnessProtocol for the node.
-type witnessSource Node
+// witnessSource serves p2p.WitnessProtocol and p2p.AdmitProtocol for the
+// service.
+type witnessSource Service
+
+// WitnessSource is what the node serves on p2p.WitnessProtocol and
+// p2p.AdmitProtocol.
+func (s *Service) WitnessSource() interface {
+	p2p.WitnessSource
+	p2p.AdmitSource
+} {
+	return (*witnessSource)(s)
+}
 
 // Witness implements p2p.WitnessSource: it countersigns joiner's redemption
 // of c if this machine is an approved machine of org, c is signed by an
 // admin, is current (an org key), has not expired on this machine's clock
 // and has uses left. A refusal is one line saying what to do.
-func (s *witnessSource) Witness(org string, c ledger.Capability, joiner peer.ID) (ledger.Witness, error) {
-	n := (*Node)(s)
-	now := n.now()
+func (w *witnessSource) Witness(org string, c ledger.Capability, joiner peer.ID) (ledger.Witness, error) {
+	s := (*Service)(w)
+	now := s.now()
 	j := joiner.String()
 	var refusal error
-	n.snapshot(func(st *ledger.State) {
-		me := st.Machines[n.idStr]
-		if refusal = n.redeemableHere(st, org, c, now); refusal == nil {
+	s.snapshot(func(st *ledger.State) {
+		me := st.Machines[s.idStr]
+		if refusal = redeemableHere(st, s.idStr, org, c, now); refusal == nil {
 			registered := func(id string) bool {
 				m := st.Machines[id]
 				return m != nil && (m.Status == ledger.MachineApproved || m.Status == ledger.MachinePending)
 			}
-			refusal = n.witnessed.hold(c, j, st.CapUses[capUseKey(c)], now, me.Name, registered)
+			refusal = s.witnessed.hold(c, j, st.CapUses[capUseKey(c)], now, me.Name, registered)
 		}
 	})
 	if refusal != nil {
-		n.log.Info("refused to witness a redemption", "joiner", j, "kind", c.Kind, "cap", c.ID, "why", refusal)
+		s.d.Log.Info("refused to witness a redemption", "joiner", j, "kind", c.Kind, "cap", c.ID, "why", refusal)
 		return ledger.Witness{}, refusal
 	}
-	n.log.Info("witnessed a redemption", "joiner", j, "kind", c.Kind, "cap", c.ID)
-	return n.signer.SignWitness(c, j, now.UnixMilli()), nil
+	s.d.Log.Info("witnessed a redemption", "joiner", j, "kind", c.Kind, "cap", c.ID)
+	return s.d.Signer.SignWitness(c, j, now.UnixMilli()), nil
 }
 
 // Admit implements p2p.AdmitSource: a joiner that presents c may fetch
@@ -91,13 +101,13 @@ func (s *witnessSource) Witness(org string, c ledger.Capability, joiner peer.ID)
 // c could be redeemed now (as Witness checks it, uses held aside). A
 // rotated org key, an expired or spent invite, or one not signed by an
 // admin is refused, with a one-line reason.
-func (s *witnessSource) Admit(org string, c ledger.Capability, joiner peer.ID) error {
-	n := (*Node)(s)
-	now := n.now()
+func (w *witnessSource) Admit(org string, c ledger.Capability, joiner peer.ID) error {
+	s := (*Service)(w)
+	now := s.now()
 	var refusal error
-	n.snapshot(func(st *ledger.State) { refusal = n.redeemableHere(st, org, c, now) })
+	s.snapshot(func(st *ledger.State) { refusal = redeemableHere(st, s.idStr, org, c, now) })
 	if refusal != nil {
-		n.log.Info("refused a joiner", "joiner", joiner.String(), "kind", c.Kind, "cap", c.ID, "why", refusal)
+		s.d.Log.Info("refused a joiner", "joiner", joiner.String(), "kind", c.Kind, "cap", c.ID, "why", refusal)
 	}
 	return refusal
 }
@@ -205,8 +215,8 @@ func (b *witnessBook) hold(c ledger.Capability, joiner string, used int64, now t
 // approved machine of the org. It fails with one line: the refusal of the
 // first machine that refused (they say why and what to do), or that no
 // machine could be asked.
-func (n *Node) witnessFor(ctx context.Context, c ledger.Capability, bootstrap []peer.ID) (*ledger.Witness, error) {
-	asked := map[peer.ID]bool{n.id: true}
+func (s *Service) witnessFor(ctx context.Context, c ledger.Capability, bootstrap []peer.ID) (*ledger.Witness, error) {
+	asked := map[peer.ID]bool{s.d.Machine: true}
 	var order []peer.ID
 	for _, p := range bootstrap {
 		if !asked[p] {
@@ -214,8 +224,8 @@ func (n *Node) witnessFor(ctx context.Context, c ledger.Capability, bootstrap []
 			order = append(order, p)
 		}
 	}
-	for _, p := range n.host.Peers() {
-		if !asked[p] && n.rep.IsApproved(p) {
+	for _, p := range s.d.Host.Peers() {
+		if !asked[p] && s.d.Ledger.IsApproved(p) {
 			asked[p] = true
 			order = append(order, p)
 		}
@@ -223,12 +233,12 @@ func (n *Node) witnessFor(ctx context.Context, c ledger.Capability, bootstrap []
 	var refusal, lastErr error
 	for _, p := range order {
 		actx, cancel := context.WithTimeout(ctx, witnessAskTimeout)
-		w, err := p2p.RequestWitness(actx, n.host.LibP2P(), p, c.Org, c)
+		w, err := p2p.RequestWitness(actx, s.d.Host.LibP2P(), p, c.Org, c)
 		cancel()
 		if err == nil {
 			return &w, nil
 		}
-		n.log.Info("witness request failed", "peer", p.String(), "err", err)
+		s.d.Log.Info("witness request failed", "peer", p.String(), "err", err)
 		if errors.Is(err, p2p.ErrWitnessRefused) && refusal == nil {
 			refusal = err
 		}
@@ -245,16 +255,16 @@ func (n *Node) witnessFor(ctx context.Context, c ledger.Capability, bootstrap []
 	}
 }
 
-// redeemableHere is why this machine may not vouch for c in org at now
+// redeemableHere is why machine self may not vouch for c in org at now
 // (witness or admission), or nil: it must be an approved machine of org,
 // the org not deleted, and c redeemable on this machine's clock.
-func (n *Node) redeemableHere(st *ledger.State, org string, c ledger.Capability, now time.Time) error {
-	me := st.Machines[n.idStr]
+func redeemableHere(st *ledger.State, self, org string, c ledger.Capability, now time.Time) error {
+	me := st.Machines[self]
 	switch {
 	case st.Org == "" || st.Org != org:
-		return fmt.Errorf("machine %s is not in org %s; ask a machine of that org", n.idStr, org)
+		return fmt.Errorf("machine %s is not in org %s; ask a machine of that org", self, org)
 	case me == nil || me.Status != ledger.MachineApproved:
-		return fmt.Errorf("machine %s is not an approved machine of org %s; ask another machine of the org", n.idStr, org)
+		return fmt.Errorf("machine %s is not an approved machine of org %s; ask another machine of the org", self, org)
 	case st.Deleted:
 		return fmt.Errorf("org %s was deleted; there is nothing to join", st.Name)
 	}

@@ -1,4 +1,4 @@
-package node
+package orgsvc
 
 // What leaving an org does to this machine's runs and data (see leave.go).
 
@@ -15,58 +15,57 @@ import (
 // removeRuns stops and removes every run of org on this machine, whatever
 // its job's state: the node is leaving the org. It runs after Close, so
 // nothing supervises them any more.
-func (n *Node) removeRuns(org string) {
-	if org == "" || n.drivers == nil {
+func (l *Leaving) removeRuns(org string) {
+	if org == "" {
 		return
 	}
-	n.drivers.Each(func(drv Driver) {
+	l.s.d.Runs.EachDriver(func(drv runtime.Driver) {
 		ctx, c := context.WithTimeout(context.Background(), time.Minute)
 		defer c()
-		runs, err := drv.List(ctx, map[string]string{runtime.LabelOrg: org, runtime.LabelMachine: n.idStr})
+		runs, err := drv.List(ctx, map[string]string{runtime.LabelOrg: org, runtime.LabelMachine: l.s.idStr})
 		if err != nil {
-			n.log.Warn("leaving the org: could not list its runs", "driver", drv.Name(), "err", err)
+			l.s.d.Log.Warn("leaving the org: could not list its runs", "driver", drv.Name(), "err", err)
 			return
 		}
 		for _, r := range runs {
 			_ = drv.Stop(ctx, r.ID, 0)
 			if err := drv.Remove(ctx, r.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
-				n.log.Warn("leaving the org: could not remove a run", "driver", drv.Name(), "run", string(r.ID), "err", err)
+				l.s.d.Log.Warn("leaving the org: could not remove a run", "driver", drv.Name(), "run", string(r.ID), "err", err)
 			}
 		}
 	})
 }
 
-// removeForeignRuns stops and removes every run and contract instance of
+// RemoveForeignRuns stops and removes every run and contract instance of
 // this machine that is labelled for an org other than the one the node is
 // in (every one, in no org): the node left that org while they ran, or was
-// down when it did (issue 27: a rental outlived its org). Start runs it,
+// down when it did (issue 27: a rental outlived its org). The node's Start runs it,
 // so it runs after every exit too. A run is looked at again just before it
 // goes, so one of an org the node has just joined stays.
-func (n *Node) removeForeignRuns() {
-	if n.drivers == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(n.ctx, time.Minute)
+func (l *Leaving) RemoveForeignRuns() {
+	ctx, cancel := context.WithTimeout(l.s.ctx, time.Minute)
 	defer cancel()
-	foreign := func(org string) bool { return org != n.orgID() }
-	n.drivers.Each(func(drv Driver) {
-		runs, err := drv.List(ctx, map[string]string{runtime.LabelMachine: n.idStr})
+	foreign := func(org string) bool { return org != l.s.orgID() }
+	if !l.s.d.Runs.EachDriver(func(drv runtime.Driver) {
+		runs, err := drv.List(ctx, map[string]string{runtime.LabelMachine: l.s.idStr})
 		if err != nil {
-			n.log.Debug("could not list this machine's runs", "driver", drv.Name(), "err", err)
+			l.s.d.Log.Debug("could not list this machine's runs", "driver", drv.Name(), "err", err)
 			return
 		}
 		for _, r := range runs {
 			if org := r.Labels[runtime.LabelOrg]; foreign(org) {
 				_ = drv.Stop(ctx, r.ID, 0)
 				if err := drv.Remove(ctx, r.ID); err != nil && !errors.Is(err, runtime.ErrNotFound) {
-					n.log.Warn("could not remove a run of an org this machine is not in", "driver", drv.Name(), "org", org, "run", string(r.ID), "err", err)
+					l.s.d.Log.Warn("could not remove a run of an org this machine is not in", "driver", drv.Name(), "org", org, "run", string(r.ID), "err", err)
 					continue
 				}
-				n.log.Info("removed a run of an org this machine is not in", "org", org, "run", string(r.ID))
+				l.s.d.Log.Info("removed a run of an org this machine is not in", "org", org, "run", string(r.ID))
 			}
 		}
-	})
-	n.market.RemoveForeign(ctx, foreign)
+	}) {
+		return
+	}
+	l.s.d.Runs.RemoveForeignContracts(ctx, foreign)
 }
 
 // moveOrgData moves the org's entries of dataDir (orgDataDirs) into dest,
