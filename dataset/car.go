@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/cshare/cshare/ledger/store"
-	"github.com/ipfs/boxo/ipld/merkledag"
-	"github.com/ipfs/boxo/ipld/unixfs"
 	"github.com/ipfs/go-cid"
 	carv2 "github.com/ipld/go-car/v2"
 	"github.com/ipld/go-car/v2/storage"
@@ -49,7 +48,9 @@ const maxCARSection = 4 << 20
 
 // ImportCAR reads a CAR (v1 or v2) with exactly one root, checks every block
 // against its CID, stores the blocks, and returns the root with its size and
-// block count once every block under it is stored.
+// block count once every block under it is stored and the DAG passes Check
+// (its sizes are the bytes its blocks hold, its entries plain names). A CAR
+// refused leaves its blocks stored, unreferenced, for the collector.
 func ImportCAR(ctx context.Context, bs *Blockstore, r io.Reader) (Result, error) {
 	br, err := carv2.NewBlockReader(r, carv2.MaxAllowedSectionSize(maxCARSection))
 	if err != nil {
@@ -100,59 +101,12 @@ func ImportCAR(ctx context.Context, bs *Blockstore, r io.Reader) (Result, error)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w: the CAR does not hold every block of its root: %v", ErrCAR, err)
 	}
-	size, err := ContentSize(ctx, bs, root)
+	st, err := Check(ctx, bs, root)
 	if err != nil {
-		return Result{}, fmt.Errorf("%w: %v", ErrCAR, err)
+		if ctx.Err() != nil {
+			return Result{}, err
+		}
+		return Result{}, fmt.Errorf("%w: %v", ErrCAR, strings.TrimPrefix(err.Error(), ErrDAG.Error()+": "))
 	}
-	return Result{CID: root, Size: size, Blocks: n}, nil
-}
-
-// ContentSize is the bytes of file content under root, as an import
-// counts them: each file's size (from its UnixFS node), summed over the
-// directory tree, a file that appears twice counted twice.
-func ContentSize(ctx context.Context, bs *Blockstore, root cid.Cid) (int64, error) {
-	memo := map[cid.Cid]int64{}
-	var size func(c cid.Cid, depth int) (int64, error)
-	size = func(c cid.Cid, depth int) (int64, error) {
-		if v, ok := memo[c]; ok {
-			return v, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return 0, err
-		}
-		if depth > 1024 {
-			return 0, fmt.Errorf("block %s: deeper than 1024 levels", c)
-		}
-		data, err := bs.s.DataBlock(c)
-		if err != nil {
-			return 0, fmt.Errorf("%w: %s", ErrMissing, c)
-		}
-		if c.Type() == cid.Raw {
-			return int64(len(data)), nil
-		}
-		nd, err := merkledag.DecodeProtobuf(data)
-		if err != nil {
-			return 0, fmt.Errorf("block %s: %w", c, err)
-		}
-		fsn, err := unixfs.FSNodeFromBytes(nd.Data())
-		if err != nil {
-			return 0, fmt.Errorf("block %s is not UnixFS: %w", c, err)
-		}
-		var v int64
-		switch fsn.Type() {
-		case unixfs.TFile, unixfs.TRaw:
-			v = int64(fsn.FileSize())
-		case unixfs.TDirectory, unixfs.THAMTShard:
-			for _, l := range nd.Links() {
-				k, err := size(l.Cid, depth+1)
-				if err != nil {
-					return 0, err
-				}
-				v += k
-			}
-		}
-		memo[c] = v
-		return v, nil
-	}
-	return size(root, 0)
+	return Result{CID: root, Size: st.Size, Blocks: n}, nil
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -62,10 +64,51 @@ func FuzzImportCAR(f *testing.F) {
 	}
 	f.Add(buf.Bytes())
 	f.Add([]byte{})
+	// Hand-made DAGs: HAMT directories, and DAGs that lie (sizes, names).
+	d := newDAG(f)
+	leaf := d.raw("hello\n")
+	f.Add(d.car(d.dir("h", d.hamtDir("x", leaf, "y", d.dir()), "f", d.file(-1, nil, leaf, leaf))))
+	f.Add(d.car(d.file(1<<62, []uint64{1 << 62}, leaf)))
+	f.Add(d.car(d.dir("../../x", leaf)))
+	f.Add(d.car(d.dir("x", leaf, "x", d.dir())))
 	// One store for every input (opening one per input would be most of
 	// the work): what an input imports stays, as on a real machine.
 	into := openStore(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = ImportCAR(ctx, into, bytes.NewReader(b))
+		res, err := ImportCAR(ctx, into, bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		// Accepted: it writes out inside out, exactly the bytes it claims.
+		st, err := Check(ctx, into, res.CID)
+		if err != nil || st.Size != res.Size {
+			t.Fatalf("accepted %+v, then Check = %+v, %v", res, st, err)
+		}
+		if st.Entries > 64 || st.Size > 1<<20 {
+			return
+		}
+		dir := t.TempDir()
+		out := filepath.Join(dir, "out")
+		if err := WriteOut(ctx, into, res.CID, out); err != nil {
+			t.Fatalf("accepted %+v, then WriteOut: %v", res, err)
+		}
+		var size, entries int64
+		_ = filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+			if err != nil || p == dir {
+				return err
+			}
+			if !strings.HasPrefix(p, out) {
+				t.Errorf("wrote %s, outside %s", p, out)
+			}
+			entries++
+			if e.Type().IsRegular() {
+				fi, _ := e.Info()
+				size += fi.Size()
+			}
+			return nil
+		})
+		if size != st.Size || entries != st.Entries {
+			t.Fatalf("wrote %d bytes in %d entries, Check says %+v", size, entries, st)
+		}
 	})
 }

@@ -4,7 +4,9 @@
 // directories, hidden files left out), so the root CID equals what
 // `ipfs add -r --cid-version 1` prints; the blockstore over the node's Badger
 // (the store's dataset namespace); walking a DAG for its blocks; writing a
-// DAG back out as files; CAR export and import (go-car); and the exchange
+// DAG back out as files; checking that a DAG writes out as it claims (Check:
+// sizes its blocks hold, plain entry names, bounded entries) before a CAR is
+// imported or a DAG written out; CAR export and import (go-car); and the exchange
 // that fetches missing blocks from the org's machines, verifying each against
 // its CID: a bulk stream protocol of cshare's (BlocksProtocol), with boxo's
 // bitswap on the same host for what that does not bring, and a protocol that

@@ -119,7 +119,7 @@ func (im *importer) node(path string, fi os.FileInfo) (ipld.Node, error) {
 		}
 		return nd, nil
 	default:
-		return nil, fmt.Errorf("%w: path %q is a %s, not a file, directory or symlink", ErrPath, path, m.Type())
+		return nil, fmt.Errorf("%w: path %q is %s; allowed: a regular file, directory or symlink", ErrPath, path, KindOf(m))
 	}
 }
 
@@ -142,9 +142,9 @@ func (c countingSplitter) NextBytes() ([]byte, error) {
 }
 
 func (im *importer) file(path string) (ipld.Node, error) {
-	f, err := os.Open(path)
+	f, err := OpenRegular(path) // swapped for a pipe since Lstat: refused, not waited on
 	if err != nil {
-		return nil, fmt.Errorf("%w: path %q: %v", ErrPath, path, unwrapPathErr(err))
+		return nil, err
 	}
 	defer f.Close()
 	spl := newHashingSplitter(f, im.pool)

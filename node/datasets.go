@@ -70,38 +70,49 @@ func (n *Node) datasetLocal(ctx context.Context, root string) bool {
 }
 
 // resolveDataset finds the dataset ref names (a name, else a root CID) that
-// this machine's person may read.
+// this machine's person may read. A dataset the person may not read is not
+// there for them: a reference to it, by name or CID, is "no such dataset",
+// as another member's job is "no such job", and a CID shared with datasets
+// they may not read names only those they may.
 func (n *Node) resolveDataset(ref string) (api.DatasetInfo, *ledger.Dataset, error) {
 	var (
 		d       *ledger.Dataset
 		info    api.DatasetInfo
 		matches []string
-		canRead bool
 	)
 	n.snapshot(func(st *ledger.State) {
+		me := n.personIn(st)
 		d = st.Datasets[ref]
+		if d != nil && !st.CanReadDataset(me, d) {
+			d = nil
+		}
 		if d == nil {
 			for _, m := range st.DatasetsByCID(ref) {
-				matches = append(matches, m.Name)
-				d = m
+				if st.CanReadDataset(me, m) {
+					matches = append(matches, m.Name)
+					d = m
+				}
 			}
 		}
 		if d != nil {
 			c := *d
 			d = &c
 			info = n.datasetInfo(st, d)
-			canRead = st.CanReadDataset(n.personIn(st), d)
 		}
 	})
 	switch {
 	case d == nil:
-		return info, nil, api.Errorf(http.StatusNotFound, "dataset: no dataset is named or has the CID %s; allowed: a name or CID that `cshare dataset ls` lists", text.Quote(api.Ellipsize(ref)))
+		return api.DatasetInfo{}, nil, noSuchDataset(ref)
 	case len(matches) > 1:
-		return info, nil, api.Errorf(http.StatusConflict, "dataset: CID %s is the root of datasets %s; name one of them", api.Ellipsize(ref), strings.Join(matches, ", "))
-	case !canRead:
-		return info, nil, n.refuse(fmt.Sprintf("dataset %s is private to its owner and the admins", text.Quote(d.Name)))
+		return api.DatasetInfo{}, nil, api.Errorf(http.StatusConflict, "dataset: CID %s is the root of datasets %s; name one of them", api.Ellipsize(ref), strings.Join(matches, ", "))
 	}
 	return info, d, nil
+}
+
+// noSuchDataset is the answer to a reference that names no dataset the
+// asker may read.
+func noSuchDataset(ref string) error {
+	return api.Errorf(http.StatusNotFound, "dataset %s: no such dataset; allowed: a name or CID that `cshare dataset ls` lists", text.Quote(api.Ellipsize(ref)))
 }
 
 // AddDataset implements api.Service: it imports a path this machine reads,
@@ -281,7 +292,11 @@ func (n *Node) GetDataset(ctx context.Context, ref string, req api.DatasetGet) (
 		return info, err
 	}
 	root, _ := cid.Decode(d.CID)
+	// A write that fails removes what it made: a retry finds no --out.
 	if err := dataset.WriteOut(ctx, n.ds.blocks, root, out); err != nil {
+		if errors.Is(err, dataset.ErrDAG) {
+			return info, api.Errorf(http.StatusUnprocessableEntity, "dataset %s cannot be written out: %s", text.Quote(d.Name), strings.TrimPrefix(err.Error(), dataset.ErrDAG.Error()+": "))
+		}
 		return info, err
 	}
 	info.Local = true

@@ -13,7 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipfs/boxo/ipld/merkledag"
+	"github.com/ipfs/boxo/ipld/unixfs"
 	"github.com/ipfs/go-cid"
+	ipld "github.com/ipfs/go-ipld-format"
+	carv2 "github.com/ipld/go-car/v2"
+	"github.com/ipld/go-car/v2/storage"
 	"github.com/multiformats/go-multihash"
 
 	"github.com/cshare/cshare/dataset"
@@ -80,10 +85,10 @@ func TestDatasetsMesh(t *testing.T) {
 		}
 		return ""
 	})
-	if _, err := n1.Dataset(ctx, priv.CID); statusCode(err) != http.StatusForbidden {
+	if _, err := n1.Dataset(ctx, priv.CID); statusCode(err) != http.StatusNotFound {
 		t.Fatalf("n1 reads the private dataset: %v", err)
 	}
-	if _, err := n1.GetDataset(ctx, "mine", api.DatasetGet{Out: filepath.Join(t.TempDir(), "x")}); statusCode(err) != http.StatusForbidden {
+	if _, err := n1.GetDataset(ctx, "mine", api.DatasetGet{Out: filepath.Join(t.TempDir(), "x")}); statusCode(err) != http.StatusNotFound {
 		t.Fatalf("n1 gets the private dataset: %v", err)
 	}
 	if _, err := n1.RemoveDataset(ctx, "set"); statusCode(err) != http.StatusForbidden {
@@ -342,4 +347,227 @@ func TestDatasetFetchReasonOnOtherMachines(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// storeDAG stores hand-made blocks on n, as an import from before imports
+// checked (or another program) would have left them, and records them as
+// the dataset name: the ledger then holds a dataset that cannot be written
+// out.
+func storeDAG(t *testing.T, n *Node, name string, nodes ...ipld.Node) string {
+	t.Helper()
+	var bs []store.Block
+	for _, nd := range nodes {
+		bs = append(bs, store.Block{CID: nd.Cid(), Data: nd.RawData()})
+	}
+	if _, err := n.store.PutDataBlocks(bs, nil); err != nil {
+		t.Fatal(err)
+	}
+	root := nodes[len(nodes)-1].Cid().String()
+	p := ledger.DatasetAdd{Name: name, CID: root, Size: 4, Blocks: int64(len(nodes)), Access: ledger.AccessOrg}
+	if _, err := n.write(ctxT(t), ledger.KindDatasetAdd, p); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// badDir is a directory (CIDv1) of the entries (name, node, ...).
+func badDir(t *testing.T, entries ...any) ipld.Node {
+	t.Helper()
+	nd := merkledag.NodeWithData(unixfs.FolderPBData())
+	for i := 0; i < len(entries); i += 2 {
+		if err := nd.AddNodeLink(entries[i].(string), entries[i+1].(ipld.Node)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nd.SetCidBuilder(cid.V1Builder{Codec: cid.DagProtobuf, MhType: multihash.SHA2_256}); err != nil {
+		t.Fatal(err)
+	}
+	return nd
+}
+
+// A job mounting a dataset that cannot be written out (an entry named
+// ../../x, two entries of one name) fails its items with the reason in
+// job show, rather than staying queued for good; `dataset get` of it is
+// refused, naming the entry, and leaves no --out behind.
+func TestDatasetJobUnmountableFails(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 1, interval: 200 * time.Millisecond, slots: 2, runFor: 50 * time.Millisecond, onePerson: true})
+	m.formOrg()
+	ctx := ctxT(t)
+	n := m.nodes[0].Node
+	leaf := merkledag.NewRawNode([]byte("evil"))
+	for _, c := range []struct {
+		name string
+		root ipld.Node
+		want string
+	}{
+		{"dotdot", badDir(t, "../../x", leaf), `entry "../../x" has a name holding "/"`},
+		{"twice", badDir(t, "x", leaf, "x", leaf), `entry "x" appears twice in its directory`},
+	} {
+		storeDAG(t, n, c.name, leaf, c.root)
+		rs, re := int64(1), int64(3)
+		j := submit(t, n, api.JobSubmit{Cmd: []string{"true"}, RangeStart: &rs, RangeEnd: &re, Datasets: []string{c.name + ":/data"}})
+		eventually(t, 60*time.Second, "job "+c.name+" fails", func() string {
+			ji, err := n.Job(ctx, j.ID)
+			if err != nil || ji.State != ledger.JobFailed {
+				return fmt.Sprintf("%s: %+v, %v", c.name, ji, err)
+			}
+			if !strings.Contains(ji.Error, "dataset \""+c.name+"\" cannot be mounted: "+c.want) {
+				return fmt.Sprintf("job show says error %q, reason %q; want the dataset's fault", ji.Error, ji.Reason)
+			}
+			return ""
+		})
+		out := filepath.Join(t.TempDir(), "out")
+		_, err := n.GetDataset(ctx, c.name, api.DatasetGet{Out: out})
+		oneLine(t, "get "+c.name, err, http.StatusUnprocessableEntity, c.want)
+		if _, err := os.Lstat(out); !os.IsNotExist(err) {
+			t.Fatalf("a failed get left %s (%v)", out, err)
+		}
+	}
+	for _, r := range m.runs.all() {
+		t.Errorf("an item ran with an unmountable dataset: %+v", r)
+	}
+	// Nothing was written outside the materialised trees.
+	if _, err := os.Lstat(filepath.Join(n.opts.DataDir, "x")); !os.IsNotExist(err) {
+		t.Errorf("../../x was written beside the datasets: %v", err)
+	}
+}
+
+// `dataset import` of a named pipe is refused at once (it hung for good,
+// a thread blocked in the node per try), and so is anything but a regular
+// file; a CAR whose sizes lie (a file claiming 2^62 bytes over a 6-byte
+// leaf imported as a 4 EiB dataset) is refused naming the entry, and
+// records nothing.
+func TestDatasetImportRefusesPipesAndLies(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 1, interval: 200 * time.Millisecond})
+	m.formOrg()
+	ctx := ctxT(t)
+	n := m.nodes[0].Node
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "pipe.car")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := n.ImportDataset(ctx, api.DatasetImport{Path: fifo})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		oneLine(t, "import of a named pipe", err, http.StatusBadRequest, "is a named pipe; allowed: a regular file")
+	case <-time.After(30 * time.Second):
+		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil { // let the node's thread go
+			w.Close()
+		}
+		t.Fatal("dataset import of a named pipe blocked")
+	}
+	_, err := n.ImportDataset(ctx, api.DatasetImport{Path: dir, Name: "d"})
+	oneLine(t, "import of a directory", err, http.StatusBadRequest, "is a directory")
+
+	// A file node claiming 2^62 bytes over one 6-byte leaf, under "big".
+	leaf := merkledag.NewRawNode([]byte("hello\n"))
+	fsn := unixfs.NewFSNode(unixfs.TFile)
+	fsn.AddBlockSize(1 << 62)
+	data, _ := fsn.GetBytes()
+	file := merkledag.NodeWithData(data)
+	if err := file.AddNodeLink("", leaf); err != nil {
+		t.Fatal(err)
+	}
+	if err := file.SetCidBuilder(cid.V1Builder{Codec: cid.DagProtobuf, MhType: multihash.SHA2_256}); err != nil {
+		t.Fatal(err)
+	}
+	root := badDir(t, "big", file)
+	var car bytes.Buffer
+	w, err := storage.NewWritable(&car, []cid.Cid{root.Cid()}, carv2.WriteAsCarV1(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nd := range []ipld.Node{root, file, leaf} {
+		if err := w.Put(ctx, nd.Cid().KeyString(), nd.RawData()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Finalize(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "lies.car")
+	if err := os.WriteFile(path, car.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = n.ImportDataset(ctx, api.DatasetImport{Path: path})
+	oneLine(t, "import of a lying CAR", err, http.StatusBadRequest, `entry "big" has block`, "says its link 0 holds 4611686018427387904 bytes; it holds 6")
+	n.snapshot(func(st *ledger.State) {
+		if len(st.Datasets) != 0 {
+			t.Errorf("refused imports recorded %d datasets", len(st.Datasets))
+		}
+	})
+}
+
+// A dataset the asker may not read is not named to them by any route: by
+// CID, show, get, export, rm and a job's mount say "no such dataset", as
+// job show of another's job says "no such job"; a CID shared with a
+// readable dataset resolves to that one alone (it was refused as "the root
+// of datasets guess, osecret").
+func TestDatasetPrivateNeverNamed(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 2, interval: 200 * time.Millisecond})
+	m.formOrg()
+	ctx := ctxT(t)
+	n0, n1 := m.nodes[0].Node, m.nodes[1].Node
+	dir := t.TempDir()
+	shared, solo := filepath.Join(dir, "shared"), filepath.Join(dir, "solo")
+	if err := os.WriteFile(shared, []byte("shared bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(solo, []byte("solo bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	guess, err := n0.AddDataset(ctx, api.DatasetAdd{Path: shared, Name: "guess"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n0.AddDataset(ctx, api.DatasetAdd{Path: shared, Name: "osecret", Private: true}); err != nil {
+		t.Fatal(err)
+	}
+	priv, err := n0.AddDataset(ctx, api.DatasetAdd{Path: solo, Name: "hushhush", Private: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "n1 knows the datasets", func() string {
+		k := 0
+		n1.snapshot(func(st *ledger.State) { k = len(st.Datasets) })
+		if k != 3 {
+			return fmt.Sprintf("n1 knows %d datasets", k)
+		}
+		return ""
+	})
+	// The shared CID is guess's, for n1.
+	if d, err := n1.Dataset(ctx, guess.CID); err != nil || d.Name != "guess" {
+		t.Fatalf("n1's show of the shared CID: %+v, %v; want guess", d, err)
+	}
+	// The owner still sees both names for it.
+	if _, err := n0.Dataset(ctx, guess.CID); statusCode(err) != http.StatusConflict || !strings.Contains(err.Error(), "osecret") {
+		t.Fatalf("n0's show of the shared CID: %v; want a conflict naming both", err)
+	}
+	tmp := t.TempDir()
+	for _, ref := range []string{priv.CID, "hushhush", "osecret"} {
+		check := func(what string, err error) {
+			t.Helper()
+			oneLine(t, what+" "+ref, err, http.StatusNotFound, "no such dataset")
+			for _, secret := range []string{"hushhush", "osecret"} {
+				if secret != ref && strings.Contains(err.Error(), secret) {
+					t.Fatalf("%s %s names %s: %v", what, ref, secret, err)
+				}
+			}
+		}
+		_, err := n1.Dataset(ctx, ref)
+		check("show", err)
+		_, err = n1.GetDataset(ctx, ref, api.DatasetGet{Out: filepath.Join(tmp, "get")})
+		check("get", err)
+		_, err = n1.ExportDataset(ctx, ref, api.DatasetExport{Car: filepath.Join(tmp, "x.car")})
+		check("export", err)
+		_, err = n1.RemoveDataset(ctx, ref)
+		check("rm", err)
+		_, err = n1.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, Datasets: []string{ref + ":/data"}})
+		check("job submit --dataset", err)
+	}
 }

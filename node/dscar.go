@@ -37,9 +37,11 @@ func (n *Node) ImportDataset(ctx context.Context, req api.DatasetImport) (api.Da
 	if err := n.nameFree(name); err != nil {
 		return api.DatasetInfo{}, err
 	}
-	f, err := os.Open(path)
+	// A regular file only: opening a named pipe would wait for a writer
+	// for good, holding a thread of the node's (and the request) per try.
+	f, err := dataset.OpenRegular(path)
 	if err != nil {
-		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "path", "path: %s: %v", text.Quote(path), unwrapPath(err))
+		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "path", "path: %s", strings.TrimPrefix(strings.TrimPrefix(err.Error(), dataset.ErrPath.Error()+": "), "path "))
 	}
 	defer f.Close()
 	access := ledger.AccessOrg

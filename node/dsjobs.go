@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -74,13 +75,40 @@ func (n *Node) materialDir(c string) string {
 
 // datasetsWait is nil when this machine holds, materialised, every dataset
 // j mounts; else a channel closed when it is worth looking again (a fetch
-// ended). It starts the fetches that are not running.
-func (n *Node) datasetsWait(j *ledger.Job) <-chan struct{} {
+// ended). It starts the fetches that are not running. A dataset that can
+// never be mounted (its DAG fails dataset.Check) is an error instead: the
+// job's items fail with it, rather than wait for good.
+func (n *Node) datasetsWait(j *ledger.Job) (<-chan struct{}, error) {
 	for _, m := range j.Spec.Datasets {
 		if _, err := os.Stat(n.materialDir(m.CID)); err == nil {
 			continue
 		}
-		return n.startFetch(m)
+		if err := n.unmountable(m.CID); err != nil {
+			return nil, fmt.Errorf("dataset %s cannot be mounted: %s", text.Quote(m.Name), strings.TrimPrefix(err.Error(), dataset.ErrDAG.Error()+": "))
+		}
+		return n.startFetch(m), nil
+	}
+	return nil, nil
+}
+
+// unmountable is why the dataset with root c can never be mounted here, as
+// its last fetch found, or nil.
+func (n *Node) unmountable(c string) error {
+	n.jf.mu.Lock()
+	defer n.jf.mu.Unlock()
+	f := n.jf.of[c]
+	if f == nil {
+		return nil
+	}
+	select {
+	case <-f.done:
+	default:
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if errors.Is(f.err, dataset.ErrDAG) {
+		return f.err
 	}
 	return nil
 }

@@ -75,7 +75,9 @@ func (d *schedDisk) Resume() {
 	}
 }
 
-func (ds *schedDatasets) Wait(j *ledger.Job) <-chan struct{} { return (*Node)(ds).datasetsWait(j) }
+func (ds *schedDatasets) Wait(j *ledger.Job) (<-chan struct{}, error) {
+	return (*Node)(ds).datasetsWait(j)
+}
 func (ds *schedDatasets) Mounts(j *ledger.Job, workDir string) ([]runtime.Mount, map[string]string) {
 	return (*Node)(ds).datasetMounts(j, workDir)
 }

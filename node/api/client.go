@@ -31,6 +31,10 @@ const (
 // ErrNodeNotRunning says no node answers at the data dir's address.
 var ErrNodeNotRunning = errors.New("api: node not running")
 
+// ErrInterrupted says a request's context was cancelled (Ctrl-C) before
+// the node answered; it wraps context.Canceled.
+var ErrInterrupted = errors.New("api: request interrupted")
+
 // Client is the typed client of a node's API.
 type Client struct {
 	base  string
@@ -156,6 +160,12 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// Interrupted (Ctrl-C): the node may well be running, and it
+			// drops the request with the connection. (A deadline that
+			// passed stays ErrNodeNotRunning: no answer in time.)
+			return nil, fmt.Errorf("%w: %s %s: %w", ErrInterrupted, method, path, ctx.Err())
+		}
 		var ne net.Error
 		var oe *net.OpError
 		if errors.As(err, &oe) || errors.As(err, &ne) {

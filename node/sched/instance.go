@@ -48,8 +48,10 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			item, began = it, time.UnixMilli(in.started) // adopted: the run's own start
 		} else {
 			// Items wait until this machine holds every dataset the job
-			// mounts (the fetch starts with the job's first instance here).
-			if wait := s.d.Datasets.Wait(j); wait != nil {
+			// mounts (the fetch starts with the job's first instance here);
+			// with one that can never be mounted, they fail with the reason.
+			wait, unmountable := s.d.Datasets.Wait(j)
+			if wait != nil {
 				select {
 				case <-ctx.Done():
 					return
@@ -75,8 +77,10 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			in.mu.Unlock()
 			s.markBeat()
 			began = s.now()
-			var err error
-			run, err = in.drv.Start(ctx, s.spec(in, j, item))
+			err := unmountable
+			if err == nil {
+				run, err = in.drv.Start(ctx, s.spec(in, j, item))
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return

@@ -110,8 +110,9 @@ type Logs interface {
 // Datasets is the node's side of the datasets jobs mount (node/dsjobs.go).
 type Datasets interface {
 	// Wait is nil when this machine holds every dataset j mounts; else a
-	// channel closed when it is worth looking again.
-	Wait(j *ledger.Job) <-chan struct{}
+	// channel closed when it is worth looking again. A dataset that can
+	// never be mounted is an error instead: the item fails with it.
+	Wait(j *ledger.Job) (<-chan struct{}, error)
 	// Mounts are j's dataset mounts and their environment.
 	Mounts(j *ledger.Job, workDir string) ([]runtime.Mount, map[string]string)
 }

@@ -109,6 +109,9 @@ func (a *app) report(cmd *cobra.Command, err error) int {
 // explain turns an error from the API client into what the user should
 // read: an error about one field of the request names cmd's flag for it.
 func (a *app) explain(cmd *cobra.Command, err error) string {
+	if errors.Is(err, api.ErrInterrupted) {
+		return "interrupted before the node answered; the node drops the request unless it had finished it"
+	}
 	if errors.Is(err, api.ErrNodeNotRunning) || errors.Is(err, syscall.ECONNREFUSED) {
 		if a.apiAddr != "" {
 			return fmt.Sprintf("no node answers at %s (--api) for data dir %s; start one with: cshare node run --data-dir %s --api %s",

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/cshare/cshare/dataset"
 	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/node/api"
 )
@@ -308,6 +309,12 @@ func (a *app) datasetImportCmd() *cobra.Command {
 		PreRunE: func(cmd *cobra.Command, args []string) (err error) {
 			if path, err = filepath.Abs(args[0]); err != nil {
 				return usagef(cmd, "FILE.car: %v", err)
+			}
+			// The node opens only a regular file; one that is not is
+			// refused here before the node is asked (a path this machine
+			// cannot see is the node's to judge).
+			if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+				return usagef(cmd, "FILE.car: %s is %s; allowed: a regular file (a CAR)", text.Quote(api.Ellipsize(args[0])), dataset.KindOf(fi.Mode()))
 			}
 			return nil
 		},

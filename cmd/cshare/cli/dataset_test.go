@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/cshare/cshare/node/api"
@@ -179,8 +181,58 @@ func TestJobSubmitDataset(t *testing.T) {
 	}
 }
 
+// importHeld, when not nil, makes the fake's dataset import say so on it
+// and then wait for its request to end (a node blocked on the import).
+var importHeld atomic.Pointer[chan struct{}]
+
 func (f *fakeNode) ImportDataset(ctx context.Context, req api.DatasetImport) (api.DatasetInfo, error) {
+	if held := importHeld.Swap(nil); held != nil {
+		close(*held)
+		<-ctx.Done()
+		return api.DatasetInfo{}, ctx.Err()
+	}
 	return f.AddDataset(ctx, api.DatasetAdd{Path: req.Path, Name: req.Name, Private: req.Private})
+}
+
+// TestInterruptedIsNotNoNode: Ctrl-C while the node works on a request
+// (here a dataset import it is blocked on) says the command was
+// interrupted, not "no node running" (which it said, with the node up).
+func TestInterruptedIsNotNoNode(t *testing.T) {
+	n := startNode(t)
+	dir := t.TempDir()
+	car := filepath.Join(dir, "set.car")
+	writeFile(t, car, "not really a CAR")
+	held := make(chan struct{})
+	importHeld.Store(&held)
+	defer importHeld.Store(nil)
+	go func() {
+		<-held
+		// The CLI is inside its request, its signal handler set: this
+		// SIGINT is its Ctrl-C, not the test binary's death.
+		_ = syscall.Kill(os.Getpid(), syscall.SIGINT)
+	}()
+	r := n.run("dataset", "import", car)
+	oneErrorLine(t, r, 1, "interrupted before the node answered")
+	if strings.Contains(r.stderr, "no node") {
+		t.Fatalf("an interrupted command blamed the node: %q", r.stderr)
+	}
+}
+
+// TestDatasetImportNotRegular: dataset import of a named pipe or a
+// directory is refused at once, naming FILE.car, and never reaches the
+// node (whose open of a pipe used to hang).
+func TestDatasetImportNotRegular(t *testing.T) {
+	n := startNode(t)
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "pipe.car")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip("no named pipes here:", err)
+	}
+	oneErrorLine(t, n.run("dataset", "import", fifo), 2, "FILE.car", "is a named pipe; allowed: a regular file")
+	oneErrorLine(t, n.run("dataset", "import", dir), 2, "FILE.car", "is a directory")
+	if calls := n.called(); len(calls) != 0 {
+		t.Fatalf("the node was asked: %v", calls)
+	}
 }
 
 func (f *fakeNode) ExportDataset(ctx context.Context, ref string, req api.DatasetExport) (api.DatasetInfo, error) {
