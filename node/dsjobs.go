@@ -62,6 +62,14 @@ func (n *Node) resolveMounts(vals []string) ([]ledger.DatasetMount, error) {
 		}
 		info, _, err := n.resolveDataset(ref)
 		if err != nil {
+			var se *api.StatusError
+			if errors.As(err, &se) && se.Field == "" {
+				// The value at fault is one of the request's datasets
+				// (the CLI names its --dataset).
+				c := *se
+				c.Field, c.Msg = "datasets", "datasets: "+se.Msg
+				err = &c
+			}
 			return nil, err
 		}
 		out = append(out, ledger.DatasetMount{Name: info.Name, CID: info.CID, Path: path})
