@@ -134,7 +134,7 @@ func TestDatasetsMesh(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "n1 drops the blocks of set", func() string {
-		if n1.datasetLocal(ctx, d.CID) {
+		if n1.ds.Local(ctx, d.CID) {
 			return "n1 still holds set"
 		}
 		return ""
@@ -163,7 +163,7 @@ func TestDatasetJobMount(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "n1 knows set", func() string {
-		if _, _, err := n1.resolveDataset("set"); err != nil {
+		if _, _, err := n1.ds.Resolve("set"); err != nil {
 			return err.Error()
 		}
 		return ""
@@ -208,7 +208,7 @@ func TestDatasetJobMount(t *testing.T) {
 	}
 	// Every machine that ran an item holds every block (n1 fetched them).
 	for _, mn := range m.nodes {
-		if on[mn.ID().String()] && !mn.datasetLocal(ctx, d.CID) {
+		if on[mn.ID().String()] && !mn.ds.Local(ctx, d.CID) {
 			t.Fatalf("%s ran items without holding the dataset", mn.name)
 		}
 	}
@@ -272,7 +272,7 @@ func TestDatasetAddInterruptedReusedAfterRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := n.collectDatasets(ctx); err != nil {
+	if err := n.ds.Collect(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if after := stored(n); !maps.Equal(after, half) {
@@ -295,7 +295,7 @@ func TestDatasetAddInterruptedReusedAfterRestart(t *testing.T) {
 	if len(all) != int(d.Blocks) {
 		t.Errorf("%d blocks stored, the dataset has %d", len(all), d.Blocks)
 	}
-	if err := n.collectDatasets(ctx); err != nil {
+	if err := n.ds.Collect(ctx); err != nil {
 		t.Fatal(err)
 	}
 	pins := 0
@@ -325,10 +325,7 @@ func TestDatasetFetchReasonOnOtherMachines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fetch{name: "set", size: d.Size, have: 6, known: 12, done: make(chan struct{})}
-	n1.jf.mu.Lock()
-	n1.jf.of = map[string]*fetch{d.CID: f}
-	n1.jf.mu.Unlock()
+	end := n1.ds.HoldFetch(d.CID, "set", d.Size, 6, 12)
 	js, err := n0.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, GPUs: 1, Datasets: []string{"set:/data"}})
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +337,7 @@ func TestDatasetFetchReasonOnOtherMachines(t *testing.T) {
 		}
 		return ""
 	})
-	close(f.done)
+	end()
 	eventually(t, 20*time.Second, "the reason goes with the fetch", func() string {
 		if j, err := n0.Job(ctx, js.ID); err != nil || strings.HasPrefix(j.Reason, "fetching") {
 			return fmt.Sprintf("reason %q, %v", j.Reason, err)

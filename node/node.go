@@ -26,6 +26,7 @@ import (
 	"github.com/cshare/cshare/ledger/store"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/node/config"
+	"github.com/cshare/cshare/node/datasetsvc"
 	"github.com/cshare/cshare/node/logs"
 	"github.com/cshare/cshare/node/marketsvc"
 	"github.com/cshare/cshare/node/orgsvc"
@@ -131,10 +132,9 @@ type Node struct {
 	drivers *runtime.Registry // set once at start, read without a lock
 	logs    *logs.Store       // item output: written by supervision, read by the API and the logs protocol
 
-	orgs   *orgsvc.Service    // persons, joining, witnessing, leaving, machines and members (orgs.go)
-	market *marketsvc.Service // offers, contracts as renter and host (market.go)
-	ds     datasets           // blocks, imports, exchange (datasets.go, dsexchange.go)
-	jf     jobFetches         // datasets fetched for jobs (dsjobs.go)
+	orgs   *orgsvc.Service     // persons, joining, witnessing, leaving, machines and members (orgs.go)
+	market *marketsvc.Service  // offers, contracts as renter and host (market.go)
+	ds     *datasetsvc.Service // datasets: their API, blocks, exchange, mounts for jobs (datasets.go)
 
 	disk diskState // the reserve on the data dir's filesystem (disk.go)
 }
@@ -264,7 +264,6 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	n.store.SetWriteCheck(n.disk.g.Check)
-	n.ds = newDatasets(n.store)
 	if err := n.openReplica(); err != nil {
 		return nil, err
 	}
@@ -292,7 +291,8 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	p2p.ServeWitness(n.host.LibP2P(), n.orgs.WitnessSource())
 	n.host.ServeAdmit(n.orgs.WitnessSource())
 	p2p.ServeTombstones(n.host.LibP2P(), orgsvc.TombstoneDir(filepath.Join(opts.DataDir, orgsvc.TombstonesDir)))
-	n.startExchange()
+	n.ds = n.newDatasets()
+	n.ds.StartExchange()
 	if err := n.initRuntime(); err != nil {
 		return nil, err
 	}
@@ -319,7 +319,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	go n.heartbeatLoop()
 	go n.redialLoop()
 	n.startScheduler()
-	n.spawn(n.datasetLoop)
+	n.spawn(func() { n.ds.Run(n.ctx) })
 	n.spawn(func() { n.market.Run(n.ctx) })
 	ok = true
 	log.Info("node started", "id", n.id.String(), "api", n.apiAddr, "org", n.orgID(), "data_dir", opts.DataDir)
@@ -378,8 +378,8 @@ func (n *Node) Close() error {
 		o.Close()
 	}
 	var err error
-	if n.ds.xch != nil {
-		_ = n.ds.xch.x.Close()
+	if n.ds != nil {
+		n.ds.Close()
 	}
 	if n.host != nil {
 		err = n.host.Close()

@@ -16,7 +16,7 @@ type Driver = runtime.Driver
 // parts: after the replica, the store and the runtime.
 func (n *Node) newScheduler() *sched.Scheduler {
 	return sched.New(n.ctx, sched.Deps{Ledger: n.rep, Records: n.store, Drivers: n.drivers, Peers: (*schedPeers)(n),
-		Gate: (*schedGate)(n), Disk: (*schedDisk)(n), Logs: n.logs, Datasets: (*schedDatasets)(n),
+		Gate: (*schedGate)(n), Disk: (*schedDisk)(n), Logs: n.logs, Datasets: n.ds,
 		Metrics: sched.Metrics{Started: n.metrics.started, Preempted: n.metrics.preempted, PlanInstances: n.metrics.planHash},
 		Machine: n.idStr, Hardware: n.hw, Limits: n.limits, RegistryAuth: n.registryAuth, DataDir: n.opts.DataDir,
 		Interval: n.interval, Kick: n.kick, Nudge: n.nudge, Wakeup: n.wakeup, Beat: n.beat, Spawn: n.spawn,
@@ -47,10 +47,9 @@ func signal(c chan struct{}) {
 
 // The scheduler's view of the node's parts.
 type (
-	schedPeers    Node // liveness from heartbeats
-	schedGate     Node // the catch-up gate (catchup.go)
-	schedDisk     Node // the disk guard (disk.go)
-	schedDatasets Node // the datasets jobs mount (dsjobs.go)
+	schedPeers Node // liveness from heartbeats
+	schedGate  Node // the catch-up gate (catchup.go)
+	schedDisk  Node // the disk guard (disk.go)
 )
 
 func (p *schedPeers) Liveness(id string, now time.Time) (p2p.Heartbeat, time.Time, bool) {
@@ -73,13 +72,6 @@ func (d *schedDisk) Resume() {
 	if !n.disk.g.Full() {
 		n.spawn(n.saveHeldLogs)
 	}
-}
-
-func (ds *schedDatasets) Wait(j *ledger.Job) (<-chan struct{}, error) {
-	return (*Node)(ds).datasetsWait(j)
-}
-func (ds *schedDatasets) Mounts(j *ledger.Job, workDir string) ([]runtime.Mount, map[string]string) {
-	return (*Node)(ds).datasetMounts(j, workDir)
 }
 
 // resourceReport is what the heartbeat says about this machine.

@@ -107,7 +107,7 @@ type Logs interface {
 	Save(job string, item int64, out []byte) error
 }
 
-// Datasets is the node's side of the datasets jobs mount (node/dsjobs.go).
+// Datasets is the node's side of the datasets jobs mount (node/datasetsvc).
 type Datasets interface {
 	// Wait is nil when this machine holds every dataset j mounts; else a
 	// channel closed when it is worth looking again. A dataset that can

@@ -1,4 +1,4 @@
-package node
+package datasetsvc
 
 import (
 	"context"
@@ -47,9 +47,9 @@ type jobFetches struct {
 	of map[string]*fetch // by CID
 }
 
-// resolveMounts turns --dataset values (NAME|CID:/path) into mounts of
+// ResolveMounts turns --dataset values (NAME|CID:/path) into mounts of
 // datasets this person may read.
-func (n *Node) resolveMounts(vals []string) ([]ledger.DatasetMount, error) {
+func (s *Service) ResolveMounts(vals []string) ([]ledger.DatasetMount, error) {
 	var out []ledger.DatasetMount
 	for _, v := range vals {
 		k := strings.Index(v, ":/")
@@ -60,7 +60,7 @@ func (n *Node) resolveMounts(vals []string) ([]ledger.DatasetMount, error) {
 		if err := ledger.CheckMountPath("--dataset "+ref+" path", path); err != nil {
 			return nil, api.FieldErrorf(http.StatusBadRequest, "datasets", "%v", err)
 		}
-		info, _, err := n.resolveDataset(ref)
+		info, _, err := s.Resolve(ref)
 		if err != nil {
 			var se *api.StatusError
 			if errors.As(err, &se) && se.Field == "" {
@@ -77,34 +77,34 @@ func (n *Node) resolveMounts(vals []string) ([]ledger.DatasetMount, error) {
 	return out, nil
 }
 
-func (n *Node) materialDir(c string) string {
-	return filepath.Join(n.opts.DataDir, "datasets", c)
+func (s *Service) materialDir(c string) string {
+	return filepath.Join(s.d.DataDir, "datasets", c)
 }
 
-// datasetsWait is nil when this machine holds, materialised, every dataset
+// Wait is nil when this machine holds, materialised, every dataset
 // j mounts; else a channel closed when it is worth looking again (a fetch
 // ended). It starts the fetches that are not running. A dataset that can
 // never be mounted (its DAG fails dataset.Check) is an error instead: the
 // job's items fail with it, rather than wait for good.
-func (n *Node) datasetsWait(j *ledger.Job) (<-chan struct{}, error) {
+func (s *Service) Wait(j *ledger.Job) (<-chan struct{}, error) {
 	for _, m := range j.Spec.Datasets {
-		if _, err := os.Stat(n.materialDir(m.CID)); err == nil {
+		if _, err := os.Stat(s.materialDir(m.CID)); err == nil {
 			continue
 		}
-		if err := n.unmountable(m.CID); err != nil {
+		if err := s.unmountable(m.CID); err != nil {
 			return nil, fmt.Errorf("dataset %s cannot be mounted: %s", text.Quote(m.Name), strings.TrimPrefix(err.Error(), dataset.ErrDAG.Error()+": "))
 		}
-		return n.startFetch(m), nil
+		return s.startFetch(m), nil
 	}
 	return nil, nil
 }
 
 // unmountable is why the dataset with root c can never be mounted here, as
 // its last fetch found, or nil.
-func (n *Node) unmountable(c string) error {
-	n.jf.mu.Lock()
-	defer n.jf.mu.Unlock()
-	f := n.jf.of[c]
+func (s *Service) unmountable(c string) error {
+	s.jf.mu.Lock()
+	defer s.jf.mu.Unlock()
+	f := s.jf.of[c]
 	if f == nil {
 		return nil
 	}
@@ -121,19 +121,19 @@ func (n *Node) unmountable(c string) error {
 	return nil
 }
 
-func (n *Node) startFetch(m ledger.DatasetMount) <-chan struct{} {
-	n.jf.mu.Lock()
-	defer n.jf.mu.Unlock()
-	if n.jf.of == nil {
-		n.jf.of = map[string]*fetch{}
+func (s *Service) startFetch(m ledger.DatasetMount) <-chan struct{} {
+	s.jf.mu.Lock()
+	defer s.jf.mu.Unlock()
+	if s.jf.of == nil {
+		s.jf.of = map[string]*fetch{}
 	}
-	f := n.jf.of[m.CID]
+	f := s.jf.of[m.CID]
 	if f != nil {
 		select {
 		case <-f.done:
-			if time.Since(f.ended) < fetchRetry {
+			if s.now().Sub(f.ended) < fetchRetry {
 				t := make(chan struct{})
-				time.AfterFunc(fetchRetry-time.Since(f.ended), func() { close(t) })
+				time.AfterFunc(fetchRetry-s.now().Sub(f.ended), func() { close(t) })
 				return t
 			}
 		default:
@@ -142,42 +142,42 @@ func (n *Node) startFetch(m ledger.DatasetMount) <-chan struct{} {
 	}
 	var size int64
 	var d *ledger.Dataset
-	n.snapshot(func(st *ledger.State) {
+	s.snapshot(func(st *ledger.State) {
 		for _, x := range st.DatasetsByCID(m.CID) {
 			c := *x
 			d, size = &c, x.Size
 		}
 	})
 	f = &fetch{name: m.Name, size: size, done: make(chan struct{})}
-	n.jf.of[m.CID] = f
+	s.jf.of[m.CID] = f
 	if d == nil {
 		d = &ledger.Dataset{Name: m.Name, CID: m.CID}
 	}
-	n.spawn(func() {
-		err := n.fetchDataset(n.ctx, d, func(have, known int) {
+	s.d.Spawn(func() {
+		err := s.fetchDataset(s.ctx, d, func(have, known int) {
 			f.mu.Lock()
 			f.have, f.known = have, known
 			f.mu.Unlock()
 		})
 		if err == nil {
-			err = n.materialise(m.CID)
+			err = s.materialise(m.CID)
 		}
-		if err != nil && n.ctx.Err() == nil {
-			n.log.Warn("dataset fetch for a job failed", "dataset", m.Name, "cid", m.CID, "err", err)
+		if err != nil && s.ctx.Err() == nil {
+			s.d.Log.Warn("dataset fetch for a job failed", "dataset", m.Name, "cid", m.CID, "err", err)
 		}
 		f.mu.Lock()
-		f.err, f.ended = err, time.Now()
+		f.err, f.ended = err, s.now()
 		f.mu.Unlock()
 		close(f.done)
-		n.kickScheduler()
+		s.d.Kick()
 	})
 	return f.done
 }
 
 // materialise writes a stored dataset out under materialDir, read-only,
 // through a temporary name so a half-written tree is never mounted.
-func (n *Node) materialise(c string) error {
-	dst := n.materialDir(c)
+func (s *Service) materialise(c string) error {
+	dst := s.materialDir(c)
 	if _, err := os.Stat(dst); err == nil {
 		return nil
 	}
@@ -191,7 +191,7 @@ func (n *Node) materialise(c string) error {
 	b := make([]byte, 6)
 	_, _ = rand.Read(b)
 	tmp := dst + ".tmp-" + hex.EncodeToString(b)
-	if err := dataset.WriteOut(n.ctx, n.ds.blocks, root, tmp); err != nil {
+	if err := dataset.WriteOut(s.ctx, s.blocks, root, tmp); err != nil {
 		_ = removeTree(tmp)
 		return err
 	}
@@ -244,15 +244,15 @@ func removeTree(root string) error {
 	return os.RemoveAll(root)
 }
 
-// datasetMounts are j's datasets as runtime mounts, read-only, and the
+// Mounts are j's datasets as runtime mounts, read-only, and the
 // environment that tells an instance where each is: CSHARE_DATASET_<i> (from
 // 0, in --dataset order) is the path the instance sees (under its work
 // directory for the exec driver, which links mounts there).
-func (n *Node) datasetMounts(j *ledger.Job, workDir string) ([]runtime.Mount, map[string]string) {
+func (s *Service) Mounts(j *ledger.Job, workDir string) ([]runtime.Mount, map[string]string) {
 	var out []runtime.Mount
 	env := map[string]string{}
 	for i, m := range j.Spec.Datasets {
-		out = append(out, runtime.Mount{Source: n.materialDir(m.CID), Target: m.Path, ReadOnly: true})
+		out = append(out, runtime.Mount{Source: s.materialDir(m.CID), Target: m.Path, ReadOnly: true})
 		at := m.Path
 		if j.Spec.Driver == "exec" {
 			at = filepath.Join(workDir, m.Path)
@@ -262,15 +262,15 @@ func (n *Node) datasetMounts(j *ledger.Job, workDir string) ([]runtime.Mount, ma
 	return out, env
 }
 
-// fetchReason is "fetching dataset N (x of y MB)" while this machine, or
+// FetchReason is "fetching dataset N (x of y MB)" while this machine, or
 // else another online one (as its heartbeat says), fetches a dataset j
 // mounts; else "".
-func (n *Node) fetchReason(j *ledger.Job) string {
+func (s *Service) FetchReason(j *ledger.Job) string {
 	if len(j.Spec.Datasets) == 0 {
 		return ""
 	}
 	mine := map[string]p2p.DatasetFetch{}
-	for _, f := range n.fetchReport() {
+	for _, f := range s.FetchReport() {
 		mine[f.CID] = f
 	}
 	for _, m := range j.Spec.Datasets {
@@ -278,7 +278,7 @@ func (n *Node) fetchReason(j *ledger.Job) string {
 			return fetchText(m.Name, f)
 		}
 	}
-	peers := n.onlinePeers(n.now()) // by machine ID
+	peers := s.d.Peers.OnlinePeers(s.now()) // by machine ID
 	for _, m := range j.Spec.Datasets {
 		for _, p := range peers {
 			for _, f := range p.Heartbeat.Fetches {
@@ -295,13 +295,13 @@ func fetchText(name string, f p2p.DatasetFetch) string {
 	return fmt.Sprintf("fetching dataset %s (%s of %s MB)", name, mb(f.Have), mb(f.Size))
 }
 
-// fetchReport is this machine's running dataset fetches for jobs, by CID,
+// FetchReport is this machine's running dataset fetches for jobs, by CID,
 // at most p2p.MaxFetches, for its heartbeat.
-func (n *Node) fetchReport() []p2p.DatasetFetch {
-	n.jf.mu.Lock()
-	defer n.jf.mu.Unlock()
+func (s *Service) FetchReport() []p2p.DatasetFetch {
+	s.jf.mu.Lock()
+	defer s.jf.mu.Unlock()
 	var out []p2p.DatasetFetch
-	for c, f := range n.jf.of {
+	for c, f := range s.jf.of {
 		select {
 		case <-f.done:
 			continue
@@ -326,14 +326,14 @@ func mb(b int64) string {
 
 // collectMaterialised removes materialised datasets that no dataset of the
 // ledger and no active job uses.
-func (n *Node) collectMaterialised(ctx context.Context) {
-	dir := filepath.Join(n.opts.DataDir, "datasets")
+func (s *Service) collectMaterialised(ctx context.Context) {
+	dir := filepath.Join(s.d.DataDir, "datasets")
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	used := map[string]bool{}
-	n.snapshot(func(st *ledger.State) {
+	s.snapshot(func(st *ledger.State) {
 		if st.Deleted {
 			return
 		}
@@ -357,4 +357,18 @@ func (n *Node) collectMaterialised(ctx context.Context) {
 			_ = removeTree(filepath.Join(dir, name))
 		}
 	}
+}
+
+// HoldFetch puts a fetch of the dataset with root c for jobs in progress,
+// have of its known blocks held, as a running fetch would be; end ends it.
+// For tests: a fetch on one machine shows on the others.
+func (s *Service) HoldFetch(c, name string, size int64, have, known int) (end func()) {
+	f := &fetch{name: name, size: size, have: have, known: known, done: make(chan struct{})}
+	s.jf.mu.Lock()
+	if s.jf.of == nil {
+		s.jf.of = map[string]*fetch{}
+	}
+	s.jf.of[c] = f
+	s.jf.mu.Unlock()
+	return func() { close(f.done) }
 }

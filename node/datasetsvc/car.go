@@ -1,4 +1,4 @@
-package node
+package datasetsvc
 
 import (
 	"context"
@@ -19,8 +19,8 @@ import (
 
 // ImportDataset implements api.Service: a CAR file's DAG becomes a dataset
 // once every block of its root is stored and checked.
-func (n *Node) ImportDataset(ctx context.Context, req api.DatasetImport) (api.DatasetInfo, error) {
-	if err := n.needMember(); err != nil {
+func (s *Service) ImportDataset(ctx context.Context, req api.DatasetImport) (api.DatasetInfo, error) {
+	if err := s.needMember(); err != nil {
 		return api.DatasetInfo{}, err
 	}
 	path, err := absPath("path", req.Path)
@@ -34,7 +34,7 @@ func (n *Node) ImportDataset(ctx context.Context, req api.DatasetImport) (api.Da
 	if err := text.CheckName("name", name); err != nil {
 		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "name", "%v", err)
 	}
-	if err := n.nameFree(name); err != nil {
+	if err := s.nameFree(name); err != nil {
 		return api.DatasetInfo{}, err
 	}
 	// A regular file only: opening a named pipe would wait for a writer
@@ -48,9 +48,9 @@ func (n *Node) ImportDataset(ctx context.Context, req api.DatasetImport) (api.Da
 	if req.Private {
 		access = ledger.AccessPrivate
 	}
-	n.ds.adding.RLock()
-	defer n.ds.adding.RUnlock()
-	res, err := dataset.ImportCAR(ctx, n.ds.blocks, f)
+	s.adding.RLock()
+	defer s.adding.RUnlock()
+	res, err := dataset.ImportCAR(ctx, s.blocks, f)
 	if errors.Is(err, dataset.ErrCAR) {
 		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "path", "%s: %s", text.Quote(path), strings.TrimPrefix(err.Error(), "dataset: bad CAR: "))
 	}
@@ -58,29 +58,29 @@ func (n *Node) ImportDataset(ctx context.Context, req api.DatasetImport) (api.Da
 		return api.DatasetInfo{}, fmt.Errorf("dataset: import %s: %w", path, err)
 	}
 	p := ledger.DatasetAdd{Name: name, CID: res.CID.String(), Size: res.Size, Blocks: int64(res.Blocks), Access: access}
-	if _, err := n.write(ctx, ledger.KindDatasetAdd, p); err != nil {
-		return api.DatasetInfo{}, refused(err)
+	if _, err := s.write(ctx, ledger.KindDatasetAdd, p); err != nil {
+		return api.DatasetInfo{}, api.Refused(err)
 	}
-	info, _, err := n.resolveDataset(name)
+	info, _, err := s.Resolve(name)
 	info.Local = true
 	return info, err
 }
 
 // ExportDataset implements api.Service: fetch what is missing, then write a
 // CARv1 through a temporary name.
-func (n *Node) ExportDataset(ctx context.Context, ref string, req api.DatasetExport) (api.DatasetInfo, error) {
-	if err := n.needMember(); err != nil {
+func (s *Service) ExportDataset(ctx context.Context, ref string, req api.DatasetExport) (api.DatasetInfo, error) {
+	if err := s.needMember(); err != nil {
 		return api.DatasetInfo{}, err
 	}
 	out, err := newPath("car", req.Car)
 	if err != nil {
 		return api.DatasetInfo{}, err
 	}
-	info, d, err := n.resolveDataset(ref)
+	info, d, err := s.Resolve(ref)
 	if err != nil {
 		return info, err
 	}
-	if err := n.fetchDataset(ctx, d, nil); err != nil {
+	if err := s.fetchDataset(ctx, d, nil); err != nil {
 		return info, err
 	}
 	root, _ := cid.Decode(d.CID)
@@ -89,7 +89,7 @@ func (n *Node) ExportDataset(ctx context.Context, ref string, req api.DatasetExp
 	if err != nil {
 		return info, api.FieldErrorf(http.StatusBadRequest, "car", "car: %s: %v", text.Quote(out), unwrapPath(err))
 	}
-	_, err = dataset.ExportCAR(ctx, n.ds.blocks, root, f)
+	_, err = dataset.ExportCAR(ctx, s.blocks, root, f)
 	if err == nil {
 		err = f.Sync()
 	}

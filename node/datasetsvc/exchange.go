@@ -1,4 +1,4 @@
-package node
+package datasetsvc
 
 import (
 	"context"
@@ -37,12 +37,6 @@ type blockACL struct {
 	of      map[cid.Cid][]string // block -> names of the datasets that reach it
 }
 
-func (n *Node) startExchange() {
-	n.ds.xch = &exchange{}
-	n.ds.xch.x = dataset.NewExchange(n.ctx, n.host.LibP2P(), n.ds.blocks, n.allowBlock)
-	dataset.ServeHave(n.host.LibP2P(), n.peerAsksHave)
-}
-
 // datasetsKey fingerprints the ledger's datasets.
 func datasetsKey(st *ledger.State) string {
 	var b strings.Builder
@@ -61,12 +55,12 @@ func peerPerson(st *ledger.State, p peer.ID) string {
 	return m.Owner
 }
 
-func (n *Node) allowBlock(p peer.ID, c cid.Cid) bool {
+func (s *Service) allowBlock(p peer.ID, c cid.Cid) bool {
 	var (
 		person, key string
 		ds          []*ledger.Dataset
 	)
-	n.snapshot(func(st *ledger.State) {
+	s.snapshot(func(st *ledger.State) {
 		person = peerPerson(st, p)
 		if person == "" {
 			return
@@ -80,9 +74,9 @@ func (n *Node) allowBlock(p peer.ID, c cid.Cid) bool {
 	if person == "" {
 		return false
 	}
-	names := n.ds.xch.acl.lookup(n.ctx, n.ds.blocks, key, ds, c)
+	names := s.xch.acl.lookup(s.ctx, s.blocks, key, ds, c, s.now())
 	ok := false
-	n.snapshot(func(st *ledger.State) {
+	s.snapshot(func(st *ledger.State) {
 		for _, name := range names {
 			if d := st.Datasets[name]; d != nil && st.CanReadDataset(person, d) {
 				ok = true
@@ -93,15 +87,15 @@ func (n *Node) allowBlock(p peer.ID, c cid.Cid) bool {
 	return ok
 }
 
-func (a *blockACL) lookup(ctx context.Context, bs *dataset.Blockstore, key string, ds []*ledger.Dataset, c cid.Cid) []string {
+func (a *blockACL) lookup(ctx context.Context, bs *dataset.Blockstore, key string, ds []*ledger.Dataset, c cid.Cid, now time.Time) []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	names, ok := a.of[c]
-	stale := a.key != key || (!ok && a.partial && time.Since(a.built) > time.Second)
+	stale := a.key != key || (!ok && a.partial && now.Sub(a.built) > time.Second)
 	if !stale {
 		return names
 	}
-	a.of, a.key, a.partial, a.built = map[cid.Cid][]string{}, key, false, time.Now()
+	a.of, a.key, a.partial, a.built = map[cid.Cid][]string{}, key, false, now
 	for _, d := range ds {
 		root, err := cid.Decode(d.CID)
 		if err != nil {
@@ -120,9 +114,9 @@ func (a *blockACL) lookup(ctx context.Context, bs *dataset.Blockstore, key strin
 
 // peerAsksHave answers the have protocol: only to approved machines of the
 // org whose person may read a dataset with that root.
-func (n *Node) peerAsksHave(p peer.ID, root cid.Cid) bool {
+func (s *Service) peerAsksHave(p peer.ID, root cid.Cid) bool {
 	ok := false
-	n.snapshot(func(st *ledger.State) {
+	s.snapshot(func(st *ledger.State) {
 		person := peerPerson(st, p)
 		if person == "" {
 			return
@@ -133,20 +127,20 @@ func (n *Node) peerAsksHave(p peer.ID, root cid.Cid) bool {
 			}
 		}
 	})
-	return ok && n.datasetLocal(n.ctx, root.String())
+	return ok && s.Local(s.ctx, root.String())
 }
 
 // datasetHolders asks the online machines of the org whether they hold root.
-func (n *Node) datasetHolders(ctx context.Context, root string, local bool) []string {
+func (s *Service) datasetHolders(ctx context.Context, root string, local bool) []string {
 	c, err := cid.Decode(root)
 	if err != nil {
 		return nil
 	}
 	var ids []string
-	now := n.now()
-	n.snapshot(func(st *ledger.State) {
+	now := s.now()
+	s.snapshot(func(st *ledger.State) {
 		for _, m := range st.SortedMachines() {
-			if m.Status == ledger.MachineApproved && m.ID != n.idStr {
+			if m.Status == ledger.MachineApproved && m.ID != s.d.Machine {
 				ids = append(ids, m.ID)
 			}
 		}
@@ -157,12 +151,12 @@ func (n *Node) datasetHolders(ctx context.Context, root string, local bool) []st
 		wg  sync.WaitGroup
 	)
 	if local {
-		out = append(out, n.idStr)
+		out = append(out, s.d.Machine)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	for _, id := range ids {
-		if _, _, online := n.liveness(id, now); !online {
+		if _, _, online := s.d.Peers.Liveness(id, now); !online {
 			continue
 		}
 		p, err := peer.Decode(id)
@@ -172,7 +166,7 @@ func (n *Node) datasetHolders(ctx context.Context, root string, local bool) []st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if ok, _ := dataset.AskHave(ctx, n.host.LibP2P(), p, c); ok {
+			if ok, _ := dataset.AskHave(ctx, s.d.Host.LibP2P(), p, c); ok {
 				mu.Lock()
 				out = append(out, id)
 				mu.Unlock()
@@ -186,20 +180,20 @@ func (n *Node) datasetHolders(ctx context.Context, root string, local bool) []st
 
 // fetchDataset fetches every block of d that this machine lacks from the
 // org's machines; progress sees the blocks held and known.
-func (n *Node) fetchDataset(ctx context.Context, d *ledger.Dataset, progress func(have, known int)) error {
+func (s *Service) fetchDataset(ctx context.Context, d *ledger.Dataset, progress func(have, known int)) error {
 	root, err := cid.Decode(d.CID)
 	if err != nil {
 		return fmt.Errorf("dataset %s: %w", d.Name, err)
 	}
-	n.ds.adding.RLock()
-	defer n.ds.adding.RUnlock()
-	if ok, _ := dataset.Complete(ctx, n.ds.blocks, root); ok {
+	s.adding.RLock()
+	defer s.adding.RUnlock()
+	if ok, _ := dataset.Complete(ctx, s.blocks, root); ok {
 		return nil
 	}
-	if n.ds.xch == nil {
+	if s.xch == nil {
 		return api.Errorf(http.StatusServiceUnavailable, "dataset %s: the exchange is not running", d.Name)
 	}
-	if err := n.ds.xch.x.Fetch(ctx, root, progress); err != nil {
+	if err := s.xch.x.Fetch(ctx, root, progress); err != nil {
 		return fmt.Errorf("dataset %s: fetch: %w", d.Name, err)
 	}
 	return nil
