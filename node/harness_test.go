@@ -465,7 +465,7 @@ func jobAny(n *Node, id string) (api.JobInfo, error) {
 	if err != nil {
 		return api.JobInfo{}, err
 	}
-	return n.jobInfo(j), nil
+	return n.jobs.Info(j), nil
 }
 
 // jobItemsAny is jobAny for the job's items.
@@ -474,7 +474,7 @@ func jobItemsAny(n *Node, id string) ([]api.ItemInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return n.jobItems(j), nil
+	return n.jobs.AllItems(j), nil
 }
 
 func jobOf(n *Node, id string) (*ledger.Job, error) {

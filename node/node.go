@@ -27,6 +27,7 @@ import (
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/node/datasetsvc"
+	"github.com/cshare/cshare/node/jobsvc"
 	"github.com/cshare/cshare/node/logs"
 	"github.com/cshare/cshare/node/marketsvc"
 	"github.com/cshare/cshare/node/orgsvc"
@@ -134,6 +135,7 @@ type Node struct {
 
 	orgs   *orgsvc.Service     // persons, joining, witnessing, leaving, machines and members (orgs.go)
 	market *marketsvc.Service  // offers, contracts as renter and host (market.go)
+	jobs   *jobsvc.Service     // the jobs API: submit, list, show, modify, cancel, items, logs (jobs.go)
 	ds     *datasetsvc.Service // datasets: their API, blocks, exchange, mounts for jobs (datasets.go)
 
 	disk diskState // the reserve on the data dir's filesystem (disk.go)
@@ -287,7 +289,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.orgs = n.newOrgs()
 	p2p.ServeSync(n.host.LibP2P(), orgsvc.SyncSource{Replica: n.rep, Gate: n.host.Gate()})
 	n.host.Gate().OnFormer(n.orgs.TellFormer)
-	p2p.ServeLogs(n.host.LibP2P(), (*logSource)(n))
+	p2p.ServeLogs(n.host.LibP2P(), jobsvc.LogSource{Ledger: n.rep, Logs: n.logs})
 	p2p.ServeWitness(n.host.LibP2P(), n.orgs.WitnessSource())
 	n.host.ServeAdmit(n.orgs.WitnessSource())
 	p2p.ServeTombstones(n.host.LibP2P(), orgsvc.TombstoneDir(filepath.Join(opts.DataDir, orgsvc.TombstonesDir)))
@@ -298,6 +300,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 	n.sched = n.newScheduler()
 	n.market = n.newMarket()
+	n.jobs = n.newJobs()
 	n.spawn(n.orgs.Leaving().RemoveForeignRuns)
 	if org := n.orgID(); org != "" {
 		if err := n.joinTopics(org); err != nil {

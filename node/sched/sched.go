@@ -21,7 +21,7 @@
 // It has its own lock and loop and reaches the node only through Deps;
 // package node builds it (New), adopts with it (LoadResults, Adopt), runs
 // its loop (Run) and reads it through the exported methods. The jobs API
-// stays in node: it reads the scheduler only through View and RunningOn.
+// (node/jobsvc) reads the scheduler only through View and RunningOn.
 package sched
 
 import (

@@ -1,4 +1,4 @@
-package node
+package jobsvc
 
 import (
 	"context"
@@ -23,15 +23,15 @@ const itemsPage = 1000
 
 // ListJobItems implements api.Service: the job's items from the one after
 // p.After (an item number) on, at most p.Limit of them.
-func (n *Node) ListJobItems(ctx context.Context, ref string, p api.Page, emit func(api.ItemInfo) error) error {
-	if err := n.needOrg(); err != nil {
+func (s *Service) ListJobItems(ctx context.Context, ref string, p api.Page, emit func(api.ItemInfo) error) error {
+	if err := s.needOrg(); err != nil {
 		return err
 	}
 	after, hasAfter, err := api.ItemCursor(p.After)
 	if err != nil {
 		return err
 	}
-	j, err := n.resolveJob(ref)
+	j, err := s.resolveJob(ref)
 	if err != nil {
 		return err
 	}
@@ -45,25 +45,25 @@ func (n *Node) ListJobItems(ctx context.Context, ref string, p api.Page, emit fu
 	if p.Limit > 0 && p.Limit <= hi-lo {
 		hi = lo + p.Limit - 1
 	}
-	return n.streamItems(ctx, j.ID, lo, hi, emit)
+	return s.streamItems(ctx, j.ID, lo, hi, emit)
 }
 
 // JobItems is every item of a job, for callers in this process (tests):
 // the API streams them (ListJobItems).
-func (n *Node) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) {
+func (s *Service) JobItems(ctx context.Context, id string) ([]api.ItemInfo, error) {
 	out := []api.ItemInfo{}
-	err := n.ListJobItems(ctx, id, api.Page{}, func(it api.ItemInfo) error {
+	err := s.ListJobItems(ctx, id, api.Page{}, func(it api.ItemInfo) error {
 		out = append(out, keepItem(it))
 		return nil
 	})
 	return out, err
 }
 
-// jobItems renders job j's agenda, with every run of each item, whoever
+// AllItems renders job j's agenda, with every run of each item, whoever
 // may see it (tests); a job voided since is empty.
-func (n *Node) jobItems(j *ledger.Job) []api.ItemInfo {
+func (s *Service) AllItems(j *ledger.Job) []api.ItemInfo {
 	out := []api.ItemInfo{}
-	_ = n.streamItems(context.Background(), j.ID, j.Spec.RangeStart, j.Spec.RangeEnd, func(it api.ItemInfo) error {
+	_ = s.streamItems(context.Background(), j.ID, j.Spec.RangeStart, j.Spec.RangeEnd, func(it api.ItemInfo) error {
 		out = append(out, keepItem(it))
 		return nil
 	})
@@ -79,7 +79,7 @@ func keepItem(it api.ItemInfo) api.ItemInfo {
 // streamItems emits items lo..hi (inclusive, within its range) of job id,
 // a page at a time (see above). The ItemInfo's Runs is reused for the next
 // item: emit must not keep it.
-func (n *Node) streamItems(ctx context.Context, id string, lo, hi int64, emit func(api.ItemInfo) error) error {
+func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit func(api.ItemInfo) error) error {
 	ix := runIndex{lo: lo, hi: hi}
 	page := make([]ledger.Item, 0, min(itemsPage, hi-lo+1))
 	runs := make([]api.RunInfo, 0, 4)
@@ -89,7 +89,7 @@ func (n *Node) streamItems(ctx context.Context, id string, lo, hi int64, emit fu
 		}
 		m := min(int64(itemsPage), hi-k+1)
 		gone := false
-		n.snapshot(func(st *ledger.State) {
+		s.snapshot(func(st *ledger.State) {
 			j := st.Jobs[id]
 			if j == nil {
 				gone = true

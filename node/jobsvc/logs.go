@@ -1,7 +1,8 @@
-package node
+package jobsvc
 
 // Item output: job logs through the API, read here or fetched from the
-// machine that ran the item over the logs protocol, which this file serves.
+// machine that ran the item over the logs protocol, whose source
+// (LogSource) this file has.
 
 import (
 	"context"
@@ -21,11 +22,11 @@ import (
 )
 
 // JobLogs implements api.Service.
-func (n *Node) JobLogs(ctx context.Context, id string, item int64) ([]byte, error) {
-	if err := n.needOrg(); err != nil {
+func (s *Service) JobLogs(ctx context.Context, id string, item int64) ([]byte, error) {
+	if err := s.needOrg(); err != nil {
 		return nil, err
 	}
-	j, err := n.resolveJob(id)
+	j, err := s.resolveJob(id)
 	if err != nil {
 		return nil, err
 	}
@@ -33,19 +34,19 @@ func (n *Node) JobLogs(ctx context.Context, id string, item int64) ([]byte, erro
 		return nil, api.FieldErrorf(http.StatusBadRequest, "item", "%v", err)
 	}
 	var it ledger.Item
-	n.snapshot(func(st *ledger.State) { it = st.Jobs[j.ID].Items[item-j.Spec.RangeStart] })
+	s.snapshot(func(st *ledger.State) { it = st.Jobs[j.ID].Items[item-j.Spec.RangeStart] })
 	// The output that counts is that of the run whose result the ledger
 	// holds, kept by the machine that ran it; this machine may hold an
 	// earlier attempt's (one preempted, say), which is not it.
-	if it.Status != ledger.ItemPending && it.Machine != "" && it.Machine != n.idStr {
-		return n.remoteLog(ctx, j.ID, item, it.Machine)
+	if it.Status != ledger.ItemPending && it.Machine != "" && it.Machine != s.d.Machine {
+		return s.remoteLog(ctx, j.ID, item, it.Machine)
 	}
 	if it.Status == ledger.ItemPending {
-		if m := n.sched.RunningOn(j.ID, item); m != "" {
+		if m := s.d.Scheduler.RunningOn(j.ID, item); m != "" {
 			return nil, api.Errorf(http.StatusNotFound, "item %d is running on machine %s; its output is kept when it ends", item, m)
 		}
 	}
-	if b, err := n.logs.Read(j.ID, item); err == nil {
+	if b, err := s.d.Logs.Read(j.ID, item); err == nil {
 		return b, nil
 	}
 	return nil, api.Errorf(http.StatusNotFound, "item %d has no output here yet (status: %s)", item, map[uint8]string{0: "pending", 1: "done", 2: "failed"}[it.Status])
@@ -65,7 +66,7 @@ const remoteLogTimeout = 30 * time.Second
 
 // remoteLog fetches an item's output from the machine that ran it, where it
 // is kept (p2p.LogsProtocol).
-func (n *Node) remoteLog(ctx context.Context, job string, item int64, machine string) ([]byte, error) {
+func (s *Service) remoteLog(ctx context.Context, job string, item int64, machine string) ([]byte, error) {
 	pid, err := peer.Decode(machine)
 	if err != nil {
 		return nil, api.Errorf(http.StatusNotFound, "item %d ran on machine %s, whose ID is not valid", item, machine)
@@ -73,8 +74,8 @@ func (n *Node) remoteLog(ctx context.Context, job string, item int64, machine st
 	ctx, cancel := context.WithTimeout(ctx, remoteLogTimeout)
 	defer cancel()
 	fetch := func() ([]byte, error) {
-		n.ensureConnected(ctx, pid)
-		return p2p.FetchLog(ctx, n.host.LibP2P(), pid, p2p.LogsRequest{Org: n.orgID(), Job: job, Item: item}, runtime.LogCap)
+		s.d.Peers.EnsureConnected(ctx, pid)
+		return p2p.FetchLog(ctx, s.d.Host.LibP2P(), pid, p2p.LogsRequest{Org: s.orgID(), Job: job, Item: item}, runtime.LogCap)
 	}
 	out, err := fetch()
 	if err != nil && !errors.Is(err, p2p.ErrNoLog) && ctx.Err() == nil {
@@ -92,18 +93,26 @@ func (n *Node) remoteLog(ctx context.Context, job string, item int64, machine st
 	}
 }
 
-// logSource serves this machine's item outputs to the org's machines
+// LogSource serves this machine's item outputs to the org's machines
 // (p2p.LogsProtocol): to the machines of the job's submitter and of admins.
-type logSource Node
+// It needs only the replica and the logs store, so package node serves it
+// before the service is built.
+type LogSource struct {
+	Ledger Ledger
+	Logs   Logs
+}
 
-func (s *logSource) LogsOrg() string { return (*Node)(s).orgID() }
+var _ p2p.LogSource = LogSource{}
+
+// LogsOrg is the org the node belongs to ("" before it has one).
+func (s LogSource) LogsOrg() string { return s.Ledger.Org() }
 
 // MaySee lets machine p have the output of job's items when p is an
 // approved machine of the org whose person may see the job (its submitter,
 // an admin or the owner).
-func (s *logSource) MaySee(p peer.ID, job string) error {
+func (s LogSource) MaySee(p peer.ID, job string) error {
 	var err error
-	(*Node)(s).snapshot(func(st *ledger.State) { err = maySee(st, p.String(), job) })
+	s.Ledger.View(func(st *ledger.State) { err = maySee(st, p.String(), job) })
 	return err
 }
 
@@ -125,10 +134,9 @@ func maySee(st *ledger.State, machine, job string) error {
 // OpenLog opens the output of an item of a job of the ledger: the job must
 // be known here (which also keeps the name from reaching outside the logs
 // directory) and the item in its range.
-func (s *logSource) OpenLog(job string, item int64) (io.ReadCloser, int64, error) {
-	n := (*Node)(s)
+func (s LogSource) OpenLog(job string, item int64) (io.ReadCloser, int64, error) {
 	var spec *ledger.JobSpec
-	n.snapshot(func(st *ledger.State) {
+	s.Ledger.View(func(st *ledger.State) {
 		if j := st.Jobs[job]; j != nil {
 			sp := j.Spec
 			spec = &sp
@@ -140,7 +148,7 @@ func (s *logSource) OpenLog(job string, item int64) (io.ReadCloser, int64, error
 	if err := itemInRange(*spec, item); err != nil {
 		return nil, 0, err
 	}
-	r, size, err := n.logs.Open(job, item)
+	r, size, err := s.Logs.Open(job, item)
 	if errors.Is(err, logs.ErrNoLog) {
 		return nil, 0, fmt.Errorf("%w: item %d of job %s", p2p.ErrNoLog, item, job)
 	}
