@@ -151,7 +151,7 @@ func (n *Node) AddDataset(ctx context.Context, req api.DatasetAdd) (api.DatasetI
 	// new blocks, which no dataset of the ledger reaches before it.
 	n.ds.adding.RLock()
 	defer n.ds.adding.RUnlock()
-	pin := &store.Pin{ID: newPinID(), At: time.Now()}
+	pin := &store.Pin{ID: newPinID(), At: n.now()}
 	res, err := dataset.Import(ctx, n.ds.blocks, path, pin, func(d int64) {
 		if done != nil {
 			done.Store(d)
@@ -317,7 +317,7 @@ func (n *Node) collectDatasets(ctx context.Context) error {
 	// goes when it is older, or when datasets reach all its blocks.
 	done := map[string]bool{} // pins to remove
 	pinned := map[cid.Cid]bool{}
-	now := time.Now()
+	now := n.now()
 	if err := n.store.ForEachDataPin(func(p store.Pin, c cid.Cid) error {
 		old := now.Sub(p.At) > importPinTTL
 		if _, seen := done[p.ID]; !seen {

@@ -80,7 +80,7 @@ func (n *Node) allowBlock(p peer.ID, c cid.Cid) bool {
 	if person == "" {
 		return false
 	}
-	names := n.ds.xch.acl.lookup(n.ctx, n.ds.blocks, key, ds, c)
+	names := n.ds.xch.acl.lookup(n.ctx, n.now(), n.ds.blocks, key, ds, c)
 	ok := false
 	n.snapshot(func(st *ledger.State) {
 		for _, name := range names {
@@ -93,15 +93,15 @@ func (n *Node) allowBlock(p peer.ID, c cid.Cid) bool {
 	return ok
 }
 
-func (a *blockACL) lookup(ctx context.Context, bs *dataset.Blockstore, key string, ds []*ledger.Dataset, c cid.Cid) []string {
+func (a *blockACL) lookup(ctx context.Context, now time.Time, bs *dataset.Blockstore, key string, ds []*ledger.Dataset, c cid.Cid) []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	names, ok := a.of[c]
-	stale := a.key != key || (!ok && a.partial && time.Since(a.built) > time.Second)
+	stale := a.key != key || (!ok && a.partial && now.Sub(a.built) > time.Second)
 	if !stale {
 		return names
 	}
-	a.of, a.key, a.partial, a.built = map[cid.Cid][]string{}, key, false, time.Now()
+	a.of, a.key, a.partial, a.built = map[cid.Cid][]string{}, key, false, now
 	for _, d := range ds {
 		root, err := cid.Decode(d.CID)
 		if err != nil {

@@ -95,9 +95,9 @@ func (n *Node) startFetch(m ledger.DatasetMount) <-chan struct{} {
 	if f != nil {
 		select {
 		case <-f.done:
-			if time.Since(f.ended) < fetchRetry {
+			if n.now().Sub(f.ended) < fetchRetry {
 				t := make(chan struct{})
-				time.AfterFunc(fetchRetry-time.Since(f.ended), func() { close(t) })
+				time.AfterFunc(fetchRetry-n.now().Sub(f.ended), func() { close(t) })
 				return t
 			}
 		default:
@@ -130,7 +130,7 @@ func (n *Node) startFetch(m ledger.DatasetMount) <-chan struct{} {
 			n.log.Warn("dataset fetch for a job failed", "dataset", m.Name, "cid", m.CID, "err", err)
 		}
 		f.mu.Lock()
-		f.err, f.ended = err, time.Now()
+		f.err, f.ended = err, n.now()
 		f.mu.Unlock()
 		close(f.done)
 		n.kickScheduler()
