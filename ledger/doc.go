@@ -113,14 +113,7 @@
 //     the item fails; the job is done when every item is done, failed when
 //     every item is finished and one failed. Removing a member removes its
 //     machines and cancels its active jobs.
-//   - Snapshots: Log.Snapshot (State.Freeze) is the State frozen; nothing
-//     changes it afterwards, so it is read on other goroutines without a
-//     lock while the Log folds on. The State is copy-on-write by object
-//     (snapshot.go). TestSnapshotsImmutable folds random ledgers of every
-//     kind in batches while earlier snapshots are read concurrently and
-//     compared with a deep copy made when they were published (-race).
 //
 // Nothing here reads a clock, does IO (except ledger/store), or iterates a
-// map into an output order. A Log is not safe for concurrent use; its
-// snapshots are.
+// map into an output order. A Log is not safe for concurrent use.
 package ledger

@@ -77,12 +77,7 @@ var folds = map[string]kindFold{
 // Apply applies one entry to st, checking the author's authority against st.
 // An error means the entry has no effect (st is unchanged); the entry stays in
 // the DAG. Apply is pure: it reads no clock and no IO.
-//
-// st must not be a snapshot (State.Freeze): fold on a Fork of one.
 func Apply(st *State, e *Entry) error {
-	if st.frozen {
-		panic("ledger: Apply to a frozen State; Apply to its Fork")
-	}
 	if e.Time < 0 || e.Time > market.MaxTime {
 		// Every time the fold records may later have a duration added to
 		// it (a contract's end, a job's age): bounded here, no sum

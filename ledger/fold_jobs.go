@@ -140,7 +140,7 @@ func foldJobSubmit(st *State, e *Entry, author, person string) error {
 		mc = &v
 	}
 	st.Jobs[id] = &Job{ID: id, Submitter: person, Machine: author, Spec: p, Seq: st.JobSeq, Submitted: e.Time, State: JobActive,
-		Priority: p.Priority, MaxCPUs: mc, Items: make([]Item, n), Machines: map[string]bool{}, gen: st.gen}
+		Priority: p.Priority, MaxCPUs: mc, Items: make([]Item, n), Machines: map[string]bool{}}
 	return nil
 }
 
@@ -158,7 +158,6 @@ func foldJobModify(st *State, e *Entry, _, person string) error {
 	if err := ValidateJobModify(p); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	j = st.mutJob(p.Job)
 	if p.Priority != nil {
 		j.Priority = *p.Priority
 	}
@@ -182,7 +181,6 @@ func foldJobCancel(st *State, e *Entry, _, person string) error {
 	if j.State != JobActive {
 		return fmt.Errorf("%w: job %s is already %s", ErrMalformed, j.ID, j.State)
 	}
-	j = st.mutJob(p.Job)
 	j.State, j.Ended = JobCancelled, e.Time
 	return nil
 }
@@ -211,7 +209,6 @@ func foldJobResults(st *State, e *Entry, author, _ string) error {
 		}
 		p.Results[i] = normalizeResult(r)
 	}
-	j = st.mutJob(p.Job)
 	if j.State != JobActive {
 		// Late results of a finished or cancelled job count for nothing,
 		// but they were real runs.
@@ -223,7 +220,7 @@ func foldJobResults(st *State, e *Entry, author, _ string) error {
 	}
 	if !j.Machines[author] {
 		j.Machines[author] = true
-		st.mutMachine(author).TotalJobs++
+		m.TotalJobs++
 	}
 	for _, r := range p.Results {
 		it := &j.Items[uint64(r.Item)-uint64(j.Spec.RangeStart)]

@@ -29,13 +29,10 @@ func checkMachineName(s string) error {
 	return nil
 }
 
-// setStatus changes a machine's status and records it in its history. It
-// returns the machine as st now holds it (see mutMachine).
-func setStatus(st *State, m *Machine, status string, e *Entry, by string) *Machine {
-	m = st.mutMachine(m.ID)
+// setStatus changes a machine's status and records it in its history.
+func setStatus(m *Machine, status string, e *Entry, by string) {
 	m.Status = status
 	m.History = append(m.History, MachineEvent{Status: status, Time: e.Time, By: by, Entry: e.cid.String()})
-	return m
 }
 
 // foldMachineRegister: a machine joins with a capability (an org key or
@@ -123,18 +120,17 @@ func foldMachineRegister(st *State, e *Entry, author, _ string) error {
 	if m != nil && (m.Status == MachineApproved || m.Status == MachinePending) {
 		// Already here: a re-register only renames.
 		if p.Name != "" {
-			st.mutMachine(author).Name = p.Name
+			m.Name = p.Name
 		}
 		return nil
 	}
 	st.CapUses[capUseKey(c)]++
 	if m == nil {
-		m = &Machine{ID: author, gen: st.gen}
+		m = &Machine{ID: author}
 		st.Machines[author] = m
 	}
-	m = st.mutMachine(author)
 	m.Name, m.Owner, m.OwnerName, m.Role, m.Registered = name, person, personName, c.Role, e.Time
-	m = setStatus(st, m, MachinePending, e, person)
+	setStatus(m, MachinePending, e, person)
 	// A person who was removed (or left) comes back only through an admin.
 	if r := st.Revoked[person]; r != nil && r.NewRank == 0 && st.Members[person] == nil {
 		pending = true
@@ -151,7 +147,7 @@ func capUseKey(c Capability) string { return c.Kind + "/" + c.ID }
 // approve approves a machine and gives its person the role its capability
 // carried, unless they already have a higher one.
 func approve(st *State, m *Machine, e *Entry, by string) {
-	m = setStatus(st, m, MachineApproved, e, by)
+	setStatus(m, MachineApproved, e, by)
 	role := m.Role
 	if role == "" {
 		role = RoleMember
@@ -162,12 +158,11 @@ func approve(st *State, m *Machine, e *Entry, by string) {
 		if name == "" {
 			name = m.Name
 		}
-		st.Members[m.Owner] = &Member{ID: m.Owner, Name: name, Role: role, Grant: e.Key(), Joined: e.Time, gen: st.gen}
+		st.Members[m.Owner] = &Member{ID: m.Owner, Name: name, Role: role, Grant: e.Key(), Joined: e.Time}
 		delete(st.Revoked, m.Owner)
 		return
 	}
 	if RoleRank(role) > RoleRank(cur.Role) {
-		cur = st.mutMember(m.Owner)
 		cur.Role, cur.Grant = role, e.Key()
 	}
 }
@@ -189,7 +184,6 @@ func foldMachineUpdate(st *State, e *Entry, author, _ string) error {
 	if err := ValidateMachineFigures(p.Hardware, p.Limits); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	m = st.mutMachine(author)
 	if p.Name != "" {
 		m.Name = p.Name
 	}
@@ -245,7 +239,7 @@ func foldMachineReject(st *State, e *Entry, _, person string) error {
 	if err != nil {
 		return err
 	}
-	setStatus(st, m, MachineRejected, e, person)
+	setStatus(m, MachineRejected, e, person)
 	return nil
 }
 
@@ -266,7 +260,7 @@ func foldMachineRemove(st *State, e *Entry, author, person string) error {
 	if m.Status == MachineRemoved {
 		return fmt.Errorf("%w: machine %s already removed", ErrMalformed, m.ID)
 	}
-	setStatus(st, m, MachineRemoved, e, person)
+	setStatus(m, MachineRemoved, e, person)
 	endContracts(st, e, "its host machine was removed from the org", func(c *Contract) bool { return c.Offer.Machine == m.ID })
 	return nil
 }

@@ -30,7 +30,6 @@ func foldMemberRole(st *State, e *Entry, _, person string) error {
 	if m.Role == p.Role {
 		return nil
 	}
-	m = st.mutMember(p.Member)
 	old := RoleRank(m.Role)
 	if RoleRank(p.Role) < old {
 		a := st.Members[person]
@@ -71,16 +70,13 @@ func foldMemberRemove(st *State, e *Entry, _, person string) error {
 	st.Revoked[m.ID] = &Revocation{Entry: e.Key(), By: person, ByRank: RoleRank(a.Role), ByGrant: a.Grant,
 		Target: m.ID, TargetRank: RoleRank(m.Role), TargetGrant: m.Grant, NewRank: 0}
 	delete(st.Members, m.ID)
-	// Each changed object is replaced at its own key (see mutMachine):
-	// the order of the range decides nothing.
 	for _, mc := range st.Machines {
 		if mc.Owner == m.ID && mc.Status != MachineRemoved {
-			setStatus(st, mc, MachineRemoved, e, person)
+			setStatus(mc, MachineRemoved, e, person)
 		}
 	}
-	for id, j := range st.Jobs {
+	for _, j := range st.Jobs {
 		if j.Submitter == m.ID && j.State == JobActive {
-			j = st.mutJob(id)
 			j.State, j.Ended, j.Error = JobCancelled, e.Time, "its submitter is no longer a member"
 		}
 	}

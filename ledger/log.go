@@ -86,8 +86,7 @@ type Log struct {
 	lastRev  *node               // the revKind node that sorts last
 	void     map[*node]bool
 	st       *State
-	stFolded int    // st covers order[:stFolded]
-	snap     *State // st frozen (Snapshot), until the next fold
+	stFolded int // st covers order[:stFolded]
 	cps      []checkpoint
 
 	cpEvery, cpMax int
@@ -103,22 +102,9 @@ func newLog(cpEvery, cpMax int) *Log {
 		void: map[*node]bool{}, st: NewState(), cpEvery: cpEvery, cpMax: cpMax, cpInterval: cpEvery}
 }
 
-// State is the current folded state. Callers must not modify it; the next
-// fold changes it in place, or replaces it when a late entry causes a
-// re-fold. A reader on another goroutine takes a Snapshot instead.
+// State is the current folded state. Callers must not modify it; it is
+// replaced (not updated) when a late entry causes a re-fold.
 func (l *Log) State() *State { return l.st }
-
-// Snapshot is the current folded state, frozen (State.Freeze): nothing
-// changes it afterwards, so it may be read on any goroutine, without a
-// lock, while the Log folds on. It is made once per fold: the cost is a
-// copy of the State's top-level maps, and the fold then copies each object
-// before it first changes it.
-func (l *Log) Snapshot() *State {
-	if l.snap == nil {
-		l.snap = l.st.Freeze()
-	}
-	return l.snap
-}
 
 // Len is the number of entries in the DAG.
 func (l *Log) Len() int { return len(l.order) }
@@ -426,7 +412,6 @@ func (l *Log) foldFrom(pos int) {
 // foldRange applies order[from:] to st, taking checkpoints and recording each
 // node's verdict and revocation facts.
 func (l *Log) foldRange(from int) {
-	l.snap = nil
 	last := 0
 	if len(l.cps) > 0 {
 		last = l.cps[len(l.cps)-1].pos

@@ -215,83 +215,79 @@ func TestPropertyFiguresGenesis(t *testing.T) {
 }
 
 // TestPropertyFiguresOrgUpdate: org.update.
-func TestPropertyFiguresOrgUpdate(t *testing.T) { checkKind(t, genOrgUpdate) }
-
-func genOrgUpdate(rt *rapid.T, b *propBase) []step {
-	u := OrgUpdate{DefaultMaxCPUs: wildPtr(rt, "default_max_cpus", -1, 1<<20), MaxCPUsLimit: wildPtr(rt, "max_cpus_limit", 0, 1<<20),
-		MarketDeleteAfter: wildPtr(rt, "delete_after", 0, market.MaxDuration)}
-	return []step{{b.w.owner, KindOrgUpdate, b.at(rt), fixed(u)}}
+func TestPropertyFiguresOrgUpdate(t *testing.T) {
+	checkKind(t, func(rt *rapid.T, b *propBase) []step {
+		u := OrgUpdate{DefaultMaxCPUs: wildPtr(rt, "default_max_cpus", -1, 1<<20), MaxCPUsLimit: wildPtr(rt, "max_cpus_limit", 0, 1<<20),
+			MarketDeleteAfter: wildPtr(rt, "delete_after", 0, market.MaxDuration)}
+		return []step{{b.w.owner, KindOrgUpdate, b.at(rt), fixed(u)}}
+	})
 }
 
 // TestPropertyFiguresMachineRegister: machine.register (the capability's
 // uses and expiry, the witness's time).
 func TestPropertyFiguresMachineRegister(t *testing.T) {
 	joiners := []*actor{newActor(t, 70), newActor(t, 71), newActor(t, 72)}
-	checkKind(t, genMachineRegister(joiners))
-}
-
-func genMachineRegister(joiners []*actor) func(rt *rapid.T, b *propBase) []step {
-	return func(rt *rapid.T, b *propBase) []step {
+	checkKind(t, func(rt *rapid.T, b *propBase) []step {
 		j := joiners[rapid.IntRange(0, len(joiners)-1).Draw(rt, "joiner")]
 		c := b.w.owner.s.SignCapability(Capability{Org: b.w.org, Kind: CapInvite, ID: "inv", Role: RoleMember,
 			Uses: wild64(rt, "uses", 0, 3), Expires: wild64(rt, "expires", 0, market.MaxTime)})
 		wt := b.w.owner.s.SignWitness(c, j.id, wild64(rt, "witness_time", b.w.now, b.w.now+market.Hour))
 		return []step{{j, KindMachineReg, b.at(rt), fixed(MachineRegister{Cap: c, Witness: &wt})}}
-	}
+	})
 }
 
 // TestPropertyFiguresMachineUpdate: machine.update (hardware and limits).
-func TestPropertyFiguresMachineUpdate(t *testing.T) { checkKind(t, genMachineUpdate) }
-
-func genMachineUpdate(rt *rapid.T, b *propBase) []step {
-	u := MachineUpdate{
-		Hardware: Hardware{CPUs: wild64(rt, "cpus", 0, 64), MemoryMB: wild64(rt, "mem", 0, 1<<20), DiskMB: wild64(rt, "disk", 0, 1<<20),
-			GPUs: []GPU{{Index: wild64(rt, "gpu_index", 0, 3), Name: "T4", MemoryMB: wild64(rt, "gpu_mem", 0, 1<<15)}}},
-		Limits: Limits{CPULimit: wild64(rt, "cpu_limit", 0, 100), MemoryLimit: wild64(rt, "mem_limit", 0, 1<<20), DiskLimit: wild64(rt, "disk_limit", 0, 1<<20),
-			MaxConcurrentJobs: wild64(rt, "slots", 0, 256), GPUs: []GPULimit{{Device: wild64(rt, "gpu_device", 0, 3), MemoryMB: wild64(rt, "gpu_limit_mem", 0, 1<<15)}}},
-	}
-	a := rapid.SampledFrom([]*actor{b.w.owner, b.w.alice}).Draw(rt, "machine")
-	return []step{{a, KindMachineUpdate, b.at(rt), fixed(u)}}
+func TestPropertyFiguresMachineUpdate(t *testing.T) {
+	checkKind(t, func(rt *rapid.T, b *propBase) []step {
+		u := MachineUpdate{
+			Hardware: Hardware{CPUs: wild64(rt, "cpus", 0, 64), MemoryMB: wild64(rt, "mem", 0, 1<<20), DiskMB: wild64(rt, "disk", 0, 1<<20),
+				GPUs: []GPU{{Index: wild64(rt, "gpu_index", 0, 3), Name: "T4", MemoryMB: wild64(rt, "gpu_mem", 0, 1<<15)}}},
+			Limits: Limits{CPULimit: wild64(rt, "cpu_limit", 0, 100), MemoryLimit: wild64(rt, "mem_limit", 0, 1<<20), DiskLimit: wild64(rt, "disk_limit", 0, 1<<20),
+				MaxConcurrentJobs: wild64(rt, "slots", 0, 256), GPUs: []GPULimit{{Device: wild64(rt, "gpu_device", 0, 3), MemoryMB: wild64(rt, "gpu_limit_mem", 0, 1<<15)}}},
+		}
+		a := rapid.SampledFrom([]*actor{b.w.owner, b.w.alice}).Draw(rt, "machine")
+		return []step{{a, KindMachineUpdate, b.at(rt), fixed(u)}}
+	})
 }
 
 // TestPropertyFiguresJobSubmit: job.submit.
-func TestPropertyFiguresJobSubmit(t *testing.T) { checkKind(t, genJobSubmit) }
-
-func genJobSubmit(rt *rapid.T, b *propBase) []step {
-	s := JobSpec{Driver: "exec", Cmd: []string{"true"}, Cores: wild64(rt, "cores", 0, 4000), MemoryMB: wild64(rt, "mem", 0, 1<<14),
-		GPUs: wild64(rt, "gpus", 0, 4), RangeStart: wild64(rt, "start", 0, 10), RangeEnd: wild64(rt, "end", 0, 20),
-		Priority: wild64(rt, "priority", 1, 9999), CPUs: wild64(rt, "cpus", 1, 8), MaxCPUs: wildPtr(rt, "max_cpus", -1, 8),
-		Retries: wild64(rt, "retries", 0, 3), Nonce: []byte{byte(rapid.IntRange(0, 255).Draw(rt, "nonce"))}}
-	return []step{{b.w.alice, KindJobSubmit, b.at(rt), fixed(s)}}
+func TestPropertyFiguresJobSubmit(t *testing.T) {
+	checkKind(t, func(rt *rapid.T, b *propBase) []step {
+		s := JobSpec{Driver: "exec", Cmd: []string{"true"}, Cores: wild64(rt, "cores", 0, 4000), MemoryMB: wild64(rt, "mem", 0, 1<<14),
+			GPUs: wild64(rt, "gpus", 0, 4), RangeStart: wild64(rt, "start", 0, 10), RangeEnd: wild64(rt, "end", 0, 20),
+			Priority: wild64(rt, "priority", 1, 9999), CPUs: wild64(rt, "cpus", 1, 8), MaxCPUs: wildPtr(rt, "max_cpus", -1, 8),
+			Retries: wild64(rt, "retries", 0, 3), Nonce: []byte{byte(rapid.IntRange(0, 255).Draw(rt, "nonce"))}}
+		return []step{{b.w.alice, KindJobSubmit, b.at(rt), fixed(s)}}
+	})
 }
 
 // TestPropertyFiguresJobModify: job.modify.
-func TestPropertyFiguresJobModify(t *testing.T) { checkKind(t, genJobModify) }
-
-func genJobModify(rt *rapid.T, b *propBase) []step {
-	m := JobModify{Job: b.job, MaxCPUs: wildPtr(rt, "max_cpus", -1, 8), Priority: wildPtr(rt, "priority", 1, 9999)}
-	return []step{{b.w.alice, KindJobModify, b.at(rt), fixed(m)}}
+func TestPropertyFiguresJobModify(t *testing.T) {
+	checkKind(t, func(rt *rapid.T, b *propBase) []step {
+		m := JobModify{Job: b.job, MaxCPUs: wildPtr(rt, "max_cpus", -1, 8), Priority: wildPtr(rt, "priority", 1, 9999)}
+		return []step{{b.w.alice, KindJobModify, b.at(rt), fixed(m)}}
+	})
 }
 
 // TestPropertyFiguresJobResults: job.results.
-func TestPropertyFiguresJobResults(t *testing.T) { checkKind(t, genJobResults) }
-
-func genJobResults(rt *rapid.T, b *propBase) []step {
-	var rs []ItemResult
-	for range rapid.IntRange(1, 3).Draw(rt, "results") {
-		rs = append(rs, ItemResult{Item: wild64(rt, "item", 1, 5), Code: wild64(rt, "code", -1, 2), DurationMS: wild64(rt, "duration", 0, market.Hour),
-			OutputSize: wild64(rt, "output", 0, 1<<20), Started: wild64(rt, "started", b.w.now, b.w.now+market.Hour), Stopped: rapid.Bool().Draw(rt, "stopped")})
-	}
-	return []step{{b.w.owner, KindJobResults, b.at(rt), fixed(JobResults{Job: b.job, Results: rs})}}
+func TestPropertyFiguresJobResults(t *testing.T) {
+	checkKind(t, func(rt *rapid.T, b *propBase) []step {
+		var rs []ItemResult
+		for range rapid.IntRange(1, 3).Draw(rt, "results") {
+			rs = append(rs, ItemResult{Item: wild64(rt, "item", 1, 5), Code: wild64(rt, "code", -1, 2), DurationMS: wild64(rt, "duration", 0, market.Hour),
+				OutputSize: wild64(rt, "output", 0, 1<<20), Started: wild64(rt, "started", b.w.now, b.w.now+market.Hour), Stopped: rapid.Bool().Draw(rt, "stopped")})
+		}
+		return []step{{b.w.owner, KindJobResults, b.at(rt), fixed(JobResults{Job: b.job, Results: rs})}}
+	})
 }
 
 // TestPropertyFiguresDatasetAdd: dataset.add.
-func TestPropertyFiguresDatasetAdd(t *testing.T) { checkKind(t, genDatasetAdd) }
-
-func genDatasetAdd(rt *rapid.T, b *propBase) []step {
-	d := DatasetAdd{Name: rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "name"), CID: emptyCID,
-		Size: wild64(rt, "size", 0, 1<<40), Blocks: wild64(rt, "blocks", 1, 1<<20), Access: AccessOrg}
-	return []step{{b.w.alice, KindDatasetAdd, b.at(rt), fixed(d)}}
+func TestPropertyFiguresDatasetAdd(t *testing.T) {
+	checkKind(t, func(rt *rapid.T, b *propBase) []step {
+		d := DatasetAdd{Name: rapid.SampledFrom([]string{"a", "b"}).Draw(rt, "name"), CID: emptyCID,
+			Size: wild64(rt, "size", 0, 1<<40), Blocks: wild64(rt, "blocks", 1, 1<<20), Access: AccessOrg}
+		return []step{{b.w.alice, KindDatasetAdd, b.at(rt), fixed(d)}}
+	})
 }
 
 // contractOf names the contract the chain's request made (the base's
@@ -308,68 +304,68 @@ func (b *propBase) contractOf(prev []*Entry) string {
 // TestPropertyFiguresContractRequest: contract.request (its offer's and
 // ask's figures), then the host's acceptance and extension and the
 // renter's stop and start, each at any time.
-func TestPropertyFiguresContractRequest(t *testing.T) { checkKind(t, genContractRequest) }
-
-func genContractRequest(rt *rapid.T, b *propBase) []step {
-	created := wild64(rt, "created", b.w.now-market.Hour, b.w.now)
-	o := market.Offer{CPUs: wild64(rt, "cpus", 1, 16), MemoryMB: wild64(rt, "mem", 1, 65536), DiskMB: wild64(rt, "disk", 0, 1<<20),
-		Price: wild64(rt, "price", 0, market.MaxPrice), DiskPrice: wild64(rt, "disk_price", 0, market.MaxPrice),
-		Created: created, Until: created + wild64(rt, "window", market.Hour, market.MaxDuration), MinDuration: wild64(rt, "min_duration", 0, market.Hour)}
-	if rapid.Bool().Draw(rt, "gpus") {
-		o.GPUs = []market.GPU{{Index: 1, Name: "RTX 4090", MemoryMB: 24576}}
-	}
-	so := b.w.owner.s.SignOffer(b.w.org, o)
-	ask := market.Ask{GPUs: wild64(rt, "ask_gpus", 0, 1), CPUs: wild64(rt, "ask_cpus", 0, 4), DiskMB: wild64(rt, "ask_disk", 0, 1024), Duration: wild64(rt, "ask_for", 0, market.Day)}
-	ref := func(prev []*Entry) any { return ContractRef{Contract: b.contractOf(prev)} }
-	return []step{
-		{b.w.bob, KindContractRequest, b.at(rt), fixed(ContractRequest{Offer: so, Ask: ask, Spec: ContractSpec{Image: "img"}})},
-		{b.w.owner, KindContractAccept, b.at(rt), ref},
-		{b.w.bob, KindContractStop, b.at(rt), ref},
-		{b.w.bob, KindContractStart, b.at(rt), ref},
-		{b.w.owner, KindContractExtend, b.at(rt), func(prev []*Entry) any {
-			return ContractExtend{Contract: b.contractOf(prev), Duration: wild64(rt, "by", 1, market.Day)}
-		}},
-	}
+func TestPropertyFiguresContractRequest(t *testing.T) {
+	checkKind(t, func(rt *rapid.T, b *propBase) []step {
+		created := wild64(rt, "created", b.w.now-market.Hour, b.w.now)
+		o := market.Offer{CPUs: wild64(rt, "cpus", 1, 16), MemoryMB: wild64(rt, "mem", 1, 65536), DiskMB: wild64(rt, "disk", 0, 1<<20),
+			Price: wild64(rt, "price", 0, market.MaxPrice), DiskPrice: wild64(rt, "disk_price", 0, market.MaxPrice),
+			Created: created, Until: created + wild64(rt, "window", market.Hour, market.MaxDuration), MinDuration: wild64(rt, "min_duration", 0, market.Hour)}
+		if rapid.Bool().Draw(rt, "gpus") {
+			o.GPUs = []market.GPU{{Index: 1, Name: "RTX 4090", MemoryMB: 24576}}
+		}
+		so := b.w.owner.s.SignOffer(b.w.org, o)
+		ask := market.Ask{GPUs: wild64(rt, "ask_gpus", 0, 1), CPUs: wild64(rt, "ask_cpus", 0, 4), DiskMB: wild64(rt, "ask_disk", 0, 1024), Duration: wild64(rt, "ask_for", 0, market.Day)}
+		ref := func(prev []*Entry) any { return ContractRef{Contract: b.contractOf(prev)} }
+		return []step{
+			{b.w.bob, KindContractRequest, b.at(rt), fixed(ContractRequest{Offer: so, Ask: ask, Spec: ContractSpec{Image: "img"}})},
+			{b.w.owner, KindContractAccept, b.at(rt), ref},
+			{b.w.bob, KindContractStop, b.at(rt), ref},
+			{b.w.bob, KindContractStart, b.at(rt), ref},
+			{b.w.owner, KindContractExtend, b.at(rt), func(prev []*Entry) any {
+				return ContractExtend{Contract: b.contractOf(prev), Duration: wild64(rt, "by", 1, market.Day)}
+			}},
+		}
+	})
 }
 
 // TestPropertyFiguresContractExtend: contract.extend of the running
 // contract, twice, by any amounts at any times.
-func TestPropertyFiguresContractExtend(t *testing.T) { checkKind(t, genContractExtend) }
-
-func genContractExtend(rt *rapid.T, b *propBase) []step {
-	var out []step
-	for i := range 2 {
-		d := wild64(rt, fmt.Sprintf("by%d", i), 1, market.MaxDuration)
-		out = append(out, step{b.w.owner, KindContractExtend, b.at(rt), fixed(ContractExtend{Contract: b.run, Duration: d})})
-	}
-	return out
+func TestPropertyFiguresContractExtend(t *testing.T) {
+	checkKind(t, func(rt *rapid.T, b *propBase) []step {
+		var out []step
+		for i := range 2 {
+			d := wild64(rt, fmt.Sprintf("by%d", i), 1, market.MaxDuration)
+			out = append(out, step{b.w.owner, KindContractExtend, b.at(rt), fixed(ContractExtend{Contract: b.run, Duration: d})})
+		}
+		return out
+	})
 }
 
 // TestPropertyFiguresContractTimes: the kinds whose only figure is their
 // time (contract.accept, reject, stop, start, rm; member.remove, which
 // ends a renter's contracts; org.delete, which ends them all), in any
 // order at any times.
-func TestPropertyFiguresContractTimes(t *testing.T) { checkKind(t, genContractTimes) }
-
-func genContractTimes(rt *rapid.T, b *propBase) []step {
-	req := step{b.w.bob, KindContractRequest, b.at(rt), fixed(ContractRequest{Offer: b.w.offer, Ask: market.Ask{GPUs: 1, Duration: wild64(rt, "ask_for", 0, market.Day)}, Spec: ContractSpec{Image: "img"}})}
-	out := []step{req}
-	ref := func(prev []*Entry) any { return ContractRef{Contract: b.contractOf(prev)} }
-	for range rapid.IntRange(1, 5).Draw(rt, "steps") {
-		s := rapid.SampledFrom([]step{
-			{b.w.owner, KindContractAccept, 0, ref},
-			{b.w.owner, KindContractReject, 0, func(prev []*Entry) any { return ContractReject{Contract: b.contractOf(prev), Reason: "no"} }},
-			{b.w.bob, KindContractStop, 0, ref},
-			{b.w.bob, KindContractStart, 0, ref},
-			{b.w.bob, KindContractRm, 0, ref},
-			{b.w.alice, KindContractStop, 0, fixed(ContractRef{Contract: b.run})},
-			{b.w.alice, KindContractRm, 0, fixed(ContractRef{Contract: b.run})},
-			{b.w.owner, KindMemberRemove, 0, fixed(MemberRef{Member: b.w.bob.id})},
-			{b.w.alice, KindMemberRemove, 0, fixed(MemberRef{Member: b.w.alice.id})},
-			{b.w.owner, KindOrgDelete, 0, fixed(OrgDelete{Name: "acme"})},
-		}).Draw(rt, "step")
-		s.at = b.at(rt)
-		out = append(out, s)
-	}
-	return out
+func TestPropertyFiguresContractTimes(t *testing.T) {
+	checkKind(t, func(rt *rapid.T, b *propBase) []step {
+		req := step{b.w.bob, KindContractRequest, b.at(rt), fixed(ContractRequest{Offer: b.w.offer, Ask: market.Ask{GPUs: 1, Duration: wild64(rt, "ask_for", 0, market.Day)}, Spec: ContractSpec{Image: "img"}})}
+		out := []step{req}
+		ref := func(prev []*Entry) any { return ContractRef{Contract: b.contractOf(prev)} }
+		for range rapid.IntRange(1, 5).Draw(rt, "steps") {
+			s := rapid.SampledFrom([]step{
+				{b.w.owner, KindContractAccept, 0, ref},
+				{b.w.owner, KindContractReject, 0, func(prev []*Entry) any { return ContractReject{Contract: b.contractOf(prev), Reason: "no"} }},
+				{b.w.bob, KindContractStop, 0, ref},
+				{b.w.bob, KindContractStart, 0, ref},
+				{b.w.bob, KindContractRm, 0, ref},
+				{b.w.alice, KindContractStop, 0, fixed(ContractRef{Contract: b.run})},
+				{b.w.alice, KindContractRm, 0, fixed(ContractRef{Contract: b.run})},
+				{b.w.owner, KindMemberRemove, 0, fixed(MemberRef{Member: b.w.bob.id})},
+				{b.w.alice, KindMemberRemove, 0, fixed(MemberRef{Member: b.w.alice.id})},
+				{b.w.owner, KindOrgDelete, 0, fixed(OrgDelete{Name: "acme"})},
+			}).Draw(rt, "step")
+			s.at = b.at(rt)
+			out = append(out, s)
+		}
+		return out
+	})
 }

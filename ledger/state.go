@@ -68,8 +68,6 @@ type Member struct {
 	Role   string   `cbor:"role"`
 	Grant  OrderKey `cbor:"grant"` // the entry that gave the current role
 	Joined int64    `cbor:"joined"`
-
-	gen uint64 // the State generation it belongs to (see State.Freeze)
 }
 
 // Machine is a machine as the ledger knows it.
@@ -90,8 +88,6 @@ type Machine struct {
 	OwnerName string `cbor:"owner_name"`
 	// History is every change of Status, oldest first.
 	History []MachineEvent `cbor:"history"`
-
-	gen uint64 // the State generation it belongs to (see State.Freeze)
 }
 
 // Item is one agenda item's progress.
@@ -128,8 +124,6 @@ type Job struct {
 	// ended).
 	Runs       RunList `cbor:"runs,omitempty"`
 	Duplicates int64   `cbor:"dups,omitempty"`
-
-	gen uint64 // the State generation it belongs to (see State.Freeze)
 }
 
 // RunList is an append-only list of runs kept in chunks that never move:
@@ -259,12 +253,6 @@ type State struct {
 	ContractSeq int64                `cbor:"contract_seq"`
 	// Datasets by name (nil until the first dataset.add).
 	Datasets map[string]*Dataset `cbor:"datasets,omitempty"`
-
-	// gen is the generation of the objects this State may change in
-	// place; frozen marks a published snapshot, which nothing changes
-	// (see Freeze).
-	gen    uint64
-	frozen bool
 }
 
 // NewState is the empty state before genesis.
@@ -291,21 +279,17 @@ func (s *State) Hash() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Clone deep-copies the state (for checkpoints): the copy shares nothing
-// it may change with s, and is not frozen.
+// Clone deep-copies the state (for checkpoints).
 func (s *State) Clone() *State {
 	c := *s
-	c.frozen = false
 	c.Members = make(map[string]*Member, len(s.Members))
 	for k, v := range s.Members {
 		m := *v
-		m.gen = c.gen
 		c.Members[k] = &m
 	}
 	c.Machines = make(map[string]*Machine, len(s.Machines))
 	for k, v := range s.Machines {
 		m := *v
-		m.gen = c.gen
 		m.History = append([]MachineEvent(nil), v.History...)
 		c.Machines[k] = &m
 	}
@@ -316,7 +300,6 @@ func (s *State) Clone() *State {
 	c.Jobs = make(map[string]*Job, len(s.Jobs))
 	for k, v := range s.Jobs {
 		j := *v
-		j.gen = c.gen
 		j.Items = append([]Item(nil), v.Items...)
 		j.Runs = v.Runs.clone()
 		j.Machines = make(map[string]bool, len(v.Machines))

@@ -57,10 +57,8 @@ func (n *Node) write(ctx context.Context, kind string, payload any) (*ledger.Ent
 	return n.rep.Write(ctx, kind, payload)
 }
 
-// snapshot runs fn with the State as of the last fold: an immutable
-// snapshot, read without any lock, so a slow fn delays no fold
-// (replica.Replica.State, docs/design.md §3.1). fn must not modify it.
-func (n *Node) snapshot(fn func(st *ledger.State)) { fn(n.rep.State()) }
+// snapshot runs fn with the state under the read lock.
+func (n *Node) snapshot(fn func(st *ledger.State)) { n.rep.View(fn) }
 
 // orgID is the org this node belongs to, or "".
 func (n *Node) orgID() string { return n.rep.Org() }

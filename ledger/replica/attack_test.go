@@ -130,8 +130,8 @@ func TestOrphanChainBounded(t *testing.T) {
 	}
 	// The chain's entries are valid: an honest peer's answer brings them.
 	for i := range chain {
-		if added := a.add([]*ledger.Entry{mustDecode(t, chain[i])}); len(added) != 1 {
-			t.Fatalf("entry %d of the chain was not added", i)
+		if _, err := a.lg.AddBatch([]*ledger.Entry{mustDecode(t, chain[i])}); err != nil {
+			t.Fatal(err)
 		}
 	}
 	honest = true

@@ -38,9 +38,6 @@
 //     never names a parent that is not yet durable (see takePushed).
 //   - Every input from a peer is decoded and verified (ledger.Decode) before
 //     it reaches the Log; what fails is dropped and counted.
-//   - Readers of the State hold no lock: after every fold the State is
-//     published as an immutable snapshot (State, View); the lock guards
-//     the Log and the fold alone.
 package replica
 
 import (
@@ -48,7 +45,6 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -127,11 +123,8 @@ type Replica struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // goroutines of the default Spawn
 
-	mu sync.RWMutex
-	lg *ledger.Log
-	// state is the State as of the last fold, frozen (ledger.Log.Snapshot):
-	// stored under mu after every fold, read without any lock (View).
-	state   atomic.Pointer[ledger.State]
+	mu      sync.RWMutex
+	lg      *ledger.Log
 	waiting map[string]*ledger.Entry // entries whose parents have not arrived
 	// waitBytes is the size of the waiting entries; waitPeak the most
 	// bytes they ever took (tests).
@@ -209,7 +202,6 @@ func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) 
 	}
 	r.mu.Lock()
 	r.addLocked(es)
-	r.publishLocked()
 	r.lastAdded = r.cfg.Now() // a node just started does not yet know who is online
 	r.mu.Unlock()
 	return r, nil
@@ -235,32 +227,27 @@ type Reader interface {
 	Entries() []*ledger.Entry
 }
 
-// State is the State as of the last fold: an immutable snapshot
-// (ledger.State.Freeze), read without a lock; later folds do not change
-// it. The caller must not modify it. It may keep it, but it holds the
-// objects of that moment in memory.
-func (r *Replica) State() *ledger.State { return r.state.Load() }
+// View runs fn with the current State under the read lock. fn must not
+// modify it, keep it, or call the Replica.
+func (r *Replica) View(fn func(st *ledger.State)) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	fn(r.lg.State())
+}
 
-// View runs fn with the current State (see State). It holds no lock: a
-// slow fn delays no fold, and fn may call the Replica. fn must not modify
-// the State.
-func (r *Replica) View(fn func(st *ledger.State)) { fn(r.State()) }
-
-// TryView is View; it always runs fn and reports true. It dates from when
-// View took the fold's read lock, for monitors that must not wait on a
-// fold.
+// TryView is View if the read lock is free now; it reports whether fn ran.
+// For monitors that must not wait on a fold.
 func (r *Replica) TryView(fn func(st *ledger.State)) bool {
-	r.View(fn)
+	if !r.mu.TryRLock() {
+		return false
+	}
+	defer r.mu.RUnlock()
+	fn(r.lg.State())
 	return true
 }
 
-// publishLocked publishes the Log's State after a fold (see State). r.mu
-// must be held for writing.
-func (r *Replica) publishLocked() { r.state.Store(r.lg.Snapshot()) }
-
 // ReadLog read-locks the Log and returns it with the function that unlocks
-// it. Until then the caller must not call the Replica, and the folds wait.
-// Prefer View, or State, for the State.
+// it. Until then the caller must not call the Replica. Prefer View.
 func (r *Replica) ReadLog() (Reader, func()) {
 	r.mu.RLock()
 	return r.lg, r.mu.RUnlock
@@ -303,7 +290,11 @@ func (r *Replica) Get(c cid.Cid) *ledger.Entry {
 }
 
 // StateHash is the hash of the current State.
-func (r *Replica) StateHash() string { return r.State().Hash() }
+func (r *Replica) StateHash() string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.lg.State().Hash()
+}
 
 // LastAdded is when an entry was last added, or the Replica opened.
 func (r *Replica) LastAdded() time.Time {
@@ -383,7 +374,6 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 			r.waitBytes -= len(e.Bytes())
 		}
 		errs, err := r.lg.AddBatch(batch)
-		r.publishLocked()
 		if err != nil {
 			r.log.Debug("ledger: some entries were not added", "err", err)
 		}
@@ -439,7 +429,6 @@ func (r *Replica) Write(ctx context.Context, kind string, payload any) (*ledger.
 	}
 	r.mu.Lock()
 	errs, err := r.lg.AddBatch([]*ledger.Entry{e})
-	r.publishLocked()
 	r.lastAdded = r.cfg.Now()
 	r.mu.Unlock()
 	if err != nil {
@@ -454,7 +443,7 @@ func (r *Replica) Write(ctx context.Context, kind string, payload any) (*ledger.
 // returns the fold's verdict; nothing is written.
 func (r *Replica) DryRun(kind string, payload any) error {
 	r.mu.RLock()
-	st := r.State().Fork() // the snapshot of this fold: the heads' State
+	st := r.lg.State().Clone()
 	heads, clock := r.parentsLocked()
 	org := r.lg.Org()
 	r.mu.RUnlock()
@@ -513,13 +502,17 @@ func (r *Replica) Import(es []*ledger.Entry) error {
 // IsMachine reports whether id is a registered machine of the org (pending
 // or approved): p2p.Membership.
 func (r *Replica) IsMachine(id peer.ID) bool {
-	mc := r.State().Machines[id.String()]
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	mc := r.lg.State().Machines[id.String()]
 	return mc != nil && (mc.Status == ledger.MachinePending || mc.Status == ledger.MachineApproved)
 }
 
 // IsApproved reports whether id is an approved machine: p2p.Membership.
 func (r *Replica) IsApproved(id peer.ID) bool {
-	mc := r.State().Machines[id.String()]
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	mc := r.lg.State().Machines[id.String()]
 	return mc != nil && mc.Status == ledger.MachineApproved
 }
 
