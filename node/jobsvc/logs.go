@@ -78,9 +78,14 @@ func (s *Service) remoteLog(ctx context.Context, job string, item int64, machine
 		return p2p.FetchLog(ctx, s.d.Host.LibP2P(), pid, p2p.LogsRequest{Org: s.orgID(), Job: job, Item: item}, runtime.LogCap)
 	}
 	out, err := fetch()
-	if err != nil && !errors.Is(err, p2p.ErrNoLog) && ctx.Err() == nil {
+	for try := 1; try <= 3 && err != nil && !errors.Is(err, p2p.ErrNoLog) && !errors.Is(err, p2p.ErrLogsRefused) && ctx.Err() == nil; try++ {
 		// The connection may have been reset under the stream (a machine
-		// let into a topic is reconnected): once more.
+		// let into a topic is reconnected), leaving the peerstore no
+		// address for a moment: again, a little later each time.
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(try) * 100 * time.Millisecond):
+		}
 		out, err = fetch()
 	}
 	switch {
