@@ -125,17 +125,8 @@ func (n *Node) person() string { return n.orgs.Person() }
 // personIn is n.person() read from st.
 func (n *Node) personIn(st *ledger.State) string { return n.orgs.PersonIn(st) }
 
-// whoAmI begins a refusal: who this machine acts for, and their role.
-func (n *Node) whoAmI(st *ledger.State) string { return n.orgs.WhoAmI(st) }
-
-// refuse is a 403 naming who asked and the rule.
-func (n *Node) refuse(rule string) error { return n.orgs.Refuse(rule) }
-
 // personName is st.PersonName(id).
 func personName(st *ledger.State, id string) string { return st.PersonName(id) }
-
-// personLabel is "NAME (ID)", or the ID alone when no name is known.
-func personLabel(st *ledger.State, id string) string { return orgsvc.PersonLabel(st, id) }
 
 // The org's API (api.Service) is the org service's.
 

@@ -14,9 +14,6 @@ var _ api.Service = (*Node)(nil)
 
 func errNoOrg() error { return api.NoOrg() }
 
-// refused turns a fold verdict into an API error.
-func refused(err error) error { return api.Refused(err) }
-
 func (n *Node) needOrg() error {
 	if n.orgID() == "" {
 		return errNoOrg()
