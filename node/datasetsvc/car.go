@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ipfs/go-cid"
-
 	"github.com/cshare/cshare/dataset"
 	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger"
@@ -76,14 +74,10 @@ func (s *Service) ExportDataset(ctx context.Context, ref string, req api.Dataset
 	if err != nil {
 		return api.DatasetInfo{}, err
 	}
-	info, d, err := s.Resolve(ref)
+	info, d, root, err := s.fetched(ctx, ref)
 	if err != nil {
 		return info, err
 	}
-	if err := s.fetchDataset(ctx, d, nil); err != nil {
-		return info, err
-	}
-	root, _ := cid.Decode(d.CID)
 	tmp := out + ".partial"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {

@@ -271,14 +271,10 @@ func (s *Service) GetDataset(ctx context.Context, ref string, req api.DatasetGet
 	if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
 		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "out", "out: the parent of %s is not a directory", text.Quote(out))
 	}
-	info, d, err := s.Resolve(ref)
+	info, d, root, err := s.fetched(ctx, ref)
 	if err != nil {
 		return info, err
 	}
-	if err := s.fetchDataset(ctx, d, nil); err != nil {
-		return info, err
-	}
-	root, _ := cid.Decode(d.CID)
 	// A write that fails removes what it made: a retry finds no --out.
 	if err := dataset.WriteOut(ctx, s.blocks, root, out); err != nil {
 		if errors.Is(err, dataset.ErrDAG) {
@@ -288,6 +284,20 @@ func (s *Service) GetDataset(ctx context.Context, ref string, req api.DatasetGet
 	}
 	info.Local = true
 	return info, nil
+}
+
+// fetched resolves ref to a dataset the asker may read and fetches the
+// blocks this machine lacks (get and export both write it out from here).
+func (s *Service) fetched(ctx context.Context, ref string) (api.DatasetInfo, *ledger.Dataset, cid.Cid, error) {
+	info, d, err := s.Resolve(ref)
+	if err != nil {
+		return info, nil, cid.Undef, err
+	}
+	if err := s.fetchDataset(ctx, d, nil); err != nil {
+		return info, nil, cid.Undef, err
+	}
+	root, _ := cid.Decode(d.CID)
+	return info, d, root, nil
 }
 
 // Collect deletes the dataset blocks no dataset of the ledger
