@@ -40,6 +40,14 @@ func checkAPIOptions(o Options) error {
 	return nil
 }
 
+// services are what serve the API's routes: the node itself (its status),
+// and its services.
+func (n *Node) services() api.Services {
+	return api.Services{Node: n, Org: n.orgs, Leave: n.orgs.Leaving(), Jobs: n.jobs, Market: n.market, Datasets: n.ds}
+}
+
+// serveAPI serves the services' routes, /metrics and the dashboard on
+// Options.API.
 func (n *Node) serveAPI() error {
 	tokBytes := make([]byte, 24)
 	if _, err := rand.Read(tokBytes); err != nil {
@@ -69,7 +77,7 @@ func (n *Node) serveAPI() error {
 		n.log.Warn("the API listens on a non-loopback address; anyone who can reach it and has the token controls this node", "addr", ln.Addr().String(), "tls", tlsConf != nil)
 	}
 	n.apiAddr = ln.Addr().String()
-	mux := api.Handler(n, n.token)
+	mux := api.Handler(n.services(), n.token)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
 	registerWeb(mux.ServeMux, n)
 	h := api.Guard(mux, api.GuardOptions{Token: n.token, Addr: n.apiAddr, TLS: tlsConf != nil, PublicMetrics: n.cfg.Metrics.Public})

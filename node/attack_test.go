@@ -90,7 +90,7 @@ func TestLeaseClaimsInSlotsItDoesNotHave(t *testing.T) {
 		if m.nodes[0].sched.Probe().LeaseHolder(j.ID, 1) != "" {
 			return ""
 		}
-		for _, s := range m.nodes[0].live.All() {
+		for _, s := range m.nodes[0].peers.All() {
 			if s.Heartbeat.Machine == lid && len(s.Heartbeat.Instances) == 5 {
 				return ""
 			}
@@ -139,7 +139,7 @@ func TestLeaseClaimsOutsideThePlan(t *testing.T) {
 	m.nodes[liar].publishMachineUpdate(context.Background()) // its new limits (a restart does not write them)
 	eventually(t, 30*time.Second, "the liar's memory limit in the ledger", func() string {
 		var mem int64 = -1
-		m.nodes[0].snapshot(func(st *ledger.State) {
+		m.nodes[0].rep.View(func(st *ledger.State) {
 			if mc := st.Machines[lid]; mc != nil {
 				mem = mc.Limits.MemoryLimit
 			}
@@ -152,7 +152,7 @@ func TestLeaseClaimsOutsideThePlan(t *testing.T) {
 	j := submit(t, m.nodes[0].Node, api.JobSubmit{Name: "lied-to", CPUs: 2, MaxCPUs: ptr(int64(-1)), MemoryMB: 256, RangeStart: ptr[int64](1), RangeEnd: ptr[int64](60), Priority: 5})
 	job.Store(&j.ID)
 	eventually(t, 30*time.Second, "the liar's claims seen", func() string {
-		for _, s := range m.nodes[0].live.All() {
+		for _, s := range m.nodes[0].peers.All() {
 			if s.Heartbeat.Machine == lid && len(s.Heartbeat.Instances) == 2 {
 				return ""
 			}

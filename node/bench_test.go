@@ -135,14 +135,14 @@ func BenchmarkInstanceStart(b *testing.B) {
 		d := &timedDriver{Driver: inner}
 		n := benchNode(b, d, "resources: {max_concurrent_jobs: 4}\nruntime: {exec: true}\n", "/ip4/127.0.0.1/tcp/0")
 		ctx := context.Background()
-		if _, err := n.CreateOrg(ctx, api.OrgCreate{Name: "bench"}); err != nil {
+		if _, err := n.orgs.CreateOrg(ctx, api.OrgCreate{Name: "bench"}); err != nil {
 			b.Fatal(err)
 		}
 		var lat []time.Duration
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			t0 := time.Now()
-			ji, err := n.SubmitJob(ctx, sub)
+			ji, err := n.jobs.SubmitJob(ctx, sub)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -153,7 +153,7 @@ func BenchmarkInstanceStart(b *testing.B) {
 				b.Fatal("instance did not start")
 			}
 			b.StopTimer()
-			if _, err := n.CancelJob(ctx, ji.ID); err != nil {
+			if _, err := n.jobs.CancelJob(ctx, ji.ID); err != nil {
 				b.Fatal(err)
 			}
 			waitIdle(b, n)
@@ -186,16 +186,16 @@ func BenchmarkRemoteStart(b *testing.B) {
 	fa, fb := runtime.NewFake(), &timedDriver{Driver: runtime.NewFake()}
 	a := benchNode(b, fa, "resources: {max_concurrent_jobs: 0}\n", "/ip4/127.0.0.1/tcp/0")
 	bn := benchNode(b, fb, "resources: {max_concurrent_jobs: 4}\n", "/ip4/127.0.0.1/tcp/0")
-	key, err := a.CreateOrg(ctx, api.OrgCreate{Name: "bench"})
+	key, err := a.orgs.CreateOrg(ctx, api.OrgCreate{Name: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := bn.Join(ctx, api.JoinRequest{OrgKey: key.Key}); err != nil {
+	if _, err := bn.orgs.Join(ctx, api.JoinRequest{OrgKey: key.Key}); err != nil {
 		b.Fatal(err)
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if _, err := a.MachineAction(ctx, bn.ID().String(), "approve"); err == nil {
+		if _, err := a.orgs.MachineAction(ctx, bn.ID().String(), "approve"); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -204,7 +204,7 @@ func BenchmarkRemoteStart(b *testing.B) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for {
-		if s := a.machineStatus(bn.ID().String(), time.Now()); s == StatusAvailable {
+		if s := a.peers.MachineStatus(bn.ID().String(), time.Now()); s == StatusAvailable {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -216,7 +216,7 @@ func BenchmarkRemoteStart(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
-		ji, err := a.SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"}, RangeStart: ptr[int64](1), RangeEnd: ptr[int64](1)})
+		ji, err := a.jobs.SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"}, RangeStart: ptr[int64](1), RangeEnd: ptr[int64](1)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -227,7 +227,7 @@ func BenchmarkRemoteStart(b *testing.B) {
 			b.Fatal("remote instance did not start")
 		}
 		b.StopTimer()
-		if _, err := a.CancelJob(ctx, ji.ID); err != nil {
+		if _, err := a.jobs.CancelJob(ctx, ji.ID); err != nil {
 			b.Fatal(err)
 		}
 		waitIdle(b, bn)
@@ -240,7 +240,7 @@ func BenchmarkRemoteStart(b *testing.B) {
 // waitIdle waits until the node runs no instance (outside the timed part).
 func waitIdle(b *testing.B, n *Node) {
 	deadline := time.Now().Add(30 * time.Second)
-	for n.runningJobs() > 0 {
+	for len(n.sched.View().Instances) > 0 {
 		if time.Now().After(deadline) {
 			b.Fatal("instances did not stop")
 		}
@@ -295,7 +295,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		// ends first, and the mesh settles: what is measured is one
 		// placement into an idle mesh.
 		if pm.lastJob != "" {
-			if _, err := ns[0].CancelJob(ctx, pm.lastJob); err != nil {
+			if _, err := ns[0].jobs.CancelJob(ctx, pm.lastJob); err != nil {
 				b.Fatal(err)
 			}
 			for _, n := range ns {
@@ -361,7 +361,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 		// Where a late pushed entry waited: GossipSub's validation and
 		// delivery of the job's announcement on each node, and lost or
 		// reopened pubsub streams.
-		ledgerTopic := p2p.TopicLedger(ns[0].orgID())
+		ledgerTopic := p2p.TopicLedger(ns[0].rep.Org())
 		byID := map[peer.ID]*Node{}
 		for _, n := range ns {
 			byID[n.host.ID()] = n
@@ -414,7 +414,7 @@ func BenchmarkPlacement100Nodes(b *testing.B) {
 				}
 			}()
 		}
-		ji, err := ns[0].SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"}, RangeStart: ptr[int64](1), RangeEnd: ptr[int64](int64(10 * width)),
+		ji, err := ns[0].jobs.SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"}, RangeStart: ptr[int64](1), RangeEnd: ptr[int64](int64(10 * width)),
 			CPUs: int64(width), MaxCPUs: ptr(int64(0))})
 		if err != nil {
 			b.Fatal(err)
@@ -598,15 +598,15 @@ func formPlacementMesh(nodes, slots int, listen string) (*placementMesh, error) 
 		pm.drivers, pm.nodes = append(pm.drivers, d), append(pm.nodes, n)
 	}
 	ns := pm.nodes
-	key, err := ns[0].CreateOrg(ctx, api.OrgCreate{Name: "bench"})
+	key, err := ns[0].orgs.CreateOrg(ctx, api.OrgCreate{Name: "bench"})
 	if err != nil {
 		return pm, err
 	}
-	if _, err := ns[0].SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"smartshare.max_cpus_limit": "100000"}}); err != nil {
+	if _, err := ns[0].orgs.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"smartshare.max_cpus_limit": "100000"}}); err != nil {
 		return pm, err
 	}
 	for _, n := range ns[1:] {
-		if _, err := n.Join(ctx, api.JoinRequest{OrgKey: key.Key}); err != nil {
+		if _, err := n.orgs.Join(ctx, api.JoinRequest{OrgKey: key.Key}); err != nil {
 			return pm, err
 		}
 	}
@@ -614,7 +614,7 @@ func formPlacementMesh(nodes, slots int, listen string) (*placementMesh, error) 
 	deadline := time.Now().Add(3 * time.Minute)
 	for _, n := range ns[1:] {
 		for {
-			_, err := ns[0].MachineAction(ctx, n.ID().String(), "approve")
+			_, err := ns[0].orgs.MachineAction(ctx, n.ID().String(), "approve")
 			if err == nil {
 				break
 			}
@@ -628,7 +628,7 @@ func formPlacementMesh(nodes, slots int, listen string) (*placementMesh, error) 
 		for {
 			online := 0
 			for _, m := range ns {
-				if s := n.machineStatus(m.ID().String(), time.Now()); s == StatusAvailable || s == StatusBusy {
+				if s := n.peers.MachineStatus(m.ID().String(), time.Now()); s == StatusAvailable || s == StatusBusy {
 					online++
 				}
 			}

@@ -35,8 +35,8 @@ func catchUpEntries() int {
 // merge now and then, as concurrent writers make them.
 func buildLedger(tb testing.TB, a *Node, total int) {
 	tb.Helper()
-	org := a.orgID()
-	key, err := a.OrgKey(context.Background(), false)
+	org := a.rep.Org()
+	key, err := a.orgs.OrgKey(context.Background(), false)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func BenchmarkCatchUp(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer a.Close()
-	key, err := a.CreateOrg(context.Background(), api.OrgCreate{Name: "bench"})
+	key, err := a.orgs.CreateOrg(context.Background(), api.OrgCreate{Name: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func BenchmarkCatchUp(b *testing.B) {
 		b.StartTimer()
 		start := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		_, err = nb.Join(ctx, api.JoinRequest{OrgKey: key.Key})
+		_, err = nb.orgs.Join(ctx, api.JoinRequest{OrgKey: key.Key})
 		cancel()
 		d := time.Since(start)
 		b.StopTimer()

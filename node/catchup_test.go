@@ -35,7 +35,7 @@ func TestCatchUpBeforeDispatch(t *testing.T) {
 	m.waitJobDone(30*time.Second, j.ID)
 	m.waitConverged(30 * time.Second)
 	eventually(t, 10*time.Second, "the restarted machine caught up", func() string {
-		if n.gate.closed.Load() {
+		if catching, _ := n.peers.CatchingUp(); catching {
 			return "still catching up"
 		}
 		return ""
@@ -47,28 +47,5 @@ func TestCatchUpBeforeDispatch(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(m.describeRuns(j.ID, 1))
-	}
-}
-
-// TestCatchUpVerdict: alone after two intervals without a peer; with peers
-// that do not answer, anyway after catchUpCap intervals.
-func TestCatchUpVerdict(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	iv := time.Second
-	for _, tc := range []struct {
-		after time.Duration
-		peers bool
-		want  string
-	}{
-		{0, false, ""},
-		{2*iv - time.Millisecond, false, ""},
-		{2 * iv, false, "alone"},
-		{2 * iv, true, ""},
-		{catchUpCap*iv - time.Millisecond, true, ""},
-		{catchUpCap * iv, true, "timeout"},
-	} {
-		if got := catchUpVerdict(t0, t0.Add(tc.after), iv, tc.peers); got != tc.want {
-			t.Errorf("after %v, peers %v: %q, want %q", tc.after, tc.peers, got, tc.want)
-		}
 	}
 }

@@ -32,21 +32,21 @@ func TestJoinWithRotatedKeyHoldsNothing(t *testing.T) {
 	ctx := ctxT(t)
 	n0, n1, old := m.nodes[0], m.nodes[1], m.nodes[2]
 	const secret = "closed-org-description-7f3a9c"
-	key, err := n0.CreateOrg(ctx, api.OrgCreate{Name: "acme", Description: secret})
+	key, err := n0.orgs.CreateOrg(ctx, api.OrgCreate{Name: "acme", Description: secret})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n1.Join(ctx, api.JoinRequest{OrgKey: key.Key}); err != nil {
+	if _, err := n1.orgs.Join(ctx, api.JoinRequest{OrgKey: key.Key}); err != nil {
 		t.Fatalf("join: %v", err)
 	}
 	m.approve(n0.Node, n1.ID().String())
-	if _, err := n0.OrgKey(ctx, true); err != nil {
+	if _, err := n0.orgs.OrgKey(ctx, true); err != nil {
 		t.Fatalf("rotate: %v", err)
 	}
 
-	_, err = old.Join(ctx, api.JoinRequest{OrgKey: key.Key})
+	_, err = old.orgs.Join(ctx, api.JoinRequest{OrgKey: key.Key})
 	oneLineErr(t, "join with a rotated key", err, http.StatusForbidden, "this org key was rotated", "cshare org key")
-	if org, k := old.orgID(), entryCount(old.Node); org != "" || k != 0 {
+	if org, k := old.rep.Org(), entryCount(old.Node); org != "" || k != 0 {
 		t.Fatalf("the refused joiner is in org %q with %d entries", org, k)
 	}
 	err = filepath.WalkDir(old.opts.DataDir, func(path string, d fs.DirEntry, err error) error {
@@ -73,11 +73,11 @@ func TestJoinWithRotatedKeyHoldsNothing(t *testing.T) {
 	})
 
 	// The current key, at once: admitted, pending as before.
-	now, err := n0.OrgKey(ctx, false)
+	now, err := n0.orgs.OrgKey(ctx, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := old.Join(ctx, api.JoinRequest{OrgKey: now.Key})
+	res, err := old.orgs.Join(ctx, api.JoinRequest{OrgKey: now.Key})
 	if err != nil || res.Status != ledger.MachinePending {
 		t.Fatalf("join with the current key: %+v, %v; want pending", res, err)
 	}
@@ -94,7 +94,7 @@ func TestStrangerGetsNothingFromNodes(t *testing.T) {
 	m := newMesh(t, meshConfig{n: 2, interval: 250 * time.Millisecond})
 	m.formOrg()
 	n0 := m.nodes[0]
-	org := n0.orgID()
+	org := n0.rep.Org()
 	ctx := ctxT(t)
 	stranger, _ := newRogue(t, m)
 	// It runs the org's topics, believing n0 a machine, to keep whatever
@@ -149,13 +149,13 @@ func TestRemovedWhileOfflineLearnsIt(t *testing.T) {
 	m.formOrg()
 	ctx := ctxT(t)
 	n0, n1 := m.nodes[0].Node, m.nodes[1].Node
-	org, idC := n0.orgID(), m.nodes[2].idStr
+	org, idC := n0.rep.Org(), m.nodes[2].idStr
 	m.stop(2)
-	if _, err := n0.MachineAction(ctx, idC, "remove"); err != nil {
+	if _, err := n0.orgs.MachineAction(ctx, idC, "remove"); err != nil {
 		t.Fatalf("remove: %v", err)
 	}
 	var removal string
-	n0.snapshot(func(st *ledger.State) {
+	n0.rep.View(func(st *ledger.State) {
 		h := st.Machines[idC].History
 		removal = h[len(h)-1].Entry
 	})
@@ -163,7 +163,7 @@ func TestRemovedWhileOfflineLearnsIt(t *testing.T) {
 	job := submit(t, n0, api.JobSubmit{Cmd: []string{"echo", secret}})
 	eventually(t, 20*time.Second, "n1 has the job", func() string {
 		has := false
-		n1.snapshot(func(st *ledger.State) { has = st.Jobs[job.ID] != nil })
+		n1.rep.View(func(st *ledger.State) { has = st.Jobs[job.ID] != nil })
 		if !has {
 			return "not yet"
 		}

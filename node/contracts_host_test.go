@@ -17,7 +17,7 @@ import (
 
 func contractState(t *testing.T, n *Node, id string) api.ContractInfo {
 	t.Helper()
-	c, err := n.Contract(ctxT(t), id)
+	c, err := n.market.Contract(ctxT(t), id)
 	if err != nil {
 		t.Fatalf("contract %s: %v", id, err)
 	}
@@ -38,7 +38,7 @@ func TestContractsOnTheHost(t *testing.T) {
 	var offer api.OfferInfo
 	eventually(t, 20*time.Second, "the host can offer its two GPUs", func() string {
 		var err error
-		offer, err = host.CreateOffer(ctxT(t), api.OfferCreate{Price: "2", ForMS: market.Day})
+		offer, err = host.market.CreateOffer(ctxT(t), api.OfferCreate{Price: "2", ForMS: market.Day})
 		if err != nil {
 			return err.Error()
 		}
@@ -50,7 +50,7 @@ func TestContractsOnTheHost(t *testing.T) {
 	var a, b api.ContractInfo
 	eventually(t, 20*time.Second, "the renter hears of the offer and rents both GPUs", func() string {
 		var err error
-		a, err = renter.CreateContract(ctxT(t), api.ContractCreate{Offer: offer.ID[:6], Image: "img", GPUs: 2, ForMS: market.Hour})
+		a, err = renter.market.CreateContract(ctxT(t), api.ContractCreate{Offer: offer.ID[:6], Image: "img", GPUs: 2, ForMS: market.Hour})
 		if err != nil {
 			return err.Error()
 		}
@@ -69,18 +69,18 @@ func TestContractsOnTheHost(t *testing.T) {
 		{api.ContractCreate{Offer: offer.ID, Image: "img", ForMS: -1}, 400, "for"},
 		{api.ContractCreate{Offer: offer.ID, Image: "img", Env: map[string]string{"1X": "y"}}, 400, "1X"},
 	} {
-		if _, err := renter.CreateContract(ctxT(t), bad.req); statusCode(err) != bad.code || !strings.Contains(err.Error(), bad.want) {
+		if _, err := renter.market.CreateContract(ctxT(t), bad.req); statusCode(err) != bad.code || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%+v: %v; want %d with %q", bad.req, err, bad.code, bad.want)
 		}
 	}
-	b, err := renter.CreateContract(ctxT(t), api.ContractCreate{Offer: offer.ID, Image: "img", GPUs: 1})
+	b, err := renter.market.CreateContract(ctxT(t), api.ContractCreate{Offer: offer.ID, Image: "img", GPUs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mn := range m.nodes {
 		eventually(t, 20*time.Second, mn.name+": the first runs, the second is rejected", func() string {
-			ca, err1 := mn.Contract(ctxT(t), a.ID)
-			cb, err2 := mn.Contract(ctxT(t), b.ID)
+			ca, err1 := mn.market.Contract(ctxT(t), a.ID)
+			cb, err2 := mn.market.Contract(ctxT(t), b.ID)
 			if err1 != nil || err2 != nil {
 				return fmt.Sprint(err1, err2)
 			}
@@ -103,21 +103,21 @@ func TestContractsOnTheHost(t *testing.T) {
 		}
 	}
 	eventually(t, 20*time.Second, "the instance runs on the host", instance(true))
-	if _, err := renter.ContractAction(ctxT(t), a.ID, api.ContractStop); err != nil {
+	if _, err := renter.market.ContractAction(ctxT(t), a.ID, api.ContractStop); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "the instance stopped", instance(false))
-	if _, err := host.ContractAction(ctxT(t), a.ID, api.ContractStart); statusCode(err) != 403 {
+	if _, err := host.market.ContractAction(ctxT(t), a.ID, api.ContractStart); statusCode(err) != 403 {
 		t.Fatalf("the host starts the renter's contract: %v", err)
 	}
 	eventually(t, 20*time.Second, "the renter's start reached the host", func() string {
-		if _, err := renter.ContractAction(ctxT(t), a.ID, api.ContractStart); err != nil {
+		if _, err := renter.market.ContractAction(ctxT(t), a.ID, api.ContractStart); err != nil {
 			return err.Error()
 		}
 		return ""
 	})
 	eventually(t, 20*time.Second, "the instance runs again", instance(true))
-	if _, err := renter.ExtendContract(ctxT(t), a.ID, api.ContractExtendRequest{ForMS: market.Hour}); statusCode(err) != 403 || !strings.Contains(err.Error(), "only the host") {
+	if _, err := renter.market.ExtendContract(ctxT(t), a.ID, api.ContractExtendRequest{ForMS: market.Hour}); statusCode(err) != 403 || !strings.Contains(err.Error(), "only the host") {
 		t.Fatalf("the renter extends: %v", err)
 	}
 	before := contractState(t, host.Node, a.ID).End
@@ -125,14 +125,14 @@ func TestContractsOnTheHost(t *testing.T) {
 	// door, naming for_ms, however large (the sum must not overflow).
 	for _, forMS := range []int64{math.MaxInt64, 1e18, market.MaxDuration} {
 		var se *api.StatusError
-		if _, err := host.ExtendContract(ctxT(t), a.ID, api.ContractExtendRequest{ForMS: forMS}); !errors.As(err, &se) || se.Code != 400 || se.Field != "for_ms" {
+		if _, err := host.market.ExtendContract(ctxT(t), a.ID, api.ContractExtendRequest{ForMS: forMS}); !errors.As(err, &se) || se.Code != 400 || se.Field != "for_ms" {
 			t.Fatalf("the host extends by %d ms: %v; want a 400 naming for_ms", forMS, err)
 		}
 	}
 	if got := contractState(t, host.Node, a.ID); got.End != before || got.State != market.StateRunning {
 		t.Fatalf("refused extensions changed the contract: %s until %s", got.State, got.End)
 	}
-	if c, err := host.ExtendContract(ctxT(t), a.ID, api.ContractExtendRequest{ForMS: market.Hour}); err != nil || c.End == before {
+	if c, err := host.market.ExtendContract(ctxT(t), a.ID, api.ContractExtendRequest{ForMS: market.Hour}); err != nil || c.End == before {
 		t.Fatalf("the host extends: %+v %v", c, err)
 	}
 
@@ -140,11 +140,11 @@ func TestContractsOnTheHost(t *testing.T) {
 	// one (of a contract the ledger does not know) takes GPU 0.
 	m.stop(0)
 	ctx := ctxT(t)
-	runs, _ := host.drv.ListContracts(ctx, renter.orgID(), host.drv.machine)
+	runs, _ := host.drv.ListContracts(ctx, renter.rep.Org(), host.drv.machine)
 	for _, r := range runs {
 		_ = host.drv.StopContract(ctx, r.ID, 0)
 	}
-	stray, err := host.drv.CreateContract(ctx, runtime.ContractSpec{Org: renter.orgID(), Machine: host.drv.machine, Contract: "cstray", Image: "img", GPUs: []string{"GPU-recorded-0"}})
+	stray, err := host.drv.CreateContract(ctx, runtime.ContractSpec{Org: renter.rep.Org(), Machine: host.drv.machine, Contract: "cstray", Image: "img", GPUs: []string{"GPU-recorded-0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,14 +156,14 @@ func TestContractsOnTheHost(t *testing.T) {
 	if _, _, ok := host.drv.ContractSpecOf("cstray"); ok {
 		t.Fatal("the stray instance was not removed")
 	}
-	if _, err := renter.ContractAction(ctxT(t), a.ID, api.ContractRm); err != nil {
+	if _, err := renter.market.ContractAction(ctxT(t), a.ID, api.ContractRm); err != nil {
 		t.Fatal(err)
 	}
 	// Usage at a given time is the same on both nodes once they agree.
 	at := time.Now().Add(time.Hour).UnixMilli()
 	eventually(t, 20*time.Second, "both nodes print the same usage", func() string {
-		u0, err0 := host.ContractUsage(ctxT(t), at)
-		u1, err1 := renter.ContractUsage(ctxT(t), at)
+		u0, err0 := host.market.ContractUsage(ctxT(t), at)
+		u1, err1 := renter.market.ContractUsage(ctxT(t), at)
 		if err0 != nil || err1 != nil || fmt.Sprint(u0) != fmt.Sprint(u1) || len(u0.Renters) != 1 || u0.Renters[0].Cost <= 0 || u0.Renters[0].Cost != u0.Hosts[0].Cost {
 			return fmt.Sprintf("%+v %v / %+v %v", u0, err0, u1, err1)
 		}
@@ -220,13 +220,13 @@ func TestContractVisibility(t *testing.T) {
 	var offer api.OfferInfo
 	eventually(t, 20*time.Second, "the host can offer", func() string {
 		var err error
-		offer, err = host.CreateOffer(ctx, api.OfferCreate{Price: "2", ForMS: market.Day})
+		offer, err = host.market.CreateOffer(ctx, api.OfferCreate{Price: "2", ForMS: market.Day})
 		return errText(err)
 	})
 	var c api.ContractInfo
 	eventually(t, 20*time.Second, "the renter rents", func() string {
 		var err error
-		c, err = renter.CreateContract(ctx, api.ContractCreate{Offer: offer.ID, Image: "img", GPUs: 1, ForMS: market.Hour,
+		c, err = renter.market.CreateContract(ctx, api.ContractCreate{Offer: offer.ID, Image: "img", GPUs: 1, ForMS: market.Hour,
 			Env: map[string]string{"API_SECRET": "s3cr3t-canary"}, Cmd: []string{"run", "cmd-canary"}, OnStart: "echo onstart-canary"})
 		return errText(err)
 	})
@@ -239,31 +239,31 @@ func TestContractVisibility(t *testing.T) {
 		return ""
 	})
 	for _, mn := range []*meshNode{host, renter} {
-		got, err := mn.Contract(ctx, c.ID)
+		got, err := mn.market.Contract(ctx, c.ID)
 		if err != nil || got.Env["API_SECRET"] != "s3cr3t-canary" {
 			t.Fatalf("%s: contract show: %+v, %v", mn.name, got, err)
 		}
-		if cs, err := mn.Contracts(ctx); err != nil || len(cs) != 1 {
+		if cs, err := mn.market.Contracts(ctx); err != nil || len(cs) != 1 {
 			t.Fatalf("%s: contract ls: %d, %v", mn.name, len(cs), err)
 		}
 	}
-	if cs, err := other.Contracts(ctx); err != nil || len(cs) != 0 {
+	if cs, err := other.market.Contracts(ctx); err != nil || len(cs) != 0 {
 		t.Fatalf("another member's contract ls: %+v, %v; want none", cs, err)
 	}
-	_, err := other.Contract(ctx, c.ID)
+	_, err := other.market.Contract(ctx, c.ID)
 	oneLine(t, "another member's contract show", err, http.StatusNotFound, "no such contract")
 	for _, a := range []string{api.ContractStop, api.ContractStart, api.ContractRm} {
-		_, err := other.ContractAction(ctx, c.ID, a)
+		_, err := other.market.ContractAction(ctx, c.ID, a)
 		oneLine(t, "another member's contract "+a, err, http.StatusNotFound, "no such contract")
 	}
-	_, err = other.ExtendContract(ctx, c.ID, api.ContractExtendRequest{ForMS: market.Hour})
+	_, err = other.market.ExtendContract(ctx, c.ID, api.ContractExtendRequest{ForMS: market.Hour})
 	oneLine(t, "another member's contract extend", err, http.StatusNotFound, "no such contract")
 	// Promoted to admin, the same member sees it.
-	if _, err := host.SetRole(ctx, other.Node.person(), ledger.RoleAdmin); err != nil {
+	if _, err := host.orgs.SetRole(ctx, other.Node.orgs.Person(), ledger.RoleAdmin); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "an admin sees the contract", func() string {
-		got, err := other.Contract(ctx, c.ID)
+		got, err := other.market.Contract(ctx, c.ID)
 		if err == nil && got.Env["API_SECRET"] != "s3cr3t-canary" {
 			return fmt.Sprintf("env %v", got.Env)
 		}
@@ -274,7 +274,7 @@ func TestContractVisibility(t *testing.T) {
 // contractAny is contract id as the state has it, whoever may see it.
 func (n *Node) contractAny(id string) (c ledger.Contract, err error) {
 	err = fmt.Errorf("no contract %s", id)
-	n.snapshot(func(st *ledger.State) {
+	n.rep.View(func(st *ledger.State) {
 		if x := st.Contracts[id]; x != nil {
 			c, err = *x, nil
 		}

@@ -58,79 +58,79 @@ func TestDatasetsMesh(t *testing.T) {
 		{api.DatasetAdd{Path: filepath.Join(src, "missing")}, http.StatusBadRequest},
 		{api.DatasetAdd{Path: src, Name: "bad\x1bname"}, http.StatusBadRequest},
 	} {
-		if _, err := n0.AddDataset(ctx, c.req); statusCode(err) != c.code {
+		if _, err := n0.ds.AddDataset(ctx, c.req); statusCode(err) != c.code {
 			t.Errorf("add %+v: %v, want %d", c.req, err, c.code)
 		}
 	}
 
-	d, err := n0.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
+	d, err := n0.ds.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n0.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"}); statusCode(err) != http.StatusConflict {
+	if _, err := n0.ds.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"}); statusCode(err) != http.StatusConflict {
 		t.Fatalf("taken name: %v", err)
 	}
-	priv, err := n0.AddDataset(ctx, api.DatasetAdd{Path: filepath.Join(src, "a.txt"), Name: "mine", Private: true})
+	priv, err := n0.ds.AddDataset(ctx, api.DatasetAdd{Path: filepath.Join(src, "a.txt"), Name: "mine", Private: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "n1 sees the datasets", func() string {
 		k := 0
-		n1.snapshot(func(st *ledger.State) { k = len(st.Datasets) })
+		n1.rep.View(func(st *ledger.State) { k = len(st.Datasets) })
 		if k != 2 {
 			return fmt.Sprintf("n1 knows %d datasets", k)
 		}
-		if ds, _ := n1.Datasets(ctx); len(ds) != 1 || ds[0].Name != "set" {
+		if ds, _ := n1.ds.Datasets(ctx); len(ds) != 1 || ds[0].Name != "set" {
 			return "n1 lists the wrong datasets"
 		}
 		return ""
 	})
-	if _, err := n1.Dataset(ctx, priv.CID); statusCode(err) != http.StatusNotFound {
+	if _, err := n1.ds.Dataset(ctx, priv.CID); statusCode(err) != http.StatusNotFound {
 		t.Fatalf("n1 reads the private dataset: %v", err)
 	}
-	if _, err := n1.GetDataset(ctx, "mine", api.DatasetGet{Out: filepath.Join(t.TempDir(), "x")}); statusCode(err) != http.StatusNotFound {
+	if _, err := n1.ds.GetDataset(ctx, "mine", api.DatasetGet{Out: filepath.Join(t.TempDir(), "x")}); statusCode(err) != http.StatusNotFound {
 		t.Fatalf("n1 gets the private dataset: %v", err)
 	}
-	if _, err := n1.RemoveDataset(ctx, "set"); statusCode(err) != http.StatusForbidden {
+	if _, err := n1.ds.RemoveDataset(ctx, "set"); statusCode(err) != http.StatusForbidden {
 		t.Fatalf("n1 removes n0's dataset: %v", err)
 	}
 	// Holders are the online machines that hold it (liveness is heartbeats:
 	// polled).
 	eventually(t, 30*time.Second, "n1 shows set held by n0", func() string {
-		show, err := n1.Dataset(ctx, d.CID)
+		show, err := n1.ds.Dataset(ctx, d.CID)
 		if err != nil || show.Local || len(show.Holders) != 1 || show.Holders[0] != n0.ID().String() {
 			return fmt.Sprintf("show on n1: %+v, %v; want held by n0 only", show, err)
 		}
 		return ""
 	})
 	out := filepath.Join(t.TempDir(), "out")
-	if _, err := n1.GetDataset(ctx, "set", api.DatasetGet{Out: out}); err != nil {
+	if _, err := n1.ds.GetDataset(ctx, "set", api.DatasetGet{Out: out}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(filepath.Join(out, "sub", "big.bin"))
 	if err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("fetched big.bin differs (%v)", err)
 	}
-	if ds, _ := n1.Datasets(ctx); len(ds) != 1 || !ds[0].Local {
+	if ds, _ := n1.ds.Datasets(ctx); len(ds) != 1 || !ds[0].Local {
 		t.Fatalf("n1 does not hold set after get: %+v", ds)
 	}
 	// A CAR written on n1 and imported on n2 is the same DAG.
 	car := filepath.Join(t.TempDir(), "set.car")
-	if _, err := n1.ExportDataset(ctx, "set", api.DatasetExport{Car: car}); err != nil {
+	if _, err := n1.ds.ExportDataset(ctx, "set", api.DatasetExport{Car: car}); err != nil {
 		t.Fatal(err)
 	}
 	n2 := m.nodes[2].Node
-	if _, err := n2.ImportDataset(ctx, api.DatasetImport{Path: car}); statusCode(err) != http.StatusConflict {
+	if _, err := n2.ds.ImportDataset(ctx, api.DatasetImport{Path: car}); statusCode(err) != http.StatusConflict {
 		t.Fatalf("import under a taken name: %v", err)
 	}
-	imp, err := n2.ImportDataset(ctx, api.DatasetImport{Path: car, Name: "set-copy"})
+	imp, err := n2.ds.ImportDataset(ctx, api.DatasetImport{Path: car, Name: "set-copy"})
 	if err != nil || imp.CID != d.CID || imp.Size != d.Size || imp.Blocks != d.Blocks {
 		t.Fatalf("import: %+v, %v; want the CID, size and blocks of %+v", imp, err, d)
 	}
-	if _, err := n2.RemoveDataset(ctx, "set-copy"); err != nil {
+	if _, err := n2.ds.RemoveDataset(ctx, "set-copy"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n0.RemoveDataset(ctx, "set"); err != nil {
+	if _, err := n0.ds.RemoveDataset(ctx, "set"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "n1 drops the blocks of set", func() string {
@@ -158,7 +158,7 @@ func TestDatasetJobMount(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(src, "x.txt"), []byte("payload"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d, err := n0.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
+	d, err := n0.ds.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestDatasetJobMount(t *testing.T) {
 		return ""
 	})
 	for _, bad := range []string{"set:data", "nope:/data", "set"} {
-		if _, err := n1.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, Datasets: []string{bad}}); statusCode(err)/100 != 4 {
+		if _, err := n1.jobs.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, Datasets: []string{bad}}); statusCode(err)/100 != 4 {
 			t.Errorf("--dataset %q: %v, want a 4xx", bad, err)
 		}
 	}
@@ -237,10 +237,10 @@ func TestDatasetAddInterruptedReusedAfterRestart(t *testing.T) {
 	if err := syscall.Mkfifo(pipe, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"}); statusCode(err) != http.StatusBadRequest {
+	if _, err := n.ds.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"}); statusCode(err) != http.StatusBadRequest {
 		t.Fatalf("add over a named pipe: %v, want 400", err)
 	}
-	n.snapshot(func(st *ledger.State) {
+	n.rep.View(func(st *ledger.State) {
 		if len(st.Datasets) != 0 {
 			t.Errorf("the interrupted add recorded %d datasets", len(st.Datasets))
 		}
@@ -282,7 +282,7 @@ func TestDatasetAddInterruptedReusedAfterRestart(t *testing.T) {
 	if err := os.Remove(pipe); err != nil {
 		t.Fatal(err)
 	}
-	d, err := n.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
+	d, err := n.ds.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,25 +321,25 @@ func TestDatasetFetchReasonOnOtherMachines(t *testing.T) {
 	if err := os.WriteFile(src, bytes.Repeat([]byte("x"), 3_000_000), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d, err := n0.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
+	d, err := n0.ds.AddDataset(ctx, api.DatasetAdd{Path: src, Name: "set"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	end := n1.ds.HoldFetch(d.CID, "set", d.Size, 6, 12)
-	js, err := n0.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, GPUs: 1, Datasets: []string{"set:/data"}})
+	js, err := n0.jobs.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, GPUs: 1, Datasets: []string{"set:/data"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	const want = "fetching dataset set (1.5 of 3.0 MB)"
 	eventually(t, 20*time.Second, "n0 shows n1's fetch", func() string {
-		if j, err := n0.Job(ctx, js.ID); err != nil || j.Reason != want {
+		if j, err := n0.jobs.Job(ctx, js.ID); err != nil || j.Reason != want {
 			return fmt.Sprintf("reason %q, %v; want %q", j.Reason, err, want)
 		}
 		return ""
 	})
 	end()
 	eventually(t, 20*time.Second, "the reason goes with the fetch", func() string {
-		if j, err := n0.Job(ctx, js.ID); err != nil || strings.HasPrefix(j.Reason, "fetching") {
+		if j, err := n0.jobs.Job(ctx, js.ID); err != nil || strings.HasPrefix(j.Reason, "fetching") {
 			return fmt.Sprintf("reason %q, %v", j.Reason, err)
 		}
 		return ""
@@ -361,7 +361,7 @@ func storeDAG(t *testing.T, n *Node, name string, nodes ...ipld.Node) string {
 	}
 	root := nodes[len(nodes)-1].Cid().String()
 	p := ledger.DatasetAdd{Name: name, CID: root, Size: 4, Blocks: int64(len(nodes)), Access: ledger.AccessOrg}
-	if _, err := n.write(ctxT(t), ledger.KindDatasetAdd, p); err != nil {
+	if _, err := n.rep.Write(ctxT(t), ledger.KindDatasetAdd, p); err != nil {
 		t.Fatal(err)
 	}
 	return root
@@ -404,7 +404,7 @@ func TestDatasetJobUnmountableFails(t *testing.T) {
 		rs, re := int64(1), int64(3)
 		j := submit(t, n, api.JobSubmit{Cmd: []string{"true"}, RangeStart: &rs, RangeEnd: &re, Datasets: []string{c.name + ":/data"}})
 		eventually(t, 60*time.Second, "job "+c.name+" fails", func() string {
-			ji, err := n.Job(ctx, j.ID)
+			ji, err := n.jobs.Job(ctx, j.ID)
 			if err != nil || ji.State != ledger.JobFailed {
 				return fmt.Sprintf("%s: %+v, %v", c.name, ji, err)
 			}
@@ -414,7 +414,7 @@ func TestDatasetJobUnmountableFails(t *testing.T) {
 			return ""
 		})
 		out := filepath.Join(t.TempDir(), "out")
-		_, err := n.GetDataset(ctx, c.name, api.DatasetGet{Out: out})
+		_, err := n.ds.GetDataset(ctx, c.name, api.DatasetGet{Out: out})
 		oneLine(t, "get "+c.name, err, http.StatusUnprocessableEntity, c.want)
 		if _, err := os.Lstat(out); !os.IsNotExist(err) {
 			t.Fatalf("a failed get left %s (%v)", out, err)
@@ -446,7 +446,7 @@ func TestDatasetImportRefusesPipesAndLies(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := n.ImportDataset(ctx, api.DatasetImport{Path: fifo})
+		_, err := n.ds.ImportDataset(ctx, api.DatasetImport{Path: fifo})
 		done <- err
 	}()
 	select {
@@ -458,7 +458,7 @@ func TestDatasetImportRefusesPipesAndLies(t *testing.T) {
 		}
 		t.Fatal("dataset import of a named pipe blocked")
 	}
-	_, err := n.ImportDataset(ctx, api.DatasetImport{Path: dir, Name: "d"})
+	_, err := n.ds.ImportDataset(ctx, api.DatasetImport{Path: dir, Name: "d"})
 	oneLine(t, "import of a directory", err, http.StatusBadRequest, "is a directory")
 
 	// A file node claiming 2^62 bytes over one 6-byte leaf, under "big".
@@ -491,9 +491,9 @@ func TestDatasetImportRefusesPipesAndLies(t *testing.T) {
 	if err := os.WriteFile(path, car.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = n.ImportDataset(ctx, api.DatasetImport{Path: path})
+	_, err = n.ds.ImportDataset(ctx, api.DatasetImport{Path: path})
 	oneLine(t, "import of a lying CAR", err, http.StatusBadRequest, `entry "big" has block`, "says its link 0 holds 4611686018427387904 bytes; it holds 6")
-	n.snapshot(func(st *ledger.State) {
+	n.rep.View(func(st *ledger.State) {
 		if len(st.Datasets) != 0 {
 			t.Errorf("refused imports recorded %d datasets", len(st.Datasets))
 		}
@@ -518,31 +518,31 @@ func TestDatasetPrivateNeverNamed(t *testing.T) {
 	if err := os.WriteFile(solo, []byte("solo bytes"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	guess, err := n0.AddDataset(ctx, api.DatasetAdd{Path: shared, Name: "guess"})
+	guess, err := n0.ds.AddDataset(ctx, api.DatasetAdd{Path: shared, Name: "guess"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n0.AddDataset(ctx, api.DatasetAdd{Path: shared, Name: "osecret", Private: true}); err != nil {
+	if _, err := n0.ds.AddDataset(ctx, api.DatasetAdd{Path: shared, Name: "osecret", Private: true}); err != nil {
 		t.Fatal(err)
 	}
-	priv, err := n0.AddDataset(ctx, api.DatasetAdd{Path: solo, Name: "hushhush", Private: true})
+	priv, err := n0.ds.AddDataset(ctx, api.DatasetAdd{Path: solo, Name: "hushhush", Private: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "n1 knows the datasets", func() string {
 		k := 0
-		n1.snapshot(func(st *ledger.State) { k = len(st.Datasets) })
+		n1.rep.View(func(st *ledger.State) { k = len(st.Datasets) })
 		if k != 3 {
 			return fmt.Sprintf("n1 knows %d datasets", k)
 		}
 		return ""
 	})
 	// The shared CID is guess's, for n1.
-	if d, err := n1.Dataset(ctx, guess.CID); err != nil || d.Name != "guess" {
+	if d, err := n1.ds.Dataset(ctx, guess.CID); err != nil || d.Name != "guess" {
 		t.Fatalf("n1's show of the shared CID: %+v, %v; want guess", d, err)
 	}
 	// The owner still sees both names for it.
-	if _, err := n0.Dataset(ctx, guess.CID); statusCode(err) != http.StatusConflict || !strings.Contains(err.Error(), "osecret") {
+	if _, err := n0.ds.Dataset(ctx, guess.CID); statusCode(err) != http.StatusConflict || !strings.Contains(err.Error(), "osecret") {
 		t.Fatalf("n0's show of the shared CID: %v; want a conflict naming both", err)
 	}
 	tmp := t.TempDir()
@@ -556,15 +556,15 @@ func TestDatasetPrivateNeverNamed(t *testing.T) {
 				}
 			}
 		}
-		_, err := n1.Dataset(ctx, ref)
+		_, err := n1.ds.Dataset(ctx, ref)
 		check("show", err)
-		_, err = n1.GetDataset(ctx, ref, api.DatasetGet{Out: filepath.Join(tmp, "get")})
+		_, err = n1.ds.GetDataset(ctx, ref, api.DatasetGet{Out: filepath.Join(tmp, "get")})
 		check("get", err)
-		_, err = n1.ExportDataset(ctx, ref, api.DatasetExport{Car: filepath.Join(tmp, "x.car")})
+		_, err = n1.ds.ExportDataset(ctx, ref, api.DatasetExport{Car: filepath.Join(tmp, "x.car")})
 		check("export", err)
-		_, err = n1.RemoveDataset(ctx, ref)
+		_, err = n1.ds.RemoveDataset(ctx, ref)
 		check("rm", err)
-		_, err = n1.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, Datasets: []string{ref + ":/data"}})
+		_, err = n1.jobs.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, Datasets: []string{ref + ":/data"}})
 		check("job submit --dataset", err)
 	}
 }

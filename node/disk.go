@@ -1,11 +1,13 @@
 package node
 
 import (
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cshare/cshare/internal/diskguard"
+	"github.com/cshare/cshare/node/logs"
 )
 
 // A full disk degrades the node; it does not kill it. The node keeps a
@@ -17,11 +19,15 @@ import (
 // in memory (s.results) and their output in disk.held, and are written
 // once there is room again: the guard's poll resumes by itself.
 
-// diskState is the node's side of its disk guard.
+// diskState is the node's side of its disk guard, as the scheduler uses
+// it (sched.Disk).
 type diskState struct {
 	g       *diskguard.Guard // nil: no guard (the node's store is not open yet)
-	flipped atomic.Bool      // the guard turned full or back: the scheduler tells the org (package sched)
-	refused atomic.Int64     // item starts refused for a full disk
+	logs    *logs.Store      // where item output goes when there is room
+	spawn   func(fn func())
+	log     *slog.Logger
+	flipped atomic.Bool  // the guard turned full or back: the scheduler tells the org (package sched)
+	refused atomic.Int64 // item starts refused for a full disk
 
 	mu   sync.Mutex
 	held []heldLog // item output waiting for room
@@ -42,63 +48,74 @@ func (n *Node) openDisk() error {
 	if err != nil {
 		return err
 	}
+	d := &n.disk
+	d.logs, d.spawn, d.log = n.logs, n.spawn, n.log
+	// OnChange may be called from inside a store write, under any of the
+	// node's locks, so it only signals.
 	g, err := diskguard.Open(n.opts.DataDir, diskguard.Options{Reserve: mb * diskguard.MiB, Ballast: mb * diskguard.MiB, Log: n.log,
-		OnChange: n.diskChanged})
+		OnChange: func() {
+			d.flipped.Store(true)
+			n.kickScheduler()
+		}})
 	if err != nil {
 		return err
 	}
-	n.disk.g = g
+	d.g = g
 	n.spawn(func() { g.Run(n.ctx, min(time.Second, n.interval)) })
 	return nil
 }
 
-// diskChanged is the guard's OnChange: it may be called from inside a
-// store write, under any of the node's locks, so it only signals.
-func (n *Node) diskChanged() {
-	n.disk.flipped.Store(true)
-	n.kickScheduler()
-}
+// Flipped reports, once, that the guard turned full or back.
+func (d *diskState) Flipped() bool { return d.flipped.Swap(false) }
 
-// mayStartItem reports whether an instance may take a new item: not while
+// MayStartItem reports whether an instance may take a new item: not while
 // the disk is full.
-func (n *Node) mayStartItem() bool {
-	if n.disk.g.Check(0) != nil {
-		n.disk.refused.Add(1)
+func (d *diskState) MayStartItem() bool {
+	if d.g.Check(0) != nil {
+		d.refused.Add(1)
 		return false
 	}
 	return true
 }
 
-// saveLog keeps an item's output (see logs.Store.Save), in memory while
+// SaveLog keeps an item's output (see logs.Store.Save), in memory while
 // the disk is full.
-func (n *Node) saveLog(job string, item int64, out []byte) {
-	if n.disk.g.Check(int64(len(out))) != nil {
-		n.disk.mu.Lock()
-		n.disk.held = append(n.disk.held, heldLog{job, item, out})
-		n.disk.mu.Unlock()
+func (d *diskState) SaveLog(job string, item int64, out []byte) {
+	if d.g.Check(int64(len(out))) != nil {
+		d.mu.Lock()
+		d.held = append(d.held, heldLog{job, item, out})
+		d.mu.Unlock()
 		return
 	}
-	_ = n.logs.Save(job, item, out)
+	_ = d.logs.Save(job, item, out)
 }
 
-// saveHeldLogs writes the output held while the disk was full, as long as
+// Resume writes the output held back while the disk was full, once there
+// is room.
+func (d *diskState) Resume() {
+	if !d.g.Full() {
+		d.spawn(d.saveHeld)
+	}
+}
+
+// saveHeld writes the output held while the disk was full, as long as
 // there is room.
-func (n *Node) saveHeldLogs() {
+func (d *diskState) saveHeld() {
 	for {
-		n.disk.mu.Lock()
-		if len(n.disk.held) == 0 {
-			n.disk.mu.Unlock()
+		d.mu.Lock()
+		if len(d.held) == 0 {
+			d.mu.Unlock()
 			return
 		}
-		h := n.disk.held[0]
-		if n.disk.g.Check(int64(len(h.out))) != nil {
-			n.disk.mu.Unlock()
+		h := d.held[0]
+		if d.g.Check(int64(len(h.out))) != nil {
+			d.mu.Unlock()
 			return
 		}
-		n.disk.held = n.disk.held[1:]
-		n.disk.mu.Unlock()
-		if err := n.logs.Save(h.job, h.item, h.out); err != nil {
-			n.log.Warn("could not keep an item's output", "job", h.job, "item", h.item, "err", err)
+		d.held = d.held[1:]
+		d.mu.Unlock()
+		if err := d.logs.Save(h.job, h.item, h.out); err != nil {
+			d.log.Warn("could not keep an item's output", "job", h.job, "item", h.item, "err", err)
 		}
 	}
 }

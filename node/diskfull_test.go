@@ -118,13 +118,13 @@ func TestDiskFullDegrades(t *testing.T) {
 	fillUp(t, filepath.Join(mnt, "filler"))
 	// The next submit (before the guard's poll has seen anything: this
 	// was the SIGBUS) is refused, with one line.
-	_, err := n1.SubmitJob(ctxT(t), api.JobSubmit{Name: "e", Cmd: []string{"true"}, CPUs: 1})
+	_, err := n1.jobs.SubmitJob(ctxT(t), api.JobSubmit{Name: "e", Cmd: []string{"true"}, CPUs: 1})
 	want := regexp.MustCompile(`^disk full: \d+ MiB free in ` + regexp.QuoteMeta(dirs[1]) + `, cshare keeps 8 MiB$`)
 	if err == nil || !want.MatchString(err.Error()) || statusCode(err) != http.StatusInsufficientStorage {
 		t.Fatalf("submit on a full disk: %v (status %d); want %s, 507", err, statusCode(err), want)
 	}
 	diskFull := func(n *Node) (bool, error) {
-		ms, err := n.Machines(ctxT(t))
+		ms, err := n.orgs.Machines(ctxT(t))
 		if err != nil {
 			return false, err
 		}
@@ -145,13 +145,13 @@ func TestDiskFullDegrades(t *testing.T) {
 	})
 
 	// Still refused; reads are served.
-	if _, err := n1.SubmitJob(ctxT(t), api.JobSubmit{Name: "e", Cmd: []string{"true"}, CPUs: 1}); err == nil || !want.MatchString(err.Error()) {
+	if _, err := n1.jobs.SubmitJob(ctxT(t), api.JobSubmit{Name: "e", Cmd: []string{"true"}, CPUs: 1}); err == nil || !want.MatchString(err.Error()) {
 		t.Fatalf("second submit on a full disk: %v; want %s", err, want)
 	}
-	if jobs, err := n1.Jobs(ctxT(t)); err != nil || len(jobs) != 1 {
+	if jobs, err := n1.jobs.Jobs(ctxT(t)); err != nil || len(jobs) != 1 {
 		t.Fatalf("jobs on a full disk: %d, %v", len(jobs), err)
 	}
-	if ji, err := n1.Job(ctxT(t), job.ID); err != nil || ji.ID != job.ID {
+	if ji, err := n1.jobs.Job(ctxT(t), job.ID); err != nil || ji.ID != job.ID {
 		t.Fatalf("job show on a full disk: %v", err)
 	}
 
@@ -241,7 +241,7 @@ func TestDiskFullDegrades(t *testing.T) {
 	}
 	// The output held while the disk was full was kept once it had room.
 	for i, item := range items {
-		out, err := n1.JobLogs(ctxT(t), job.ID, int64(item))
+		out, err := n1.jobs.JobLogs(ctxT(t), job.ID, int64(item))
 		if w := fmt.Sprintf("out of run %d\n", i); err != nil || !strings.HasSuffix(string(out), w) {
 			t.Fatalf("output of item %d: %q, %v; want it to end in %q", item, out, err, w)
 		}

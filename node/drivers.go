@@ -1,33 +1,38 @@
 package node
 
 import (
+	"context"
 	"path/filepath"
 	"strconv"
 
+	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/runtime"
 	"github.com/cshare/cshare/runtime/hw"
 )
 
-func (n *Node) initRuntime() error {
-	if n.opts.Driver != nil {
-		n.drivers = runtime.NewRegistry()
-		n.drivers.Add("docker", n.opts.Driver)
-		n.drivers.Add("exec", n.opts.Driver)
-		return nil
+// newDrivers is the runtime's driver registry: Options.Driver for both
+// names in tests, else docker and exec as node.yaml enables them.
+func newDrivers(ctx context.Context, opts Options, cfg config.File) *runtime.Registry {
+	if opts.Driver != nil {
+		r := runtime.NewRegistry()
+		r.Add("docker", opts.Driver)
+		r.Add("exec", opts.Driver)
+		return r
 	}
-	n.drivers = runtime.NewRegistryFor(n.ctx, runtime.Setup{Docker: n.cfg.Runtime.DockerEnabled(), Exec: n.cfg.Runtime.ExecEnabled(),
-		ExecDir: filepath.Join(n.opts.DataDir, "exec"), Log: n.log, RecordGPUs: n.cfg.Runtime.RecordGPUs > 0})
-	return nil
+	return runtime.NewRegistryFor(ctx, runtime.Setup{Docker: cfg.Runtime.DockerEnabled(), Exec: cfg.Runtime.ExecEnabled(),
+		ExecDir: filepath.Join(opts.DataDir, "exec"), Log: opts.Logger, RecordGPUs: cfg.Runtime.RecordGPUs > 0})
 }
 
 // registryAuth is this machine's node.yaml credentials for an image's
 // registry, or nil.
-func (n *Node) registryAuth(image string) *runtime.RegistryAuth {
-	r := n.cfg.RegistryFor(image)
-	if r == nil {
-		return nil
+func registryAuth(cfg config.File) func(image string) *runtime.RegistryAuth {
+	return func(image string) *runtime.RegistryAuth {
+		r := cfg.RegistryFor(image)
+		if r == nil {
+			return nil
+		}
+		return &runtime.RegistryAuth{Server: r.Server, Username: r.Username, Password: r.Password, Token: r.Token}
 	}
-	return &runtime.RegistryAuth{Server: r.Server, Username: r.Username, Password: r.Password, Token: r.Token}
 }
 
 // recordedGPUs adds the n GPUs node.yaml's runtime.record_gpus declares to

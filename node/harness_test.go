@@ -3,7 +3,7 @@ package node
 // The in-process mesh harness: N nodes in one test process on 127.0.0.1,
 // each with its own data dir, a short heartbeat interval, no GPUs and (for
 // job tests) the fake driver wrapped in a recorder. Tests call the
-// api.Service methods directly and poll with deadlines; they never sleep to
+// services' API methods directly and poll with deadlines; they never sleep to
 // synchronise.
 //
 // CSHARE_TEST_LOG=1 sends every node's log to stderr (debug level).
@@ -261,7 +261,7 @@ func (m *mesh) formOrg() string {
 	t.Helper()
 	ctx := ctxT(t)
 	n0 := m.nodes[0]
-	key, err := n0.CreateOrg(ctx, api.OrgCreate{Name: "acme"})
+	key, err := n0.orgs.CreateOrg(ctx, api.OrgCreate{Name: "acme"})
 	if err != nil {
 		t.Fatalf("create org: %v", err)
 	}
@@ -280,7 +280,7 @@ func (m *mesh) formOrg() string {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := mn.Join(ctx, api.JoinRequest{OrgKey: key.Key})
+			res, err := mn.orgs.Join(ctx, api.JoinRequest{OrgKey: key.Key})
 			if err == nil && res.Status != ledger.MachinePending {
 				err = fmt.Errorf("joined as %q, want pending", res.Status)
 			}
@@ -331,7 +331,7 @@ func (m *mesh) approve(admin *Node, id string) {
 		}
 		return ""
 	})
-	if _, err := admin.MachineAction(ctxT(t), id, "approve"); err != nil {
+	if _, err := admin.orgs.MachineAction(ctxT(t), id, "approve"); err != nil {
 		t.Fatalf("approve %s: %v", id, err)
 	}
 }
@@ -339,7 +339,7 @@ func (m *mesh) approve(admin *Node, id string) {
 // machineStatus is the ledger status of machine id as n sees it ("" if unknown).
 func machineStatus(n *Node, id string) string {
 	var s string
-	n.snapshot(func(st *ledger.State) {
+	n.rep.View(func(st *ledger.State) {
 		if m := st.Machines[id]; m != nil {
 			s = m.Status
 		}
@@ -349,7 +349,7 @@ func machineStatus(n *Node, id string) string {
 
 // liveStatus is machine id's status in n's `machine ls`.
 func liveStatus(t testing.TB, n *Node, id string) string {
-	ms, err := n.Machines(context.Background())
+	ms, err := n.orgs.Machines(context.Background())
 	if err != nil {
 		t.Fatalf("machines: %v", err)
 	}
@@ -365,7 +365,7 @@ func entryCount(n *Node) int { return n.rep.Len() }
 
 func stateHash(n *Node) string {
 	var h string
-	n.snapshot(func(st *ledger.State) { h = st.Hash() })
+	n.rep.View(func(st *ledger.State) { h = st.Hash() })
 	return h
 }
 
@@ -374,7 +374,7 @@ func (m *mesh) hashes() (map[string]int, string) {
 	count := map[string]int{}
 	var b strings.Builder
 	for _, mn := range m.live() {
-		o, err := mn.Org(context.Background())
+		o, err := mn.orgs.Org(context.Background())
 		if err != nil {
 			fmt.Fprintf(&b, "%s: %v; ", mn.name, err)
 			count["err"]++
@@ -453,7 +453,7 @@ func (n *Node) importEntries(es []*ledger.Entry) error {
 	if err := n.rep.Import(es); err != nil {
 		return err
 	}
-	n.announce(n.ctx)
+	n.rep.Announce(n.ctx)
 	return nil
 }
 
@@ -479,7 +479,7 @@ func jobItemsAny(n *Node, id string) ([]api.ItemInfo, error) {
 
 func jobOf(n *Node, id string) (*ledger.Job, error) {
 	var j *ledger.Job
-	n.snapshot(func(st *ledger.State) {
+	n.rep.View(func(st *ledger.State) {
 		if x := st.Jobs[id]; x != nil {
 			c := *x
 			j = &c

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cshare/cshare/ledger/store"
+	"github.com/cshare/cshare/node/peersvc"
 )
 
 // restartAll closes every node of the mesh, runs between (if not nil) and
@@ -164,7 +165,7 @@ func TestMeshMDNS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.SetMeta(peersMetaKey, []byte("{}")); err != nil {
+			if err := s.SetMeta(peersvc.BookKey, []byte("{}")); err != nil {
 				t.Fatal(err)
 			}
 			if err := s.Close(); err != nil {

@@ -34,7 +34,7 @@ func TestRunThatEndedBeforeItsStopCounts(t *testing.T) {
 	}
 
 	eventually(t, 30*time.Second, "the item done by its one run", func() string {
-		items, err := mn.JobItems(ctxT(t), j.ID)
+		items, err := mn.jobs.JobItems(ctxT(t), j.ID)
 		if err != nil {
 			return err.Error()
 		}

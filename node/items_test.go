@@ -33,10 +33,10 @@ func bigJob(t testing.TB, items, dup int64) (*Node, string) {
 	}
 	t.Cleanup(func() { _ = n.Close() })
 	ctx := ctxT(t)
-	if _, err := n.CreateOrg(ctx, api.OrgCreate{Name: "big"}); err != nil {
+	if _, err := n.orgs.CreateOrg(ctx, api.OrgCreate{Name: "big"}); err != nil {
 		t.Fatal(err)
 	}
-	e, err := n.write(ctx, ledger.KindJobSubmit, ledger.JobSpec{Driver: "docker", Image: "x", Cmd: []string{"true"}, GPUs: 1,
+	e, err := n.rep.Write(ctx, ledger.KindJobSubmit, ledger.JobSpec{Driver: "docker", Image: "x", Cmd: []string{"true"}, GPUs: 1,
 		RangeStart: 1, RangeEnd: items, Priority: 1, CPUs: 1, Nonce: []byte("big")})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func bigJob(t testing.TB, items, dup int64) (*Node, string) {
 		for i := from; i <= to; i++ {
 			rs.Results = append(rs.Results, ledger.ItemResult{Item: i, DurationMS: 1500, OutputSize: 42, Instance: "i-" + strconv.FormatInt(i%7, 10), Started: started + i})
 		}
-		if _, err := n.write(ctx, ledger.KindJobResults, rs); err != nil {
+		if _, err := n.rep.Write(ctx, ledger.KindJobResults, rs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -170,7 +170,7 @@ func TestJobItemsPages(t *testing.T) {
 		t.Errorf("after the last item: %d items", got)
 	}
 	// In this process, as before.
-	all, err := n.JobItems(ctxT(t), id)
+	all, err := n.jobs.JobItems(ctxT(t), id)
 	if err != nil || !reflect.DeepEqual(all, whole) {
 		t.Errorf("JobItems: %d items, %v", len(all), err)
 	}
@@ -215,7 +215,7 @@ func TestJobsPages(t *testing.T) {
 	n, _ := bigJob(t, 1, 0)
 	ctx := ctxT(t)
 	for i := range 6 {
-		if _, err := n.write(ctx, ledger.KindJobSubmit, ledger.JobSpec{Driver: "docker", Image: "x", Cmd: []string{"true"}, GPUs: 1,
+		if _, err := n.rep.Write(ctx, ledger.KindJobSubmit, ledger.JobSpec{Driver: "docker", Image: "x", Cmd: []string{"true"}, GPUs: 1,
 			RangeStart: 1, RangeEnd: 1, Priority: 1, CPUs: 1, Nonce: []byte{byte(i)}}); err != nil {
 			t.Fatal(err)
 		}
@@ -328,7 +328,7 @@ func TestJobItemsMemory(t *testing.T) {
 func BenchmarkJobItemsListing(b *testing.B) {
 	items := bigItems(b)
 	n, id := bigJob(b, items, 0)
-	h := api.Handler(n, n.token)
+	h := api.Handler(n.services(), n.token)
 	req := httptest.NewRequest(http.MethodGet, "/v1/jobs/"+id+"/items", nil)
 	req.Header.Set("Authorization", "Bearer "+n.token)
 	b.ReportAllocs()
@@ -383,7 +383,7 @@ func foldWhileListing(t *testing.T, n *Node, id string) {
 	wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer wcancel()
 	rs := ledger.JobResults{Job: id, Results: []ledger.ItemResult{{Item: 1, Code: 0, DurationMS: 1}}}
-	if _, err := n.write(wctx, ledger.KindJobResults, rs); err != nil {
+	if _, err := n.rep.Write(wctx, ledger.KindJobResults, rs); err != nil {
 		t.Fatalf("a write while a listing waits for its client: %v", err)
 	}
 }

@@ -119,7 +119,7 @@ func (m *mesh) checkDoneOnce(id string) map[int64]string {
 			}
 		}
 		var done int64
-		mn.snapshot(func(st *ledger.State) { done = st.Jobs[id].Done })
+		mn.rep.View(func(st *ledger.State) { done = st.Jobs[id].Done })
 		if done != int64(len(items)) {
 			m.t.Fatalf("%s: job %s counts %d done of %d", mn.name, id, done, len(items))
 		}
@@ -169,7 +169,7 @@ func submit(t testing.TB, n *Node, req api.JobSubmit) api.JobInfo {
 	if req.Cmd == nil {
 		req.Cmd = []string{"sleep", "1"}
 	}
-	ji, err := n.SubmitJob(ctxT(t), req)
+	ji, err := n.jobs.SubmitJob(ctxT(t), req)
 	if err != nil {
 		t.Fatalf("submit %+v: %v", req, err)
 	}
@@ -340,7 +340,7 @@ func TestMeshPreemption(t *testing.T) {
 
 	for _, policy := range []string{"aggressive", "passive"} {
 		t.Run(policy, func(t *testing.T) {
-			if _, err := n0.SetSettings(ctxT(t), api.SettingsRequest{Set: map[string]string{"smartshare.preempt_policy": policy}}); err != nil {
+			if _, err := n0.orgs.SetSettings(ctxT(t), api.SettingsRequest{Set: map[string]string{"smartshare.preempt_policy": policy}}); err != nil {
 				t.Fatal(err)
 			}
 			m.waitConverged(20 * time.Second)
@@ -392,7 +392,7 @@ func TestMeshPreemption(t *testing.T) {
 				}
 			}
 			for _, id := range []string{a.ID, b.ID} {
-				if _, err := n0.CancelJob(ctxT(t), id); err != nil {
+				if _, err := n0.jobs.CancelJob(ctxT(t), id); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -462,7 +462,7 @@ func TestJobAPI(t *testing.T) {
 		{api.JobSubmit{}, "cmd"},
 		{api.JobSubmit{Cmd: []string{""}}, "cmd"},
 	} {
-		_, err := n.SubmitJob(ctx, c.req)
+		_, err := n.jobs.SubmitJob(ctx, c.req)
 		if statusCode(err) != http.StatusBadRequest {
 			t.Errorf("submit %+v: got %v, want a 400", c.req, err)
 			continue
@@ -471,7 +471,7 @@ func TestJobAPI(t *testing.T) {
 			t.Errorf("submit %+v: error %q does not start with %q on one line", c.req, msg, c.field)
 		}
 	}
-	if jobs, _ := n.Jobs(ctx); len(jobs) != 0 {
+	if jobs, _ := n.jobs.Jobs(ctx); len(jobs) != 0 {
 		t.Fatalf("refused submissions left jobs: %+v", jobs)
 	}
 
@@ -486,7 +486,7 @@ func TestJobAPI(t *testing.T) {
 		{api.JobSubmit{Cmd: []string{"true"}, CoresMilli: jobspec.MaxCoresMilli}, "4096 cores per instance, above the largest machine's "},
 		{api.JobSubmit{Cmd: []string{"true"}, MemoryMB: 1 << 20}, "1 TiB memory per instance, above the largest machine's "},
 	} {
-		js, err := n.SubmitJob(ctx, c.req)
+		js, err := n.jobs.SubmitJob(ctx, c.req)
 		if err != nil {
 			t.Fatalf("submit %+v: %v; want it accepted with a warning", c.req, err)
 		}
@@ -494,19 +494,19 @@ func TestJobAPI(t *testing.T) {
 			t.Errorf("submit %+v: warnings %q; want one line with %q", c.req, js.Warnings, c.want)
 		}
 		eventually(t, 20*time.Second, "the reason names the resource", func() string {
-			j, err := n.Job(ctx, js.ID)
+			j, err := n.jobs.Job(ctx, js.ID)
 			if err != nil || !strings.HasPrefix(j.Reason, "requirements_not_met: ") || !strings.Contains(j.Reason, c.want) {
 				return fmt.Sprintf("reason %q, %v", j.Reason, err)
 			}
 			return ""
 		})
-		if _, err := n.CancelJob(ctx, js.ID); err != nil {
+		if _, err := n.jobs.CancelJob(ctx, js.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if js, err := n.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, CoresMilli: 500, MemoryMB: 64}); err != nil || len(js.Warnings) != 0 {
+	if js, err := n.jobs.SubmitJob(ctx, api.JobSubmit{Cmd: []string{"true"}, CoresMilli: 500, MemoryMB: 64}); err != nil || len(js.Warnings) != 0 {
 		t.Errorf("a job that fits: %v, warnings %q", err, js.Warnings)
-	} else if _, err := n.CancelJob(ctx, js.ID); err != nil {
+	} else if _, err := n.jobs.CancelJob(ctx, js.ID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -519,7 +519,7 @@ func TestJobAPI(t *testing.T) {
 		}
 		return ""
 	})
-	ji, err := n.ModifyJob(ctx, j.ID, api.JobModify{MaxCPUs: ptr(int64(3))})
+	ji, err := n.jobs.ModifyJob(ctx, j.ID, api.JobModify{MaxCPUs: ptr(int64(3))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,13 +534,13 @@ func TestJobAPI(t *testing.T) {
 		return ""
 	})
 	for _, bad := range []api.JobModify{{MaxCPUs: ptr(int64(-2))}, {Priority: ptr(int64(0))}, {Priority: ptr(int64(1e9))}, {}} {
-		if _, err := n.ModifyJob(ctx, j.ID, bad); statusCode(err) != http.StatusBadRequest {
+		if _, err := n.jobs.ModifyJob(ctx, j.ID, bad); statusCode(err) != http.StatusBadRequest {
 			t.Fatalf("modify %+v: %v, want a 400", bad, err)
 		}
 	}
 
 	// cancel: every instance stops, on every machine.
-	ji, err = m.nodes[0].CancelJob(ctx, j.ID)
+	ji, err = m.nodes[0].jobs.CancelJob(ctx, j.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -558,7 +558,7 @@ func TestJobAPI(t *testing.T) {
 		}
 		return ""
 	})
-	if _, err := n.CancelJob(ctx, j.ID); statusCode(err) != http.StatusConflict {
+	if _, err := n.jobs.CancelJob(ctx, j.ID); statusCode(err) != http.StatusConflict {
 		t.Fatalf("cancel twice: %v", err)
 	}
 }
@@ -569,7 +569,7 @@ func TestWriteWithManyHeads(t *testing.T) {
 	m := newMesh(t, meshConfig{n: 1})
 	n := m.nodes[0].Node
 	ctx := ctxT(t)
-	if _, err := n.CreateOrg(ctx, api.OrgCreate{Name: "heads"}); err != nil {
+	if _, err := n.orgs.CreateOrg(ctx, api.OrgCreate{Name: "heads"}); err != nil {
 		t.Fatal(err)
 	}
 	hs, clock := heads(n)
@@ -580,7 +580,7 @@ func TestWriteWithManyHeads(t *testing.T) {
 			t.Fatal(err)
 		}
 		s, _ := ledger.NewSigner(k)
-		e, err := s.Sign(n.orgID(), ledger.KindMachineUpdate, ledger.MachineUpdate{}, hs, clock, time.Now().UnixMilli())
+		e, err := s.Sign(n.rep.Org(), ledger.KindMachineUpdate, ledger.MachineUpdate{}, hs, clock, time.Now().UnixMilli())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -592,7 +592,7 @@ func TestWriteWithManyHeads(t *testing.T) {
 	if h, _ := n.rep.Heads(); len(h) <= ledger.MaxParents {
 		t.Fatalf("setup: %d heads", len(h))
 	}
-	if _, err := n.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"smartshare.mode": "none"}}); err != nil {
+	if _, err := n.orgs.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"smartshare.mode": "none"}}); err != nil {
 		t.Fatalf("write with %d heads: %v", 101, err)
 	}
 }
@@ -615,7 +615,7 @@ func TestSweepRemovesStrays(t *testing.T) {
 	})
 	ctx := ctxT(t)
 	spec := func(job string, item int) runtime.Spec {
-		return runtime.Spec{Org: mn.orgID(), Job: job, Machine: mn.ID().String(), Instance: fmt.Sprintf("%s-s9-%d", job, item),
+		return runtime.Spec{Org: mn.rep.Org(), Job: job, Machine: mn.ID().String(), Instance: fmt.Sprintf("%s-s9-%d", job, item),
 			Item: item, Cmd: []string{"true"}}
 	}
 	exited, err := mn.drv.Start(ctx, spec(j.ID, 7)) // an exited run of the active job, no instance's
@@ -630,7 +630,7 @@ func TestSweepRemovesStrays(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "strays removed", func() string {
-		runs, err := mn.drv.List(ctx, map[string]string{runtime.LabelOrg: mn.orgID()})
+		runs, err := mn.drv.List(ctx, map[string]string{runtime.LabelOrg: mn.rep.Org()})
 		if err != nil {
 			return err.Error()
 		}
@@ -671,7 +671,7 @@ func TestJobLogsFromAnyMachine(t *testing.T) {
 	fetched := false // an output was fetched from the other machine
 	for item, machine := range who {
 		ran := byID[machine]
-		here, err := ran.JobLogs(ctx, j.ID, item)
+		here, err := ran.jobs.JobLogs(ctx, j.ID, item)
 		if err != nil || len(here) == 0 {
 			t.Fatalf("%s ran item %d: logs %q, %v", ran.name, item, here, err)
 		}
@@ -683,7 +683,7 @@ func TestJobLogsFromAnyMachine(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := mn.JobLogs(ctx, j.ID, item)
+			got, err := mn.jobs.JobLogs(ctx, j.ID, item)
 			if err != nil || !bytes.Equal(got, here) {
 				t.Fatalf("%s: logs of item %d (ran on %s): %q, %v; want %q", mn.name, item, ran.name, got, err, here)
 			}
@@ -700,7 +700,7 @@ func TestJobLogsFromAnyMachine(t *testing.T) {
 	}
 	gone := m.nodes[ran].ID().String()
 	m.stop(ran)
-	_, err := m.nodes[1-ran].JobLogs(ctx, j.ID, 1)
+	_, err := m.nodes[1-ran].jobs.JobLogs(ctx, j.ID, 1)
 	if statusCode(err) != http.StatusBadGateway || !strings.Contains(err.Error(), gone) {
 		t.Fatalf("logs of item 1 once its machine is gone: %v", err)
 	}
@@ -718,7 +718,7 @@ func TestJobLogsOfRunningItem(t *testing.T) {
 		runner := map[int64]string{}
 		for _, mn := range m.nodes {
 			for item := int64(1); item <= 2; item++ {
-				_, err := mn.JobLogs(ctx, j.ID, item)
+				_, err := mn.jobs.JobLogs(ctx, j.ID, item)
 				msg := fmt.Sprint(err)
 				i := strings.Index(msg, "is running on machine ")
 				if i < 0 {
@@ -736,7 +736,7 @@ func TestJobLogsOfRunningItem(t *testing.T) {
 		}
 		return ""
 	})
-	if _, err := m.nodes[0].CancelJob(ctx, j.ID); err != nil {
+	if _, err := m.nodes[0].jobs.CancelJob(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
 }

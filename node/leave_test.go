@@ -71,8 +71,8 @@ func TestLeaveThenCreate(t *testing.T) {
 	m.formOrg()
 	ctx := ctxT(t)
 	n0, n1 := m.nodes[0].Node, m.nodes[1].Node
-	org, id1, addr, tok := n0.orgID(), n1.idStr, n1.APIAddr(), n1.Token()
-	res, err := n1.Leave(ctx, api.LeaveRequest{})
+	org, id1, addr, tok := n0.rep.Org(), n1.idStr, n1.APIAddr(), n1.Token()
+	res, err := n1.orgs.Leaving().Leave(ctx, api.LeaveRequest{})
 	if err != nil {
 		t.Fatalf("leave: %v", err)
 	}
@@ -88,11 +88,11 @@ func TestLeaveThenCreate(t *testing.T) {
 		t.Fatalf("restarted on %s (token kept %v, id %s); want %s, the same token and id", n1.APIAddr(), n1.Token() == tok, n1.idStr, addr)
 	}
 	checkArchived(t, m.nodes[1], org, res.Archive)
-	if _, err := n1.CreateOrg(ctx, api.OrgCreate{Name: "solo"}); err != nil {
+	if _, err := n1.orgs.CreateOrg(ctx, api.OrgCreate{Name: "solo"}); err != nil {
 		t.Fatalf("create an org after leaving: %v", err)
 	}
-	if err := m.nodes[1].Node.needOrg(); err != nil || n1.orgID() == org {
-		t.Fatalf("in org %s after create (%v)", n1.orgID(), err)
+	if got := n1.rep.Org(); got == "" || got == org {
+		t.Fatalf("in org %q after create, want a new one", got)
 	}
 }
 
@@ -101,7 +101,7 @@ func TestLeaveThenCreate(t *testing.T) {
 func TestLeavePurge(t *testing.T) {
 	m := newMesh(t, meshConfig{n: 2, interval: 250 * time.Millisecond})
 	m.formOrg()
-	res, err := m.nodes[1].Leave(ctxT(t), api.LeaveRequest{Purge: true})
+	res, err := m.nodes[1].orgs.Leaving().Leave(ctxT(t), api.LeaveRequest{Purge: true})
 	if err != nil || !res.Purged || res.Archive != "" {
 		t.Fatalf("leave --purge: %+v, %v", res, err)
 	}
@@ -124,22 +124,22 @@ func TestRemovedThenCreateAndRejoin(t *testing.T) {
 	key := m.formOrg()
 	ctx := ctxT(t)
 	n0 := m.nodes[0].Node
-	org := n0.orgID()
+	org := n0.rep.Org()
 	for _, i := range []int{1, 2} {
-		person := m.nodes[i].Node.person()
-		if _, err := n0.RemoveMember(ctx, person); err != nil {
+		person := m.nodes[i].Node.orgs.Person()
+		if _, err := n0.orgs.RemoveMember(ctx, person); err != nil {
 			t.Fatalf("remove %s: %v", m.nodes[i].name, err)
 		}
 	}
 	m.waitNoOrg(30*time.Second, 1, 2)
-	if _, err := m.nodes[1].Node.CreateOrg(ctx, api.OrgCreate{Name: "elsewhere"}); err != nil {
+	if _, err := m.nodes[1].Node.orgs.CreateOrg(ctx, api.OrgCreate{Name: "elsewhere"}); err != nil {
 		t.Fatalf("create an org after removal: %v", err)
 	}
 
 	// Rejoin: pending until approved, with its history.
 	n2 := m.nodes[2].Node
 	id2 := n2.idStr
-	res, err := n2.Join(ctx, api.JoinRequest{OrgKey: key})
+	res, err := n2.orgs.Join(ctx, api.JoinRequest{OrgKey: key})
 	if err != nil || res.Status != ledger.MachinePending || res.Org != org {
 		t.Fatalf("rejoin: %+v, %v; want pending in %s", res, err, org)
 	}
@@ -152,12 +152,12 @@ func TestRemovedThenCreateAndRejoin(t *testing.T) {
 		}
 		return ""
 	})
-	mi, err := n0.Machine(ctx, id2)
+	mi, err := n0.orgs.Machine(ctx, id2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var hist []string
-	n0.snapshot(func(st *ledger.State) {
+	n0.rep.View(func(st *ledger.State) {
 		for _, ev := range st.Machines[id2].History {
 			hist = append(hist, ev.Status)
 		}
@@ -214,7 +214,7 @@ func TestOrgDelete(t *testing.T) {
 	m.formOrg()
 	ctx := ctxT(t)
 	n0 := m.nodes[0].Node
-	org := n0.orgID()
+	org := n0.rep.Org()
 	j := submit(t, n0, api.JobSubmit{Name: "long", CPUs: 6, RangeStart: ptr[int64](1), RangeEnd: ptr[int64](50)})
 	eventually(t, 30*time.Second, "runs on every machine", func() string {
 		for _, mn := range m.nodes {
@@ -224,18 +224,18 @@ func TestOrgDelete(t *testing.T) {
 		}
 		return ""
 	})
-	_, err := m.nodes[1].DeleteOrg(ctx, api.OrgDeleteRequest{Confirm: "acme"})
+	_, err := m.nodes[1].orgs.Leaving().DeleteOrg(ctx, api.OrgDeleteRequest{Confirm: "acme"})
 	if statusCode(err) != http.StatusForbidden || !strings.Contains(err.Error(), "only the owner may delete the org") {
 		t.Fatalf("a member's delete: %v", err)
 	}
-	_, err = n0.DeleteOrg(ctx, api.OrgDeleteRequest{Confirm: "acne"})
+	_, err = n0.orgs.Leaving().DeleteOrg(ctx, api.OrgDeleteRequest{Confirm: "acne"})
 	if statusCode(err) != http.StatusBadRequest || err.Error() != "--confirm: acne does not match the org's name acme" {
 		t.Fatalf("delete with a wrong name: %v", err)
 	}
 	if msg := m.noOrg(0); msg == "" {
 		t.Fatal("a refused delete left the org")
 	}
-	res, err := n0.DeleteOrg(ctx, api.OrgDeleteRequest{Confirm: "acme"})
+	res, err := n0.orgs.Leaving().DeleteOrg(ctx, api.OrgDeleteRequest{Confirm: "acme"})
 	if err != nil || res.Org != org || res.Warning != "" {
 		t.Fatalf("delete: %+v, %v", res, err)
 	}
@@ -248,10 +248,10 @@ func TestOrgDelete(t *testing.T) {
 			t.Errorf("%s keeps no tombstone of %s", mn.name, org)
 		}
 		n := m.follow(i)
-		if _, err := n.Job(ctx, j.ID); err == nil {
+		if _, err := n.jobs.Job(ctx, j.ID); err == nil {
 			t.Errorf("%s still shows job %s", mn.name, j.ID)
 		}
-		if _, err := n.CreateOrg(ctx, api.OrgCreate{Name: fmt.Sprintf("next%d", i)}); err != nil {
+		if _, err := n.orgs.CreateOrg(ctx, api.OrgCreate{Name: fmt.Sprintf("next%d", i)}); err != nil {
 			t.Errorf("%s: create after delete: %v", mn.name, err)
 		}
 	}
@@ -265,15 +265,15 @@ func TestTombstoneForLateNode(t *testing.T) {
 	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond, fixPorts: true})
 	m.formOrg()
 	ctx := ctxT(t)
-	org := m.nodes[0].orgID()
+	org := m.nodes[0].rep.Org()
 	m.stop(2)
-	if _, err := m.nodes[0].DeleteOrg(ctx, api.OrgDeleteRequest{Confirm: "acme"}); err != nil {
+	if _, err := m.nodes[0].orgs.Leaving().DeleteOrg(ctx, api.OrgDeleteRequest{Confirm: "acme"}); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	m.waitNoOrg(30*time.Second, 0, 1)
 	n2 := m.restart(2)
-	if n2.orgID() != org {
-		t.Fatalf("the late node starts in org %q, want %s (it has not heard yet)", n2.orgID(), org)
+	if n2.rep.Org() != org {
+		t.Fatalf("the late node starts in org %q, want %s (it has not heard yet)", n2.rep.Org(), org)
 	}
 	m.waitNoOrg(30*time.Second, 2)
 	if b := orgsvc.TombstoneDir(filepath.Join(m.nodes[2].opts.DataDir, orgsvc.TombstonesDir)).Tombstone(org); b == nil {
@@ -297,15 +297,15 @@ func TestPendingMachineLeaves(t *testing.T) {
 	ctx := ctxT(t)
 	n1, n2 := m.nodes[1].Node, m.nodes[2].Node
 	m.sharePerson(1, 2)
-	res, err := n2.Join(ctx, api.JoinRequest{OrgKey: key})
+	res, err := n2.orgs.Join(ctx, api.JoinRequest{OrgKey: key})
 	if err != nil || res.Status != ledger.MachinePending {
 		t.Fatalf("join: %+v, %v", res, err)
 	}
-	person := n1.person()
-	if n2.person() != person {
+	person := n1.orgs.Person()
+	if n2.orgs.Person() != person {
 		t.Fatal("node 2 does not act for node 1's person")
 	}
-	left, err := n2.Leave(ctx, api.LeaveRequest{})
+	left, err := n2.orgs.Leaving().Leave(ctx, api.LeaveRequest{})
 	if err != nil {
 		t.Fatalf("a pending machine leaves: %v", err)
 	}
@@ -314,7 +314,7 @@ func TestPendingMachineLeaves(t *testing.T) {
 	}
 	m.waitNoOrg(30*time.Second, 2)
 	var role, status string
-	m.nodes[0].Node.snapshot(func(st *ledger.State) {
+	m.nodes[0].Node.rep.View(func(st *ledger.State) {
 		role, status = st.Role(person), st.Machines[n1.idStr].Status
 	})
 	if role != ledger.RoleMember || status != ledger.MachineApproved {
@@ -335,7 +335,7 @@ func TestRemoveSelfReachesTheOrg(t *testing.T) {
 	m.formOrg()
 	ctx := ctxT(t)
 	n0, n1 := m.nodes[0].Node, m.nodes[1].Node
-	if _, err := n0.SetRole(ctx, n1.person(), ledger.RoleAdmin); err != nil {
+	if _, err := n0.orgs.SetRole(ctx, n1.orgs.Person(), ledger.RoleAdmin); err != nil {
 		t.Fatal(err)
 	}
 	m.waitConverged(30 * time.Second)
@@ -346,7 +346,7 @@ func TestRemoveSelfReachesTheOrg(t *testing.T) {
 		m.stop(i)
 	}
 	eventually(t, 20*time.Second, "n2 connected to no machine of the org", func() string {
-		for _, p := range n2.orgMachines() {
+		for _, p := range n2.peers.OrgMachines() {
 			if n2.host.Connected(p) {
 				return "connected to " + p.String()
 			}
@@ -354,10 +354,10 @@ func TestRemoveSelfReachesTheOrg(t *testing.T) {
 		return ""
 	})
 	before := entryCount(n2)
-	if _, err := n2.RemoveMember(ctx, n2.person()); err == nil || statusCode(err) != http.StatusServiceUnavailable || strings.Contains(err.Error(), "\n") {
+	if _, err := n2.orgs.RemoveMember(ctx, n2.orgs.Person()); err == nil || statusCode(err) != http.StatusServiceUnavailable || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("member remove of oneself, cut off: %v; want one line, 503", err)
 	}
-	if _, err := n2.MachineAction(ctx, n2.idStr, "remove"); err == nil {
+	if _, err := n2.orgs.MachineAction(ctx, n2.idStr, "remove"); err == nil {
 		t.Fatal("machine remove of oneself, cut off: no error")
 	}
 	if got := entryCount(n2); got != before || m.noOrg(2) == "" {
@@ -384,27 +384,27 @@ func TestRemoveSelfReachesTheOrg(t *testing.T) {
 		t.Fatalf("%s: as soon as the command answered, the org's other machines see the machine as %v; want removed on one", who, seen)
 	}
 	// A member removes herself.
-	id2, p2 := n2.idStr, n2.person()
-	if got, err := n2.RemoveMember(ctx, p2); err != nil || got != p2 {
+	id2, p2 := n2.idStr, n2.orgs.Person()
+	if got, err := n2.orgs.RemoveMember(ctx, p2); err != nil || got != p2 {
 		t.Fatalf("member remove of oneself: %q, %v", got, err)
 	}
 	gone("member remove self", id2, 0, 1, 3)
 	// An admin removes himself.
 	id1 := n1.idStr
-	if _, err := n1.RemoveMember(ctx, n1.person()); err != nil {
+	if _, err := n1.orgs.RemoveMember(ctx, n1.orgs.Person()); err != nil {
 		t.Fatalf("an admin's member remove of himself: %v", err)
 	}
 	gone("an admin's member remove self", id1, 0, 3)
 	// The owner's second machine removes itself.
 	n3 := m.nodes[3].Node
 	id3 := n3.idStr
-	if _, err := n3.MachineAction(ctx, id3, "remove"); err != nil {
+	if _, err := n3.orgs.MachineAction(ctx, id3, "remove"); err != nil {
 		t.Fatalf("machine remove of oneself: %v", err)
 	}
 	gone("machine remove self", id3, 0)
 	m.waitNoOrg(30*time.Second, 1, 2, 3)
 	if role := func() (r string) {
-		n0.snapshot(func(st *ledger.State) { r = st.Role(n0.person()) })
+		n0.rep.View(func(st *ledger.State) { r = st.Role(n0.orgs.Person()) })
 		return
 	}(); role != ledger.RoleOwner {
 		t.Fatalf("the owner's person is %q after her second machine left; want owner", role)
@@ -419,14 +419,14 @@ func TestRemovedWhileCutOffRejoinsPending(t *testing.T) {
 	key := m.formOrg()
 	ctx := ctxT(t)
 	n0 := m.nodes[0].Node
-	person, id1 := m.nodes[1].Node.person(), m.nodes[1].Node.idStr
+	person, id1 := m.nodes[1].Node.orgs.Person(), m.nodes[1].Node.idStr
 	m.stop(1)
-	if _, err := n0.RemoveMember(ctx, person); err != nil {
+	if _, err := n0.orgs.RemoveMember(ctx, person); err != nil {
 		t.Fatal(err)
 	}
 	m.restart(1)
 	m.waitNoOrg(30*time.Second, 1)
-	res, err := m.nodes[1].Node.Join(ctx, api.JoinRequest{OrgKey: key})
+	res, err := m.nodes[1].Node.orgs.Join(ctx, api.JoinRequest{OrgKey: key})
 	if err != nil || res.Status != ledger.MachinePending {
 		t.Fatalf("rejoin after being removed while down: %+v, %v; want pending", res, err)
 	}

@@ -13,7 +13,8 @@ import (
 )
 
 // The ledger itself is n.rep (package ledger/replica); this file wires it to
-// the node: its host, its gossip topic, its goroutines, metrics and scheduler.
+// the node: its host, its gossip topic, its goroutines, metrics, the
+// scheduler and the org service.
 
 // openReplica opens the ledger replica over n.store.
 func (n *Node) openReplica() error {
@@ -23,9 +24,7 @@ func (n *Node) openReplica() error {
 			return p2p.FetchBlocks(ctx, n.host.LibP2P(), p, org, want, floor, fn)
 		},
 		Publish: func(ctx context.Context, payload []byte) error {
-			n.mu.RLock()
-			o := n.org
-			n.mu.RUnlock()
+			o := n.topics()
 			if o == nil {
 				return nil
 			}
@@ -36,8 +35,10 @@ func (n *Node) openReplica() error {
 		OnAdded: func([]*ledger.Entry) {
 			n.metrics.entries.Set(float64(n.rep.Len()))
 			n.kickScheduler()
-			n.checkExit()
-			n.checkStanding()
+			if n.orgs != nil { // once the org service is built
+				n.orgs.Leaving().CheckExit() // out of the org: ask for a reset
+				n.orgs.CheckStanding()       // just approved: hold dispatch
+			}
 		},
 		HeadsHook: n.opts.HeadsHook,
 		Now:       n.opts.Now,
@@ -51,29 +52,14 @@ func (n *Node) openReplica() error {
 	return nil
 }
 
-// write signs a new entry with this node's key, stores it durably, folds it,
-// and announces the new heads (see replica.Replica.Write).
-func (n *Node) write(ctx context.Context, kind string, payload any) (*ledger.Entry, error) {
-	return n.rep.Write(ctx, kind, payload)
-}
-
-// snapshot runs fn with the state under the read lock.
-func (n *Node) snapshot(fn func(st *ledger.State)) { n.rep.View(fn) }
-
-// orgID is the org this node belongs to, or "".
-func (n *Node) orgID() string { return n.rep.Org() }
-
-// announce publishes our heads on the org's ledger topic.
-func (n *Node) announce(ctx context.Context) { n.rep.Announce(ctx) }
-
-// headsLoop announces heads periodically (the on-change announce is in write).
+// headsLoop announces heads periodically (the on-change announce is in
+// replica.Replica.Write).
 //
 // Heartbeats carry heads too (see replica.Replica.WantHeads), so this
 // periodic announcement is a backstop, for machines that do not heartbeat
 // (pending ones) and for lost messages: every 3 intervals, and not more often
 // than every 2 s. It would otherwise be most of the gossip in a small org.
 func (n *Node) headsLoop() {
-	defer n.wg.Done()
 	t := time.NewTicker(max(3*n.interval, 2*time.Second))
 	defer t.Stop()
 	for {
@@ -81,7 +67,7 @@ func (n *Node) headsLoop() {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
-			n.announce(n.ctx)
+			n.rep.Announce(n.ctx)
 		}
 	}
 }

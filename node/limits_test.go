@@ -18,7 +18,7 @@ func TestLimitsChangedWhileDownReachTheLedger(t *testing.T) {
 	m.formOrg()
 	id := m.nodes[1].ID().String()
 	limitsOn := func(n *Node) (l ledger.Limits) {
-		n.snapshot(func(st *ledger.State) {
+		n.rep.View(func(st *ledger.State) {
 			if mc := st.Machines[id]; mc != nil {
 				l = mc.Limits
 			}

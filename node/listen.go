@@ -1,16 +1,21 @@
 package node
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cshare/cshare/internal/atomicfile"
+	"github.com/cshare/cshare/p2p"
 )
 
 // listenFile, in the data dir, maps each configured listen multiaddr with
@@ -176,4 +181,27 @@ func portFree(s string) bool {
 	}
 	_ = pc.Close()
 	return true
+}
+
+// startHost starts the libp2p host on the listen addresses: port 0 ones
+// take last run's port when it is free (see listenFile); should the port
+// be taken in between, the configured ones.
+func startHost(ctx context.Context, opts Options, key crypto.PrivKey, reg prometheus.Registerer) (*p2p.Host, error) {
+	listen := preferListen(opts.Listen, loadListen(opts.DataDir))
+	conf := p2p.Config{Key: key, ListenAddrs: listen, Logger: opts.Logger, Metrics: reg, Trace: opts.TraceHook}
+	h, err := p2p.New(ctx, conf)
+	if !slices.Equal(listen, opts.Listen) && (err != nil || !reusedAll(listen, opts.Listen, h.ListenAddrs())) {
+		if err == nil {
+			_ = h.Close()
+		}
+		conf.ListenAddrs = opts.Listen
+		h, err = p2p.New(ctx, conf)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node: libp2p: %w", err)
+	}
+	if err := saveListen(opts.DataDir, opts.Listen, h.ListenAddrs()); err != nil {
+		opts.Logger.Warn("could not remember the listen ports", "err", err)
+	}
+	return h, nil
 }

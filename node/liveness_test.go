@@ -19,7 +19,7 @@ import (
 func (m *mesh) allStatuses(t testing.TB) map[string]string {
 	out := map[string]string{}
 	for _, mn := range m.live() {
-		ms, err := mn.Machines(context.Background())
+		ms, err := mn.orgs.Machines(context.Background())
 		if err != nil {
 			t.Fatalf("%s: machines: %v", mn.name, err)
 		}
@@ -39,7 +39,7 @@ func (m *mesh) waitAllStatus(d time.Duration, want string, ids ...string) {
 			for _, id := range ids {
 				if st := liveStatus(m.t, mn.Node, id); st != want {
 					pid, _ := peer.Decode(id)
-					hb, at, _ := mn.live.Last(pid)
+					hb, at, _ := mn.peers.Last(pid.String())
 					return fmt.Sprintf("%s sees %s as %q (last heartbeat seq %d %v ago, connected %v)%s", mn.name, id, st,
 						hb.Seq, time.Since(at), mn.host.LibP2P().Network().Connectedness(pid), gossipTrouble(mn.Node))
 				}
@@ -100,7 +100,7 @@ func TestMeshLiveness(t *testing.T) {
 	for _, mn := range m.live() {
 		d, ok := seen[mn.name]
 		vpid, _ := peer.Decode(vid)
-		_, at, _ := mn.live.Last(vpid)
+		_, at, _ := mn.peers.Last(vpid.String())
 		if !ok || d > bound {
 			t.Errorf("%s saw the stopped machine offline after %v (ok %v), bound %v; its last heartbeat arrived %v after the stop began", mn.name, d, ok, bound, at.Sub(t0))
 		}
@@ -116,7 +116,7 @@ func TestMeshLiveness(t *testing.T) {
 	// An approved machine that is only a bare host (no node), to publish
 	// arbitrary bytes on the heartbeat topic as a machine of the org.
 	n0 := m.nodes[0]
-	org := n0.orgID()
+	org := n0.rep.Org()
 	// (It connects once approved: a stranger's connections are closed.)
 	rkey, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
@@ -127,7 +127,7 @@ func TestMeshLiveness(t *testing.T) {
 		t.Fatal(err)
 	}
 	rid := rpid.String()
-	okey, err := n0.OrgKey(ctxT(t), false)
+	okey, err := n0.orgs.OrgKey(ctxT(t), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestMeshLiveness(t *testing.T) {
 	first := publish(mk(rid, seq), true)
 	eventually(t, 10*time.Second, "every node to accept the bare machine's heartbeat", func() string {
 		for _, mn := range m.live() {
-			if hb, _, _ := mn.live.Last(rogue.ID()); hb.Seq != seq {
+			if hb, _, _ := mn.peers.Last(rogue.ID().String()); hb.Seq != seq {
 				return mn.name + " has not"
 			}
 		}
@@ -255,10 +255,10 @@ func TestMeshLiveness(t *testing.T) {
 	}
 	for _, mn := range m.live() {
 		oid, _ := peer.Decode(ohb.Machine)
-		if _, _, ok := mn.live.Last(oid); ok {
+		if _, _, ok := mn.peers.Last(oid.String()); ok {
 			t.Errorf("%s recorded a heartbeat of a peer outside the org", mn.name)
 		}
-		hb, _, _ := mn.live.Last(rogue.ID())
+		hb, _, _ := mn.peers.Last(rogue.ID().String())
 		if hb.Seq != seq {
 			t.Errorf("%s: the bare machine's last heartbeat has seq %d, want %d", mn.name, hb.Seq, seq)
 		}

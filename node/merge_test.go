@@ -22,7 +22,7 @@ func TestHeadsMerged(t *testing.T) {
 	hs, clock := heads(n0)
 	var fork []*ledger.Entry
 	for _, mn := range m.nodes {
-		e, err := mn.signer.Sign(n0.orgID(), ledger.KindMerge, ledger.Merge{}, hs, clock, time.Now().UnixMilli())
+		e, err := mn.signer.Sign(n0.rep.Org(), ledger.KindMerge, ledger.Merge{}, hs, clock, time.Now().UnixMilli())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func TestHeadsMerged(t *testing.T) {
 	seqs := map[string]uint64{}
 	for _, mn := range m.nodes {
 		for _, o := range m.nodes {
-			hb, _, _ := mn.live.LastOf(o.ID().String())
+			hb, _, _ := mn.peers.Last(o.ID().String())
 			seqs[mn.name+o.name] = hb.Seq
 		}
 	}
@@ -73,7 +73,7 @@ func TestHeadsMerged(t *testing.T) {
 	eventually(t, 30*time.Second, "four more heartbeats", func() string {
 		for _, mn := range m.nodes {
 			for _, o := range m.nodes {
-				if hb, _, _ := mn.live.LastOf(o.ID().String()); hb.Seq <= seqs[mn.name+o.name] {
+				if hb, _, _ := mn.peers.Last(o.ID().String()); hb.Seq <= seqs[mn.name+o.name] {
 					return fmt.Sprintf("%s has no newer heartbeat of %s", mn.name, o.name)
 				}
 			}
@@ -83,7 +83,7 @@ func TestHeadsMerged(t *testing.T) {
 		}
 		for _, mn := range m.nodes {
 			for _, o := range m.nodes {
-				hb, _, _ := mn.live.LastOf(o.ID().String())
+				hb, _, _ := mn.peers.Last(o.ID().String())
 				seqs[mn.name+o.name] = hb.Seq
 			}
 		}

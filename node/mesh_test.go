@@ -93,8 +93,8 @@ func TestMeshOrg(t *testing.T) {
 	key := m.formOrg()
 	m.nodes = all
 	n0, member, pend := m.nodes[0], m.nodes[1], m.nodes[5]
-	org := n0.orgID()
-	if _, err := pend.Join(ctx, api.JoinRequest{OrgKey: key}); err != nil {
+	org := n0.rep.Org()
+	if _, err := pend.orgs.Join(ctx, api.JoinRequest{OrgKey: key}); err != nil {
 		t.Fatalf("join: %v", err)
 	}
 	pid := pend.ID().String()
@@ -112,7 +112,7 @@ func TestMeshOrg(t *testing.T) {
 	}
 
 	// A non-admin's approval is refused by its own API...
-	_, err := member.MachineAction(ctx, pid, "approve")
+	_, err := member.orgs.MachineAction(ctx, pid, "approve")
 	if statusCode(err) != http.StatusForbidden {
 		t.Fatalf("member approve: got %v, want a 403", err)
 	}
@@ -207,7 +207,7 @@ func TestMeshOrg(t *testing.T) {
 
 	// A member's approval put on the wire directly, past its API's check:
 	// kept in the DAG, without effect, on every node alike.
-	e, err := member.write(ctx, ledger.KindMachineApprove, ledger.MachineRef{Machine: pid})
+	e, err := member.rep.Write(ctx, ledger.KindMachineApprove, ledger.MachineRef{Machine: pid})
 	if err == nil {
 		t.Fatalf("a member's approval took effect on its own node")
 	}
@@ -247,10 +247,10 @@ func TestMeshOrg(t *testing.T) {
 	vheads, _ := heads(n)
 	ve = entryCount(n)
 	m.stop(victim)
-	if _, err := n0.MachineAction(ctx, pid, "approve"); err != nil {
+	if _, err := n0.orgs.MachineAction(ctx, pid, "approve"); err != nil {
 		t.Fatalf("approve: %v", err)
 	}
-	if _, err := n0.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"smartshare.preempt_policy": "passive"}}); err != nil {
+	if _, err := n0.orgs.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"smartshare.preempt_policy": "passive"}}); err != nil {
 		t.Fatalf("settings: %v", err)
 	}
 	want := m.waitConverged(30 * time.Second) // the live ones
@@ -271,7 +271,7 @@ func TestMeshOrg(t *testing.T) {
 		t.Fatalf("restarted node sees the approved machine as %q", st)
 	}
 	var pol string
-	n.snapshot(func(st *ledger.State) { pol = st.Settings.SmartShare.PreemptPolicy })
+	n.rep.View(func(st *ledger.State) { pol = st.Settings.SmartShare.PreemptPolicy })
 	if pol != "passive" {
 		t.Fatalf("restarted node has preempt_policy %q", pol)
 	}

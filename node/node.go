@@ -1,18 +1,28 @@
-// Package node is the cshare daemon: it wires the libp2p host, the ledger
-// (Badger store + fold), gossip, the runtime and the SmartShare balancer, owns
-// every goroutine and clock, and serves the local HTTP API. Nothing imports
+// Package node is the cshare daemon's wiring (docs/design.md §3): it loads
+// the machine key, node.yaml and the hardware, opens the disk guard, the
+// store and the org's ledger replica, starts the libp2p host, builds the
+// services that do the work and hands each the parts it needs (the
+// replica, the host, the clock, and small views of one another), runs
+// their loops, and serves the local HTTP API from them. Start reads as the
+// map of the node: every service, and how they connect.
+//
+// The services, each in its own package under node/ with its own state,
+// locks and loops: peersvc (the org's other machines: addresses,
+// heartbeats, liveness, healing, the catch-up gate, merges), orgsvc
+// (persons, the org's API, witnessing, leaving, the closed org), datasetsvc
+// (datasets, their blocks and exchange, mounts for jobs), sched (the plan,
+// instances, adoption, results, leases, the read view), marketsvc (offers,
+// contracts as renter and host) and jobsvc (the jobs API). Nothing imports
 // node except cmd/cshare.
 package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
 	"time"
 
@@ -20,7 +30,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/cshare/cshare/internal/text"
+	"github.com/cshare/cshare/dataset"
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/replica"
 	"github.com/cshare/cshare/ledger/store"
@@ -31,59 +41,12 @@ import (
 	"github.com/cshare/cshare/node/logs"
 	"github.com/cshare/cshare/node/marketsvc"
 	"github.com/cshare/cshare/node/orgsvc"
+	"github.com/cshare/cshare/node/peersvc"
 	"github.com/cshare/cshare/node/sched"
 	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/runtime"
 	"github.com/cshare/cshare/runtime/hw"
 )
-
-// Version is the agent version, shown by node status and machine show.
-var Version = "0.1.0-dev"
-
-// DefaultAPI is the default API listen address.
-const DefaultAPI = "127.0.0.1:7480"
-
-// Options configure a node. Zero values take the documented defaults.
-type Options struct {
-	DataDir           string        // required
-	API               string        // default 127.0.0.1:7480; port 0 picks a free port
-	Listen            []string      // default TCP and QUIC on port 4001, all interfaces
-	ConfigPath        string        // node.yaml; "" = defaults
-	HeartbeatInterval time.Duration // default 30s (or node.yaml's heartbeat_interval)
-	Name              string        // machine name; default node.yaml's name, else the host name
-	Logger            *slog.Logger  // default: discard
-	// The API on a non-loopback address needs TLS (both files, PEM) or
-	// APIInsecureRemote; see apiserve.go.
-	APITLSCert, APITLSKey string
-	APIInsecureRemote     bool
-
-	// For tests: the GPU library (default the system NVML).
-	NVML hw.NVML
-	// For tests: run instances with this driver instead of docker/exec.
-	Driver Driver
-	// Now is the node's clock (default time.Now): what it reads for
-	// liveness, leases, plan ages and dispatch. Tests may run nodes under
-	// testing/synctest, whose clock time.Now already is.
-	Now func() time.Time
-	// MergeAbove is the number of ledger heads above which a ledger.merge
-	// is written (default 8; see merge.go).
-	MergeAbove int
-	// TraceHook, if set, sees this node's GossipSub events (benchmarks).
-	TraceHook p2p.TraceHook
-	// HeadsHook, if set, sees each heads announcement from a peer before
-	// (before=true) and after its pushed entries are taken (benchmarks).
-	HeadsHook func(pushed int, before bool)
-	// For tests: no mDNS discovery whatever node.yaml says.
-	DisableMDNS bool
-
-	// token is the API token to serve with instead of a new one: a node
-	// that Restart starts again keeps its token, so clients that wait on it
-	// (member leave, org delete) go on working.
-	token string
-	// heartbeatLie, for tests, rewrites each heartbeat before it is
-	// signed: a machine that lies (see attack_test.go).
-	heartbeatLie func(*p2p.Heartbeat)
-}
 
 // Node is a running cshare node.
 type Node struct {
@@ -93,8 +56,6 @@ type Node struct {
 	signer   *ledger.Signer
 	id       peer.ID
 	idStr    string // id.String(), computed once
-	store    *store.Store
-	host     *p2p.Host
 	cfg      config.File
 	hw       hw.Hardware
 	limits   config.Limits
@@ -103,14 +64,23 @@ type Node struct {
 	reg      *prometheus.Registry
 	metrics  *metrics
 
-	// rep is the org's ledger: log, store, sync (package ledger/replica).
-	rep  *replica.Replica
-	mu   sync.RWMutex // guards org
-	org  *p2p.Org
-	live *p2p.Liveness
+	// The parts the services share.
+	disk    diskState         // the reserve on the data dir's filesystem (disk.go)
+	store   *store.Store      // Badger: blocks, metadata, records (ledger/store)
+	rep     *replica.Replica  // the org's ledger: log, store, sync (ledger/replica; ledgerops.go)
+	host    *p2p.Host         // libp2p, its gossip and its stream protocols
+	drivers *runtime.Registry // set once at start, read without a lock
+	logs    *logs.Store       // item output: written by supervision, read by the API and the logs protocol
+	mu      sync.RWMutex      // guards org
+	org     *p2p.Org          // the org's topics, once joined (joinTopics)
 
-	peersMu sync.Mutex
-	known   map[string][]string // machine ID -> last known addresses
+	// The services.
+	peers  *peersvc.Service    // addresses, heartbeats, liveness, healing, catch-up, merges (peers.go)
+	orgs   *orgsvc.Service     // persons, joining, witnessing, leaving, machines and members (orgs.go)
+	ds     *datasetsvc.Service // datasets: their API, blocks, exchange, mounts for jobs
+	sched  *sched.Scheduler    // plan, instances, adoption, results, leases, the read view (sched.go)
+	market *marketsvc.Service  // offers, contracts as renter and host
+	jobs   *jobsvc.Service     // the jobs API: submit, list, show, modify, cancel, items, logs
 
 	apiSrv  *http.Server
 	apiAddr string
@@ -119,26 +89,14 @@ type Node struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	stopped chan struct{}
-	wg      sync.WaitGroup
-	kick    chan struct{} // wakes the scheduler to plan now (a ledger change, an instance ended)
-	nudge   chan struct{} // a peer's instances changed: plan soon (coalesced, see sched.planPace)
-	wakeup  chan struct{} // wakes the scheduler to send a due heartbeat, without planning
+	wg      sync.WaitGroup // the loops (loop)
+	kick    chan struct{}  // wakes the scheduler to plan now (a ledger change, an instance ended)
+	nudge   chan struct{}  // a peer's instances changed: plan soon (coalesced, see sched.planPace)
+	wakeup  chan struct{}  // wakes the scheduler to send a due heartbeat, without planning
 
 	bgMu    sync.Mutex
 	bg      sync.WaitGroup // goroutines started with spawn
 	closing bool
-
-	sched   *sched.Scheduler
-	gate    gate              // closed while catching up (catchup.go)
-	drivers *runtime.Registry // set once at start, read without a lock
-	logs    *logs.Store       // item output: written by supervision, read by the API and the logs protocol
-
-	orgs   *orgsvc.Service     // persons, joining, witnessing, leaving, machines and members (orgs.go)
-	market *marketsvc.Service  // offers, contracts as renter and host (market.go)
-	jobs   *jobsvc.Service     // the jobs API: submit, list, show, modify, cancel, items, logs (jobs.go)
-	ds     *datasetsvc.Service // datasets: their API, blocks, exchange, mounts for jobs (datasets.go)
-
-	disk diskState // the reserve on the data dir's filesystem (disk.go)
 }
 
 // Run starts a node and blocks until ctx is cancelled or the node is asked to
@@ -167,44 +125,11 @@ func Run(ctx context.Context, opts Options) error {
 
 // Start starts a node and returns once its API is serving.
 func Start(ctx context.Context, opts Options) (*Node, error) {
-	if opts.DataDir == "" {
-		return nil, errors.New("node: data dir is required")
-	}
-	// The node names paths under its data dir to others that do not share
-	// its working directory (Docker's mounts of datasets, exec workdirs):
-	// a data dir given relative (`--data-dir a`) is made absolute.
-	abs, err := filepath.Abs(opts.DataDir)
+	opts, err := opts.withDefaults()
 	if err != nil {
-		return nil, fmt.Errorf("node: data dir: %w", err)
-	}
-	opts.DataDir = abs
-	if opts.API == "" {
-		opts.API = DefaultAPI
-	}
-	if err := checkAPIOptions(opts); err != nil {
-		return nil, fmt.Errorf("node: %w", err)
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.MergeAbove == 0 {
-		opts.MergeAbove = defaultMergeAbove
-	}
-	if opts.Name != "" {
-		if err := text.CheckName("--name", opts.Name); err != nil {
-			return nil, fmt.Errorf("node: %w", err)
-		}
-	}
-	if opts.MergeAbove < 0 {
-		return nil, fmt.Errorf("node: merge threshold %d is negative", opts.MergeAbove)
-	}
-	if len(opts.Listen) == 0 {
-		opts.Listen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}
+		return nil, err
 	}
 	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("node: data dir: %w", err)
 	}
@@ -225,15 +150,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	interval := opts.HeartbeatInterval
-	if interval == 0 {
-		interval = cfg.HeartbeatInterval
-	}
-	if interval == 0 {
-		interval = 30 * time.Second
-	}
-	if interval < 50*time.Millisecond || interval > time.Hour {
-		return nil, fmt.Errorf("node: --heartbeat-interval: %s outside 50ms..1h", interval)
+	interval, err := opts.interval(cfg)
+	if err != nil {
+		return nil, err
 	}
 	key, err := p2p.LoadOrCreateKey(filepath.Join(opts.DataDir, "node.key"))
 	if err != nil {
@@ -245,20 +164,22 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	n := &Node{opts: opts, log: log, key: key, signer: signer, id: signer.ID(), idStr: signer.ID().String(), cfg: cfg, hw: hwinfo, limits: limits,
-		interval: interval, started: opts.Now(),
-		live: &p2p.Liveness{}, ctx: ctx, cancel: cancel,
+		interval: interval, started: opts.Now(), ctx: ctx, cancel: cancel,
 		stopped: make(chan struct{}), kick: make(chan struct{}, 1),
 		nudge: make(chan struct{}, 1), wakeup: make(chan struct{}, 1)}
 	n.logs = logs.New(filepath.Join(opts.DataDir, "logs"), runtime.LogCap)
 	n.reg = prometheus.NewRegistry()
 	n.metrics = newMetrics(n.reg)
-	registerRunMetrics(n.reg, n.runCounts)
+	registerRunMetrics(n.reg, func() (all, dups int64) { return runCounts(n.rep) })
 	ok := false
 	defer func() {
 		if !ok {
 			_ = n.Close()
 		}
 	}()
+
+	// The shared parts: the disk guard (before the store, disk.go), the
+	// store, the replica (ledgerops.go) and the host (listen.go).
 	if err := n.openDisk(); err != nil {
 		return nil, err
 	}
@@ -269,64 +190,77 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := n.openReplica(); err != nil {
 		return nil, err
 	}
-	// Port 0 listen addresses take last run's port when it is free (see
-	// listenFile); should the port be taken in between, the configured ones.
-	listen := preferListen(opts.Listen, loadListen(opts.DataDir))
-	n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: listen, Logger: log, Metrics: n.reg, Trace: opts.TraceHook})
-	if !slices.Equal(listen, opts.Listen) && (err != nil || !reusedAll(listen, opts.Listen, n.host.ListenAddrs())) {
-		if err == nil {
-			_ = n.host.Close()
-		}
-		n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: opts.Listen, Logger: log, Metrics: n.reg, Trace: opts.TraceHook})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("node: libp2p: %w", err)
-	}
-	if err := saveListen(opts.DataDir, opts.Listen, n.host.ListenAddrs()); err != nil {
-		log.Warn("could not remember the listen ports", "err", err)
-	}
-	n.host.Gate().HoldsOrg(func() bool { return n.orgID() != "" })
-	n.orgs = n.newOrgs()
-	p2p.ServeSync(n.host.LibP2P(), orgsvc.SyncSource{Replica: n.rep, Gate: n.host.Gate()})
-	n.host.Gate().OnFormer(n.orgs.TellFormer)
-	p2p.ServeLogs(n.host.LibP2P(), jobsvc.LogSource{Ledger: n.rep, Logs: n.logs})
-	p2p.ServeWitness(n.host.LibP2P(), n.orgs.WitnessSource())
-	n.host.ServeAdmit(n.orgs.WitnessSource())
-	p2p.ServeTombstones(n.host.LibP2P(), orgsvc.TombstoneDir(filepath.Join(opts.DataDir, orgsvc.TombstonesDir)))
-	n.ds = n.newDatasets()
-	n.ds.StartExchange()
-	if err := n.initRuntime(); err != nil {
+	if n.host, err = startHost(ctx, opts, key, n.reg); err != nil {
 		return nil, err
 	}
-	n.sched = n.newScheduler()
-	n.market = n.newMarket()
-	n.jobs = n.newJobs()
+	n.host.Gate().HoldsOrg(func() bool { return n.rep.Org() != "" })
+	n.drivers = newDrivers(ctx, opts, cfg)
+	auth := registryAuth(cfg)
+
+	// The services, each handed the parts and the other services it uses.
+	// The node's wiring types (peerWiring, orgWiring) are what a service
+	// sees of services built after it.
+	n.peers = peersvc.New(ctx, peersvc.Deps{Ledger: n.rep, Host: n.host, Meta: n.store, Node: (*peerWiring)(n),
+		Kick: n.kickScheduler, Nudge: func() { signal(n.nudge) }, Heartbeats: n.metrics.heartbeats,
+		Machine: n.id, Version: Version, Interval: interval, MergeAbove: opts.MergeAbove,
+		Spawn: n.spawn, Now: opts.Now, Log: log})
+	ow := (*orgWiring)(n)
+	n.orgs = orgsvc.New(ctx, orgsvc.Deps{Ledger: n.rep, Host: n.host, Signer: signer,
+		Topics: ow, Peers: n.peers, Machines: ow, Runs: ow, HoldDispatch: n.peers.Hold,
+		Machine: n.id, DataDir: opts.DataDir, Interval: interval, Now: opts.Now, Log: log})
+	n.ds = datasetsvc.New(ctx, datasetsvc.Deps{Ledger: n.rep, Host: n.host, Store: n.store,
+		Blocks: dataset.NewBlockstore(n.store), Persons: n.orgs, Peers: n.peers,
+		Machine: n.idStr, DataDir: opts.DataDir, Interval: interval,
+		Kick: n.kickScheduler, Spawn: n.spawn, Now: opts.Now, Log: log})
+	n.sched = sched.New(ctx, sched.Deps{Ledger: n.rep, Records: n.store, Drivers: n.drivers, Peers: n.peers,
+		Gate: n.peers, Disk: &n.disk, Logs: n.logs, Datasets: n.ds,
+		Metrics: sched.Metrics{Started: n.metrics.started, Preempted: n.metrics.preempted, PlanInstances: n.metrics.planHash},
+		Machine: n.idStr, Hardware: hwinfo, Limits: limits, RegistryAuth: auth, DataDir: opts.DataDir,
+		Interval: interval, Kick: n.kick, Nudge: n.nudge, Wakeup: n.wakeup, Beat: n.peers.Beat, Spawn: n.spawn,
+		Now: opts.Now, Log: log})
+	n.market = marketsvc.New(marketsvc.Deps{Ledger: n.rep, Signer: signer, Topics: n.host, Drivers: n.drivers,
+		Machine: n.idStr, Person: n.orgs.Person, Hardware: hwinfo, RegistryAuth: auth,
+		DataDir: opts.DataDir, Interval: interval, Now: opts.Now, Log: log})
+	n.jobs = jobsvc.New(jobsvc.Deps{Ledger: n.rep, Scheduler: n.sched, Persons: n.orgs, Mounts: n.ds, Fetches: n.ds,
+		Peers: n.peers, Host: n.host, Logs: n.logs, Drivers: n.drivers, RegistryAuth: auth, Kick: n.kickScheduler,
+		Machine: n.idStr, Now: opts.Now, Log: log})
+
+	// The stream protocols the host serves, from the replica and the
+	// services.
+	lp := n.host.LibP2P()
+	p2p.ServeSync(lp, orgsvc.SyncSource{Replica: n.rep, Gate: n.host.Gate()})
+	n.host.Gate().OnFormer(n.orgs.TellFormer)
+	p2p.ServeLogs(lp, jobsvc.LogSource{Ledger: n.rep, Logs: n.logs})
+	p2p.ServeWitness(lp, n.orgs.WitnessSource())
+	n.host.ServeAdmit(n.orgs.WitnessSource())
+	p2p.ServeTombstones(lp, orgsvc.TombstoneDir(filepath.Join(opts.DataDir, orgsvc.TombstonesDir)))
+	n.ds.StartExchange()
+
 	n.spawn(n.orgs.Leaving().RemoveForeignRuns)
-	if org := n.orgID(); org != "" {
+	if org := n.rep.Org(); org != "" {
 		if err := n.joinTopics(org); err != nil {
 			return nil, err
 		}
 	}
-	n.loadKnownPeers()
+	// The API serves every service's routes (apiserve.go: services).
 	if err := n.serveAPI(); err != nil {
 		return nil, err
 	}
-	n.holdDispatch("start") // no new item before catching up with a peer (catchup.go)
+	n.peers.Hold("start") // no new item before catching up with a peer (node/peersvc/catchup.go)
 	n.orgs.ArmStanding()
 	// Runs left by a previous process are this machine's before its first
 	// heartbeat: a heartbeat without them would release their leases.
 	n.sched.LoadResults()
 	n.sched.Adopt()
-	n.wg.Add(3)
-	go n.headsLoop()
-	go n.heartbeatLoop()
-	go n.redialLoop()
-	n.startScheduler()
+	n.loop(n.headsLoop)
+	n.loop(n.peers.Heartbeats)
+	n.loop(n.peers.Redial)
+	n.loop(n.sched.Run)
 	n.spawn(func() { n.ds.Run(n.ctx) })
 	n.spawn(func() { n.market.Run(n.ctx) })
 	ok = true
-	log.Info("node started", "id", n.id.String(), "api", n.apiAddr, "org", n.orgID(), "data_dir", opts.DataDir)
-	n.checkExit() // removed, or the org deleted, while this node was down
+	log.Info("node started", "id", n.idStr, "api", n.apiAddr, "org", n.rep.Org(), "data_dir", opts.DataDir)
+	n.orgs.Leaving().CheckExit() // removed, or the org deleted, while this node was down
 	return n, nil
 }
 
@@ -396,6 +330,16 @@ func (n *Node) Close() error {
 	return err
 }
 
+// loop runs fn, a loop that returns once n.ctx ends, on a goroutine that
+// Close waits for before the others.
+func (n *Node) loop(fn func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		fn()
+	}()
+}
+
 // spawn runs fn on a goroutine that Close waits for (after cancelling
 // n.ctx, which fn must heed). After Close has begun it does nothing.
 func (n *Node) spawn(fn func()) {
@@ -411,14 +355,21 @@ func (n *Node) spawn(fn func()) {
 	}()
 }
 
+// topics is the org's topics, nil before the node joined them.
+func (n *Node) topics() *p2p.Org {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.org
+}
+
 func (n *Node) joinTopics(org string) error {
 	o, err := n.host.JoinOrg(org, n.rep)
 	if err != nil {
 		return err
 	}
 	o.OnHeads(n.rep.OnHeads)
-	o.OnHeartbeat(n.onHeartbeat)
-	o.SetBeat(func() { n.beat(n.ctx) })
+	o.OnHeartbeat(n.peers.OnHeartbeat)
+	o.SetBeat(func() { n.peers.Beat(n.ctx) })
 	n.mu.Lock()
 	n.org = o
 	n.mu.Unlock()

@@ -18,7 +18,7 @@ import (
 
 func offerIDs(t *testing.T, n *Node, query string) []string {
 	t.Helper()
-	os, err := n.Offers(ctxT(t), query, "")
+	os, err := n.market.Offers(ctxT(t), query, "")
 	if err != nil {
 		t.Fatalf("offers: %v", err)
 	}
@@ -40,7 +40,7 @@ func TestOffersGossip(t *testing.T) {
 	var info api.OfferInfo
 	eventually(t, 20*time.Second, "n0 can offer (its hardware in the ledger)", func() string {
 		var err error
-		info, err = n0.CreateOffer(ctxT(t), api.OfferCreate{Price: "1.25", CPUs: &one, MemoryMB: &one, ForMS: market.Hour})
+		info, err = n0.market.CreateOffer(ctxT(t), api.OfferCreate{Price: "1.25", CPUs: &one, MemoryMB: &one, ForMS: market.Hour})
 		if err != nil {
 			return err.Error()
 		}
@@ -60,13 +60,13 @@ func TestOffersGossip(t *testing.T) {
 			t.Fatalf("%s: price>2 lists a $1.25 offer", mn.name)
 		}
 	}
-	if _, err := m.nodes[1].Offers(ctxT(t), "gpus>=two", ""); statusCode(err) != http.StatusBadRequest {
+	if _, err := m.nodes[1].market.Offers(ctxT(t), "gpus>=two", ""); statusCode(err) != http.StatusBadRequest {
 		t.Fatalf("a bad query: %v", err)
 	}
-	if _, err := m.nodes[1].RemoveOffer(ctxT(t), info.ID); statusCode(err) != http.StatusNotFound {
+	if _, err := m.nodes[1].market.RemoveOffer(ctxT(t), info.ID); statusCode(err) != http.StatusNotFound {
 		t.Fatalf("another node removed the offer: %v", err)
 	}
-	if _, err := n0.RemoveOffer(ctxT(t), info.ID); err != nil {
+	if _, err := n0.market.RemoveOffer(ctxT(t), info.ID); err != nil {
 		t.Fatal(err)
 	}
 	for _, mn := range m.nodes {
@@ -85,10 +85,10 @@ func TestCheckOffer(t *testing.T) {
 	m := newMesh(t, meshConfig{n: 1, interval: 200 * time.Millisecond})
 	m.formOrg()
 	n := m.nodes[0].Node
-	org := n.orgID()
+	org := n.rep.Org()
 	var hw ledger.Hardware
 	eventually(t, 20*time.Second, "hardware in the ledger", func() string {
-		n.snapshot(func(st *ledger.State) { hw = st.Machines[n.idStr].Hardware })
+		n.rep.View(func(st *ledger.State) { hw = st.Machines[n.idStr].Hardware })
 		if hw.CPUs == 0 {
 			return "no hardware yet"
 		}

@@ -71,7 +71,7 @@ func TestPersonsMachinesAndVisibility(t *testing.T) {
 	slices.Sort(want01)
 	eventually(t, 30*time.Second, "two members, alice with two machines, on every node", func() string {
 		for _, mn := range m.nodes {
-			ms, err := mn.Members(ctx)
+			ms, err := mn.orgs.Members(ctx)
 			if err != nil {
 				return err.Error()
 			}
@@ -93,12 +93,12 @@ func TestPersonsMachinesAndVisibility(t *testing.T) {
 		if err != nil || st.Person != alice.ID || st.PersonName != "alice" || st.Role != ledger.RoleOwner {
 			t.Fatalf("status of alice's machine %s: %+v, %v", n.idStr, st, err)
 		}
-		mi, err := n2.Machine(ctx, n.idStr)
+		mi, err := n2.orgs.Machine(ctx, n.idStr)
 		if err != nil || mi.Owner != alice.ID || mi.OwnerName != "alice" || len(mi.History) == 0 || mi.History[len(mi.History)-1].Status != ledger.MachineApproved {
 			t.Fatalf("machine %s as bob's node shows it: %+v, %v", n.idStr, mi, err)
 		}
 	}
-	if o, err := n2.Org(ctx); err != nil || o.Owner != alice.ID || o.OwnerName != "alice" {
+	if o, err := n2.orgs.Org(ctx); err != nil || o.Owner != alice.ID || o.OwnerName != "alice" {
 		t.Fatalf("org: %+v, %v", o, err)
 	}
 
@@ -122,38 +122,38 @@ func TestPersonsMachinesAndVisibility(t *testing.T) {
 	m.waitJobDone(30*time.Second, jb.ID)
 
 	// bob, a member, sees his own job only.
-	js, err := n2.Jobs(ctx)
+	js, err := n2.jobs.Jobs(ctx)
 	if err != nil || len(js) != 1 || js[0].ID != jb.ID {
 		t.Fatalf("bob's job ls: %+v, %v", js, err)
 	}
-	_, err = n2.Job(ctx, ja.ID)
+	_, err = n2.jobs.Job(ctx, ja.ID)
 	oneLine(t, "bob's job show of alice's job", err, http.StatusNotFound, "no such job")
-	_, err = n2.Job(ctx, "alices")
+	_, err = n2.jobs.Job(ctx, "alices")
 	oneLine(t, "bob's job show of alice's job by name", err, http.StatusNotFound, "no such job")
-	_, err = n2.JobItems(ctx, ja.ID)
+	_, err = n2.jobs.JobItems(ctx, ja.ID)
 	oneLine(t, "bob's job items of alice's job", err, http.StatusNotFound, "no such job")
-	_, err = n2.JobLogs(ctx, ja.ID, 1)
+	_, err = n2.jobs.JobLogs(ctx, ja.ID, 1)
 	oneLine(t, "bob's job logs of alice's job", err, http.StatusNotFound, "no such job")
-	_, err = n2.CancelJob(ctx, ja.ID)
+	_, err = n2.jobs.CancelJob(ctx, ja.ID)
 	// Cancel and modify say what show says: they do not reveal that the
 	// job exists (issue 27).
 	oneLine(t, "bob's cancel of alice's job", err, http.StatusNotFound, "no such job")
-	_, err = n2.ModifyJob(ctx, ja.ID, api.JobModify{Priority: ptr(int64(3))})
+	_, err = n2.jobs.ModifyJob(ctx, ja.ID, api.JobModify{Priority: ptr(int64(3))})
 	oneLine(t, "bob's modify of alice's job", err, http.StatusNotFound, "no such job")
-	if _, err := n2.JobLogs(ctx, jb.ID, 1); err != nil {
+	if _, err := n2.jobs.JobLogs(ctx, jb.ID, 1); err != nil {
 		t.Fatalf("bob's logs of his own job: %v", err)
 	}
 
 	// alice, the owner, sees both, from either machine.
 	for _, n := range []*Node{n0, n1} {
-		js, err := n.Jobs(ctx)
+		js, err := n.jobs.Jobs(ctx)
 		if err != nil || len(js) != 2 {
 			t.Fatalf("alice's job ls on %s: %d jobs, %v", n.idStr, len(js), err)
 		}
-		if _, err := n.JobLogs(ctx, jb.ID, 1); err != nil {
+		if _, err := n.jobs.JobLogs(ctx, jb.ID, 1); err != nil {
 			t.Fatalf("alice's logs of bob's job on %s: %v", n.idStr, err)
 		}
-		if _, err := n.JobLogs(ctx, ja.ID, 1); err != nil {
+		if _, err := n.jobs.JobLogs(ctx, ja.ID, 1); err != nil {
 			t.Fatalf("alice's logs of her job on %s: %v", n.idStr, err)
 		}
 	}
@@ -168,8 +168,8 @@ func TestPersonsMachinesAndVisibility(t *testing.T) {
 	fetch := func(n *Node, job string) error {
 		var err error
 		eventually(t, 10*time.Second, "an answer of the logs protocol from "+n.idStr, func() string {
-			n2.ensureConnected(ctx, n.id)
-			_, err = p2p.FetchLog(ctx, n2.host.LibP2P(), n.id, p2p.LogsRequest{Org: n.orgID(), Job: job, Item: 1}, runtime.LogCap)
+			n2.peers.EnsureConnected(ctx, n.id)
+			_, err = p2p.FetchLog(ctx, n2.host.LibP2P(), n.id, p2p.LogsRequest{Org: n.rep.Org(), Job: job, Item: 1}, runtime.LogCap)
 			if err != nil && strings.Contains(err.Error(), "failed to dial") {
 				return err.Error()
 			}
@@ -202,16 +202,16 @@ func TestPersonsRoles(t *testing.T) {
 	all := m.nodes
 	t.Cleanup(func() { m.nodes = all }) // before m.close: every node is closed
 	owner, ada, cy, dee := m.nodes[0].Node, m.nodes[1].Node, m.nodes[2].Node, m.nodes[3].Node
-	o, a, c, d := owner.person(), ada.person(), cy.person(), dee.person()
+	o, a, c, d := owner.orgs.Person(), ada.orgs.Person(), cy.orgs.Person(), dee.orgs.Person()
 	ctx := ctxT(t)
 	roles := func(want map[string]string) {
 		t.Helper()
 		m.waitConverged(30 * time.Second)
 		for _, mn := range m.live() {
-			mn.snapshot(func(st *ledger.State) {
+			mn.rep.View(func(st *ledger.State) {
 				for p, r := range want {
 					if st.Role(p) != r {
-						t.Fatalf("%s: %s has role %q, want %q", mn.name, personName(st, p), st.Role(p), r)
+						t.Fatalf("%s: %s has role %q, want %q", mn.name, st.PersonName(p), st.Role(p), r)
 					}
 				}
 			})
@@ -219,30 +219,30 @@ func TestPersonsRoles(t *testing.T) {
 	}
 
 	// A member promotes nobody; the owner does, by ID or by name.
-	_, err := ada.SetRole(ctx, c, ledger.RoleAdmin)
+	_, err := ada.orgs.SetRole(ctx, c, ledger.RoleAdmin)
 	oneLine(t, "a member promoting", err, http.StatusForbidden, "this machine acts for person ada", "a member", "only the owner promotes")
-	if mi, err := owner.SetRole(ctx, a, ledger.RoleAdmin); err != nil || mi.Role != ledger.RoleAdmin || mi.Name != "ada" || len(mi.Machines) != 1 {
+	if mi, err := owner.orgs.SetRole(ctx, a, ledger.RoleAdmin); err != nil || mi.Role != ledger.RoleAdmin || mi.Name != "ada" || len(mi.Machines) != 1 {
 		t.Fatalf("owner promotes ada: %+v, %v", mi, err)
 	}
-	if _, err := owner.SetRole(ctx, "cy", ledger.RoleAdmin); err != nil {
+	if _, err := owner.orgs.SetRole(ctx, "cy", ledger.RoleAdmin); err != nil {
 		t.Fatalf("owner promotes cy by name: %v", err)
 	}
 	// A machine's ID is no member's.
-	_, err = owner.SetRole(ctx, dee.idStr, ledger.RoleAdmin)
+	_, err = owner.orgs.SetRole(ctx, dee.idStr, ledger.RoleAdmin)
 	oneLine(t, "set-role of a machine", err, http.StatusNotFound, "is machine n3", "acts for person dee ("+d+")")
 	roles(map[string]string{o: ledger.RoleOwner, a: ledger.RoleAdmin, c: ledger.RoleAdmin, d: ledger.RoleMember})
 
 	// An admin can neither demote nor remove another admin, nor promote,
 	// nor remove the owner.
-	_, err = ada.SetRole(ctx, c, ledger.RoleMember)
+	_, err = ada.orgs.SetRole(ctx, c, ledger.RoleMember)
 	oneLine(t, "an admin demoting an admin", err, http.StatusForbidden, "this machine acts for person ada", "an admin", "only the owner")
-	_, err = ada.RemoveMember(ctx, c)
+	_, err = ada.orgs.RemoveMember(ctx, c)
 	oneLine(t, "an admin removing an admin", err, http.StatusForbidden, "only the owner removes admins")
-	_, err = ada.SetRole(ctx, d, ledger.RoleAdmin)
+	_, err = ada.orgs.SetRole(ctx, d, ledger.RoleAdmin)
 	oneLine(t, "an admin promoting", err, http.StatusForbidden, "only the owner")
-	_, err = ada.RemoveMember(ctx, o)
+	_, err = ada.orgs.RemoveMember(ctx, o)
 	oneLine(t, "an admin removing the owner", err, http.StatusForbidden, "whom nobody may remove")
-	_, err = owner.SetRole(ctx, o, ledger.RoleAdmin)
+	_, err = owner.orgs.SetRole(ctx, o, ledger.RoleAdmin)
 	oneLine(t, "the owner demoting themselves", err, http.StatusConflict, "org transfer")
 
 	// The same, written past the API's checks: each entry is kept, on
@@ -258,7 +258,7 @@ func TestPersonsRoles(t *testing.T) {
 		{ledger.KindMemberRemove, ledger.MemberRef{Member: o}},
 		{ledger.KindOrgTransfer, ledger.OrgTransfer{To: a}},
 	} {
-		e, err := ada.write(ctx, w.kind, w.payload)
+		e, err := ada.rep.Write(ctx, w.kind, w.payload)
 		if err == nil || e == nil {
 			t.Fatalf("ada's raw %s %+v: took effect on her node (%v)", w.kind, w.payload, err)
 		}
@@ -286,7 +286,7 @@ func TestPersonsRoles(t *testing.T) {
 	}
 
 	// An admin removes a member, with the member's machine.
-	if id, err := ada.RemoveMember(ctx, d); err != nil || id != d {
+	if id, err := ada.orgs.RemoveMember(ctx, d); err != nil || id != d {
 		t.Fatalf("an admin removing a member: %q, %v", id, err)
 	}
 	m.nodes = m.nodes[:3] // dee's machine is out of the org
@@ -295,31 +295,31 @@ func TestPersonsRoles(t *testing.T) {
 		t.Fatalf("removed member's machine is %q", st)
 	}
 	// The owner demotes an admin.
-	if _, err := owner.SetRole(ctx, c, ledger.RoleMember); err != nil {
+	if _, err := owner.orgs.SetRole(ctx, c, ledger.RoleMember); err != nil {
 		t.Fatalf("owner demotes cy: %v", err)
 	}
 	roles(map[string]string{c: ledger.RoleMember})
 
 	// Transfer: only the owner, only to an admin.
-	_, err = ada.TransferOrg(ctx, a)
+	_, err = ada.orgs.TransferOrg(ctx, a)
 	oneLine(t, "an admin transferring", err, http.StatusForbidden, "only the owner may transfer")
-	_, err = owner.TransferOrg(ctx, c)
+	_, err = owner.orgs.TransferOrg(ctx, c)
 	oneLine(t, "transfer to a member", err, http.StatusConflict, "make them an admin first: cshare member set-role "+c+" admin")
-	info, err := owner.TransferOrg(ctx, "ada")
+	info, err := owner.orgs.TransferOrg(ctx, "ada")
 	if err != nil || info.Owner != a || info.OwnerName != "ada" {
 		t.Fatalf("transfer to ada: %+v, %v", info, err)
 	}
 	roles(map[string]string{a: ledger.RoleOwner, o: ledger.RoleAdmin, c: ledger.RoleMember})
 	for _, mn := range m.nodes {
-		if oi, err := mn.Org(context.Background()); err != nil || oi.Owner != a {
+		if oi, err := mn.orgs.Org(context.Background()); err != nil || oi.Owner != a {
 			t.Fatalf("%s: org owner %q, %v", mn.name, oi.Owner, err)
 		}
 	}
 	// The old owner, an admin now, may not demote the new one; the new
 	// owner removes an admin.
-	_, err = owner.RemoveMember(ctx, a)
+	_, err = owner.orgs.RemoveMember(ctx, a)
 	oneLine(t, "the old owner removing the new", err, http.StatusForbidden, "whom nobody may remove")
-	if _, err := ada.RemoveMember(ctx, o); err != nil {
+	if _, err := ada.orgs.RemoveMember(ctx, o); err != nil {
 		t.Fatalf("the new owner removing the old, an admin: %v", err)
 	}
 	m.nodes = m.nodes[1:3]
@@ -336,7 +336,7 @@ func TestPersonKeyAtCreate(t *testing.T) {
 	if st, _ := n.Status(ctx); st.Person != "" {
 		t.Fatalf("a person before any key: %+v", st)
 	}
-	_, err := n.CreateOrg(ctx, api.OrgCreate{Name: "acme", UserName: "olive\x1b[2J"})
+	_, err := n.orgs.CreateOrg(ctx, api.OrgCreate{Name: "acme", UserName: "olive\x1b[2J"})
 	oneLine(t, "bad user name", err, http.StatusBadRequest, "user_name")
 	var se *api.StatusError
 	if !errors.As(err, &se) || se.Field != "user_name" {
@@ -345,7 +345,7 @@ func TestPersonKeyAtCreate(t *testing.T) {
 	if _, err := userkey.Load(n.opts.DataDir); err == nil {
 		t.Fatal("a refused create made a person key")
 	}
-	if _, err := n.CreateOrg(ctx, api.OrgCreate{Name: "acme", UserName: "olive"}); err != nil {
+	if _, err := n.orgs.CreateOrg(ctx, api.OrgCreate{Name: "acme", UserName: "olive"}); err != nil {
 		t.Fatal(err)
 	}
 	k, err := userkey.Load(n.opts.DataDir)
@@ -353,8 +353,8 @@ func TestPersonKeyAtCreate(t *testing.T) {
 		t.Fatalf("person key: %+v, %v", k, err)
 	}
 	st, _ := n.Status(ctx)
-	o, _ := n.Org(ctx)
-	ms, _ := n.Members(ctx)
+	o, _ := n.orgs.Org(ctx)
+	ms, _ := n.orgs.Members(ctx)
 	if st.Person != k.ID || st.PersonName != "olive" || st.Role != ledger.RoleOwner || o.Owner != k.ID || len(ms) != 1 || ms[0].ID != k.ID ||
 		!slices.Equal(ms[0].Machines, []string{n.idStr}) {
 		t.Fatalf("status %+v, org owner %s, members %+v; want person %s", st, o.Owner, ms, k.ID)

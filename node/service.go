@@ -8,29 +8,24 @@ import (
 	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/internal/userkey"
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/node/config"
 )
 
-var _ api.Service = (*Node)(nil)
+// The node serves api.NodeAPI itself; the other APIs are its services'
+// (Start hands them to the API server).
+var _ api.NodeAPI = (*Node)(nil)
 
-func errNoOrg() error { return api.NoOrg() }
-
-func (n *Node) needOrg() error {
-	if n.orgID() == "" {
-		return errNoOrg()
-	}
-	return nil
-}
-
-// Status implements api.Service.
+// Status implements api.NodeAPI.
 func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
-	up := n.now().Sub(n.started).Truncate(time.Second)
-	s := api.NodeStatus{ID: n.id.String(), Uptime: up.String(), UptimeSeconds: int64(up.Seconds()), Version: Version,
+	now := n.opts.Now()
+	up := now.Sub(n.started).Truncate(time.Second)
+	s := api.NodeStatus{ID: n.idStr, Uptime: up.String(), UptimeSeconds: int64(up.Seconds()), Version: Version,
 		API: n.apiAddr, Addrs: n.host.Addrs(), DataDir: n.opts.DataDir, PeerIDs: []string{}, Heads: []string{}}
 	for _, p := range n.host.Peers() {
 		s.PeerIDs = append(s.PeerIDs, p.String())
 	}
 	s.Peers = len(s.PeerIDs)
-	s.Reconnecting = s.Peers == 0 && n.reconnecting()
+	s.Reconnecting = s.Peers == 0 && n.peers.Reconnecting()
 	lg, unlock := n.rep.ReadLog()
 	st := lg.State()
 	heads, _ := lg.Heads()
@@ -42,14 +37,14 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 	if st.Org != "" {
 		s.StateHash = st.Hash() // as org show gives it: converged nodes agree
 	} else {
-		s.Left = n.lastLeft()
+		s.Left = n.orgs.Leaving().LastLeft()
 	}
 	if st.Org != "" {
-		s.Person = n.personIn(st)
-		s.PersonName = personName(st, s.Person)
+		s.Person = n.orgs.PersonIn(st)
+		s.PersonName = st.PersonName(s.Person)
 	}
 	s.Role = st.Role(s.Person)
-	s.Name = n.machineName()
+	s.Name = machineName(n.opts, n.cfg)
 	if m := st.Machines[s.ID]; m != nil {
 		s.Name = m.Name
 	}
@@ -60,35 +55,19 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 			s.Person, s.PersonName = k.ID, k.Name
 		}
 	}
-	s.Status = n.machineStatus(s.ID, n.now())
+	s.Status = n.peers.MachineStatus(s.ID, n.opts.Now())
 	if s.Org == "" {
 		s.Status = "no org"
 	}
-	s.PlanHash, s.PlanAgree, s.PlanPeers = n.planAgreement()
-	if n.gate.closed.Load() {
-		_, since, _ := n.gate.state()
+	s.PlanHash = n.sched.View().Plan.Hash
+	s.PlanAgree, s.PlanPeers = n.peers.PlanAgreement(s.PlanHash)
+	if catching, since := n.peers.CatchingUp(); catching {
 		s.CatchingUp, s.CatchingUpSince = true, api.FormatTime(since)
 	}
 	return s, nil
 }
 
-func (n *Node) machineName() string {
-	if n.opts.Name != "" {
-		return n.opts.Name
-	}
-	if n.cfg.Name != "" {
-		return n.cfg.Name
-	}
-	// A host name that is no valid machine name (too long, say) is not
-	// used: the ledger then names the machine by its short ID.
-	h, _ := os.Hostname()
-	if text.CheckName("name", h) != nil {
-		return ""
-	}
-	return h
-}
-
-// Stop implements api.Service.
+// Stop implements api.NodeAPI.
 func (n *Node) Stop(ctx context.Context) error {
 	select {
 	case <-n.stopped:
@@ -98,9 +77,20 @@ func (n *Node) Stop(ctx context.Context) error {
 	return nil
 }
 
-// afterJoin publishes this machine's hardware and limits and a heartbeat.
-func (n *Node) afterJoin(ctx context.Context) {
-	n.publishMachineUpdate(ctx)
-	n.beat(ctx)
-	n.spawn(n.learnMachines)
+// machineName is the name this machine gives itself: --name, else
+// node.yaml's, else the host name.
+func machineName(opts Options, cfg config.File) string {
+	if opts.Name != "" {
+		return opts.Name
+	}
+	if cfg.Name != "" {
+		return cfg.Name
+	}
+	// A host name that is no valid machine name (too long, say) is not
+	// used: the ledger then names the machine by its short ID.
+	h, _ := os.Hostname()
+	if text.CheckName("name", h) != nil {
+		return ""
+	}
+	return h
 }

@@ -33,23 +33,23 @@ func TestHostileTextRefusedAtTheAPI(t *testing.T) {
 			t.Errorf("%s: error %q is not one safe line", what, err)
 		}
 	}
-	_, err := n0.SubmitJob(ctx, api.JobSubmit{Name: hostile, Driver: "exec", Cmd: []string{"true"}})
+	_, err := n0.jobs.SubmitJob(ctx, api.JobSubmit{Name: hostile, Driver: "exec", Cmd: []string{"true"}})
 	refused("job name", err, "name: ")
-	_, err = n0.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"name": hostile}})
+	_, err = n0.orgs.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"name": hostile}})
 	refused("org name", err, "name: ")
-	_, err = n0.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"name": strings.Repeat("x", 100241)}})
+	_, err = n0.orgs.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"name": strings.Repeat("x", 100241)}})
 	refused("100 KB org name", err, "name: 100241 characters; allowed: at most 64")
-	_, err = n0.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"description": strings.Repeat("x", 60000)}})
+	_, err = n0.orgs.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"description": strings.Repeat("x", 60000)}})
 	refused("60 KB description", err, "description: 60000 bytes; allowed: at most 4096 bytes")
-	_, err = n1.Join(ctx, api.JoinRequest{OrgKey: key, Name: hostile})
+	_, err = n1.orgs.Join(ctx, api.JoinRequest{OrgKey: key, Name: hostile})
 	refused("machine name", err, "name: ")
 
 	// Names are trimmed at the input edge.
-	j, err := n0.SubmitJob(ctx, api.JobSubmit{Name: "  render  ", Driver: "exec", Cmd: []string{"true"}})
+	j, err := n0.jobs.SubmitJob(ctx, api.JobSubmit{Name: "  render  ", Driver: "exec", Cmd: []string{"true"}})
 	if err != nil || j.Name != "render" {
 		t.Errorf("submit with a padded name: %+v, %v", j, err)
 	}
-	o, err := n0.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"description": hostile}})
+	o, err := n0.orgs.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"description": hostile}})
 	if err != nil || o.Description != hostile {
 		t.Errorf("description: %q, %v; want it stored as given", o.Description, err)
 	}
@@ -64,7 +64,7 @@ func TestHostileTextForgedEntries(t *testing.T) {
 	n0, n1 := m.nodes[0].Node, m.nodes[1].Node
 	var org string
 	var before int64
-	n0.snapshot(func(st *ledger.State) { org, before = st.Org, st.Ineffective })
+	n0.rep.View(func(st *ledger.State) { org, before = st.Org, st.Ineffective })
 	hs, clock := heads(n0)
 	forge := func(n *Node, kind string, p any) *ledger.Entry {
 		e, err := n.signer.Sign(org, kind, p, hs, clock, time.Now().UnixMilli())
@@ -84,13 +84,13 @@ func TestHostileTextForgedEntries(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "the forged entries folded", func() string {
 		var got int64
-		n0.snapshot(func(st *ledger.State) { got = st.Ineffective })
+		n0.rep.View(func(st *ledger.State) { got = st.Ineffective })
 		if got < before+int64(len(es)) {
 			return "not all ineffective yet"
 		}
 		return ""
 	})
-	n0.snapshot(func(st *ledger.State) {
+	n0.rep.View(func(st *ledger.State) {
 		if st.Name != "acme" || len(st.Jobs) != 0 || st.Machines[n1.ID().String()].Name != "n1" {
 			t.Errorf("a forged entry took effect: org %q, %d jobs, n1 named %q", st.Name, len(st.Jobs), st.Machines[n1.ID().String()].Name)
 		}

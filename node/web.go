@@ -35,11 +35,11 @@ var dashboard = template.Must(template.New("d").Funcs(template.FuncMap{"esc": te
 // owner).
 func registerWeb(mux *http.ServeMux, n *Node) {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
-		ms, _ := n.Machines(r.Context())
-		js, _ := n.Jobs(r.Context())
+		ms, _ := n.orgs.Machines(r.Context())
+		js, _ := n.jobs.Jobs(r.Context())
 		st, _ := n.Status(r.Context())
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_ = dashboard.Execute(w, map[string]any{"Org": n.orgID(), "ID": n.id.String(), "Now": n.now().UTC().Format(time.RFC3339),
+		_ = dashboard.Execute(w, map[string]any{"Org": n.rep.Org(), "ID": n.idStr, "Now": n.opts.Now().UTC().Format(time.RFC3339),
 			"Person": st.Person, "PersonName": st.PersonName, "Role": st.Role, "SeesAll": ledger.RoleRank(st.Role) >= 2,
 			"Machines": ms, "Jobs": js})
 	})

@@ -81,7 +81,7 @@ func noBlock(t *testing.T) {
 func holdOrgKey(t *testing.T, j, admin *Node, to []*meshNode) {
 	t.Helper()
 	ctx := ctxT(t)
-	key, err := admin.OrgKey(ctx, false)
+	key, err := admin.orgs.OrgKey(ctx, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func holdOrgKey(t *testing.T, j, admin *Node, to []*meshNode) {
 func forceRegister(t *testing.T, j *Node, reg ledger.MachineRegister, to []*meshNode) *ledger.Entry {
 	t.Helper()
 	ctx := ctxT(t)
-	e, err := j.write(ctx, ledger.KindMachineReg, reg)
+	e, err := j.rep.Write(ctx, ledger.KindMachineReg, reg)
 	if e == nil {
 		t.Fatalf("write register: %v", err)
 	}
@@ -123,7 +123,7 @@ func forceRegister(t *testing.T, j *Node, reg ledger.MachineRegister, to []*mesh
 		if err := j.host.Connect(ctx, o.Addrs()); err != nil {
 			t.Fatalf("connect to %s: %v", o.name, err)
 		}
-		if err := p2p.AnnounceHeads(ctx, j.host.LibP2P(), o.ID(), j.orgID(), []cid.Cid{e.CID()}); err != nil {
+		if err := p2p.AnnounceHeads(ctx, j.host.LibP2P(), o.ID(), j.rep.Org(), []cid.Cid{e.CID()}); err != nil {
 			t.Fatalf("announce to %s: %v", o.name, err)
 		}
 	}
@@ -206,12 +206,12 @@ func TestWitnessExpiredInvite(t *testing.T) {
 	jn.opts.Now = func() time.Time { return time.Now().Add(-time.Hour) }
 	m.restart(2)
 	j, jid := jn.Node, jn.ID().String()
-	org := n0.orgID()
+	org := n0.rep.Org()
 
 	expires := time.Now().Add(-time.Minute).UnixMilli()
 	c := n0.signer.SignCapability(ledger.Capability{Org: org, Kind: ledger.CapInvite, ID: randomID(), Role: ledger.RoleMember, Expires: expires})
 	tok := ledger.Token{Cap: c, Addrs: n0.orgs.BootstrapAddrs()}
-	_, err := j.Join(ctx, api.JoinRequest{OrgKey: tok.Encode()})
+	_, err := j.orgs.Join(ctx, api.JoinRequest{OrgKey: tok.Encode()})
 	oneLineErr(t, "join with an expired invite", err, http.StatusForbidden,
 		"this invite expired at "+api.FormatTime(time.UnixMilli(expires)), "(clock of machine n0)", "ask an admin for a new one")
 	for _, mn := range all {
@@ -232,7 +232,7 @@ func TestWitnessExpiredInvite(t *testing.T) {
 	if err := j.joinTopics(org); err != nil { // as Join does: the machines fetch from it
 		t.Fatalf("join topics: %v", err)
 	}
-	before := j.now().UnixMilli()
+	before := j.opts.Now().UnixMilli()
 	if before > expires {
 		t.Fatalf("the joiner's clock reads %d, after the expiry %d", before, expires)
 	}
@@ -286,9 +286,9 @@ func TestWitnessInviteUses(t *testing.T) {
 	m.formOrg()
 	m.nodes = all
 	n0, n1, j1, j2, j3, j4 := all[0], all[1], all[2], all[3], all[4], all[5]
-	org := n0.orgID()
+	org := n0.rep.Org()
 	inviteOnce := func() (string, ledger.Token) {
-		res, err := n0.Invite(ctx, api.InviteRequest{Uses: 1})
+		res, err := n0.orgs.Invite(ctx, api.InviteRequest{Uses: 1})
 		if err != nil {
 			t.Fatalf("invite: %v", err)
 		}
@@ -306,7 +306,7 @@ func TestWitnessInviteUses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("witness from n1: %v", err)
 	}
-	res, err := j1.Join(ctx, api.JoinRequest{OrgKey: key})
+	res, err := j1.orgs.Join(ctx, api.JoinRequest{OrgKey: key})
 	if err != nil || res.Status != ledger.MachineApproved {
 		t.Fatalf("j1 join: %+v, %v; want approved", res, err)
 	}
@@ -319,7 +319,7 @@ func TestWitnessInviteUses(t *testing.T) {
 		}
 		return ""
 	})
-	_, err = j2.Join(ctx, api.JoinRequest{OrgKey: key})
+	_, err = j2.orgs.Join(ctx, api.JoinRequest{OrgKey: key})
 	oneLineErr(t, "second redemption", err, http.StatusForbidden, "this invite has been used 1 of 1 times", "ask an admin for a new one")
 	if k := registersBy(j2.Node, j2.ID().String()); k != 0 {
 		t.Fatalf("the refused join wrote %d registers", k)
@@ -361,8 +361,8 @@ func TestWitnessInviteUses(t *testing.T) {
 	if err != nil {
 		t.Fatalf("witness from n1: %v", err)
 	}
-	e3, _ := j3.write(ctx, ledger.KindMachineReg, ledger.MachineRegister{Name: "j3", Cap: tok.Cap, Witness: &w3})
-	e4, _ := j4.write(ctx, ledger.KindMachineReg, ledger.MachineRegister{Name: "j4", Cap: tok.Cap, Witness: &w4})
+	e3, _ := j3.rep.Write(ctx, ledger.KindMachineReg, ledger.MachineRegister{Name: "j3", Cap: tok.Cap, Witness: &w3})
+	e4, _ := j4.rep.Write(ctx, ledger.KindMachineReg, ledger.MachineRegister{Name: "j4", Cap: tok.Cap, Witness: &w4})
 	if e3 == nil || e4 == nil {
 		t.Fatal("a register was not written")
 	}
@@ -430,7 +430,7 @@ func TestWitnessRefusals(t *testing.T) {
 	m.formOrg()
 	m.nodes = all
 	n0, n1, ja, jb := all[0], all[1], all[2], all[3]
-	org := n0.orgID()
+	org := n0.rep.Org()
 	for _, j := range []*meshNode{ja, jb} {
 		for _, o := range all[:2] {
 			if err := j.host.Connect(ctx, o.Addrs()); err != nil {
@@ -446,11 +446,11 @@ func TestWitnessRefusals(t *testing.T) {
 		return s.SignCapability(ledger.Capability{Org: org, Kind: ledger.CapInvite, ID: randomID(), Role: ledger.RoleMember, Uses: uses})
 	}
 	// Pending machine: jb registers with the org key (approval required).
-	key, err := n0.OrgKey(ctx, false)
+	key, err := n0.orgs.OrgKey(ctx, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jb.Join(ctx, api.JoinRequest{OrgKey: key.Key}); err != nil {
+	if _, err := jb.orgs.Join(ctx, api.JoinRequest{OrgKey: key.Key}); err != nil {
 		t.Fatalf("jb join: %v", err)
 	}
 	if err := ja.host.Connect(ctx, jb.Addrs()); err != nil {

@@ -92,8 +92,8 @@ const (
 	ContractRm    = "rm"
 )
 
-// contractRoutes is the contracts' part of the API's table.
-func contractRoutes(svc Service) []route {
+// contractRoutes is the contracts' part of the market's routes.
+func contractRoutes(svc MarketAPI) []route {
 	return []route{
 		{"POST /v1/contracts", decoded(func(ctx context.Context, req ContractCreate) (ContractInfo, error) {
 			if err := jobspec.CheckSpecText(req.Cmd, req.Env); err != nil {

@@ -8,23 +8,25 @@ import (
 	"testing"
 )
 
-func (stub) CreateContract(context.Context, ContractCreate) (ContractInfo, error) {
+func (marketStub) CreateContract(context.Context, ContractCreate) (ContractInfo, error) {
 	return ContractInfo{}, nil
 }
-func (stub) Contracts(context.Context) ([]ContractInfo, error)           { return nil, nil }
-func (stub) Contract(context.Context, string) (ContractInfo, error)      { return ContractInfo{}, nil }
-func (stub) ContractUsage(context.Context, int64) (ContractUsage, error) { return ContractUsage{}, nil }
-func (stub) ContractAction(_ context.Context, _, action string) (ContractInfo, error) {
+func (marketStub) Contracts(context.Context) ([]ContractInfo, error)      { return nil, nil }
+func (marketStub) Contract(context.Context, string) (ContractInfo, error) { return ContractInfo{}, nil }
+func (marketStub) ContractUsage(context.Context, int64) (ContractUsage, error) {
+	return ContractUsage{}, nil
+}
+func (marketStub) ContractAction(_ context.Context, _, action string) (ContractInfo, error) {
 	return ContractInfo{State: action}, nil
 }
-func (stub) ExtendContract(context.Context, string, ContractExtendRequest) (ContractInfo, error) {
+func (marketStub) ExtendContract(context.Context, string, ContractExtendRequest) (ContractInfo, error) {
 	return ContractInfo{}, nil
 }
 
 // TestContractRoutes: the actions route to the service, an unknown action
 // and a bad usage time are one-line errors naming the field.
 func TestContractRoutes(t *testing.T) {
-	h := Handler(stub{}, "tok")
+	h := Handler(stubs(), "tok")
 	for _, c := range []struct {
 		method, path string
 		code         int

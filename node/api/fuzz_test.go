@@ -11,35 +11,50 @@ import (
 	"testing"
 )
 
-// stub answers every call with zero values.
-type stub struct{}
+// The stubs answer every call with zero values, one for each service's
+// API (the market's in contracts_test.go and market_test.go, the
+// datasets' in dataset_stub_test.go).
+type (
+	nodeStub     struct{}
+	orgStub      struct{} // OrgAPI and LeaveAPI
+	jobsStub     struct{}
+	marketStub   struct{}
+	datasetsStub struct{}
+)
 
-func (stub) Status(context.Context) (NodeStatus, error)                    { return NodeStatus{}, nil }
-func (stub) Stop(context.Context) error                                    { return nil }
-func (stub) CreateOrg(context.Context, OrgCreate) (KeyResult, error)       { return KeyResult{}, nil }
-func (stub) Org(context.Context) (OrgInfo, error)                          { return OrgInfo{}, nil }
-func (stub) OrgKey(context.Context, bool) (KeyResult, error)               { return KeyResult{}, nil }
-func (stub) Invite(context.Context, InviteRequest) (KeyResult, error)      { return KeyResult{}, nil }
-func (stub) SetSettings(context.Context, SettingsRequest) (OrgInfo, error) { return OrgInfo{}, nil }
-func (stub) Join(context.Context, JoinRequest) (JoinResult, error)         { return JoinResult{}, nil }
-func (stub) Machines(context.Context) ([]MachineInfo, error)               { return nil, nil }
-func (stub) Machine(context.Context, string) (MachineInfo, error)          { return MachineInfo{}, nil }
-func (stub) MachineAction(context.Context, string, string) (MachineInfo, error) {
+// stubs serves every route from a stub.
+func stubs() Services {
+	return Services{Node: nodeStub{}, Org: orgStub{}, Leave: orgStub{}, Jobs: jobsStub{}, Market: marketStub{}, Datasets: datasetsStub{}}
+}
+
+func (nodeStub) Status(context.Context) (NodeStatus, error)                   { return NodeStatus{}, nil }
+func (nodeStub) Stop(context.Context) error                                   { return nil }
+func (orgStub) CreateOrg(context.Context, OrgCreate) (KeyResult, error)       { return KeyResult{}, nil }
+func (orgStub) Org(context.Context) (OrgInfo, error)                          { return OrgInfo{}, nil }
+func (orgStub) OrgKey(context.Context, bool) (KeyResult, error)               { return KeyResult{}, nil }
+func (orgStub) Invite(context.Context, InviteRequest) (KeyResult, error)      { return KeyResult{}, nil }
+func (orgStub) SetSettings(context.Context, SettingsRequest) (OrgInfo, error) { return OrgInfo{}, nil }
+func (orgStub) Join(context.Context, JoinRequest) (JoinResult, error)         { return JoinResult{}, nil }
+func (orgStub) Machines(context.Context) ([]MachineInfo, error)               { return nil, nil }
+func (orgStub) Machine(context.Context, string) (MachineInfo, error)          { return MachineInfo{}, nil }
+func (orgStub) MachineAction(context.Context, string, string) (MachineInfo, error) {
 	return MachineInfo{}, nil
 }
-func (stub) Members(context.Context) ([]MemberInfo, error)                 { return nil, nil }
-func (stub) SetRole(context.Context, string, string) (MemberInfo, error)   { return MemberInfo{}, nil }
-func (stub) RemoveMember(context.Context, string) (string, error)          { return "", nil }
-func (stub) Leave(context.Context, LeaveRequest) (LeftOrg, error)          { return LeftOrg{}, nil }
-func (stub) DeleteOrg(context.Context, OrgDeleteRequest) (LeftOrg, error)  { return LeftOrg{}, nil }
-func (stub) TransferOrg(context.Context, string) (OrgInfo, error)          { return OrgInfo{}, nil }
-func (stub) SubmitJob(context.Context, JobSubmit) (JobSubmitted, error)    { return JobSubmitted{}, nil }
-func (stub) ListJobs(context.Context, Page, func(JobInfo) error) error     { return nil }
-func (stub) Job(context.Context, string) (JobInfo, error)                  { return JobInfo{}, nil }
-func (stub) ModifyJob(context.Context, string, JobModify) (JobInfo, error) { return JobInfo{}, nil }
-func (stub) CancelJob(context.Context, string) (JobInfo, error)            { return JobInfo{}, nil }
-func (stub) JobLogs(context.Context, string, int64) ([]byte, error)        { return nil, nil }
-func (stub) ListJobItems(context.Context, string, Page, func(ItemInfo) error) error {
+func (orgStub) Members(context.Context) ([]MemberInfo, error)                { return nil, nil }
+func (orgStub) SetRole(context.Context, string, string) (MemberInfo, error)  { return MemberInfo{}, nil }
+func (orgStub) RemoveMember(context.Context, string) (string, error)         { return "", nil }
+func (orgStub) Leave(context.Context, LeaveRequest) (LeftOrg, error)         { return LeftOrg{}, nil }
+func (orgStub) DeleteOrg(context.Context, OrgDeleteRequest) (LeftOrg, error) { return LeftOrg{}, nil }
+func (orgStub) TransferOrg(context.Context, string) (OrgInfo, error)         { return OrgInfo{}, nil }
+func (jobsStub) SubmitJob(context.Context, JobSubmit) (JobSubmitted, error) {
+	return JobSubmitted{}, nil
+}
+func (jobsStub) ListJobs(context.Context, Page, func(JobInfo) error) error     { return nil }
+func (jobsStub) Job(context.Context, string) (JobInfo, error)                  { return JobInfo{}, nil }
+func (jobsStub) ModifyJob(context.Context, string, JobModify) (JobInfo, error) { return JobInfo{}, nil }
+func (jobsStub) CancelJob(context.Context, string) (JobInfo, error)            { return JobInfo{}, nil }
+func (jobsStub) JobLogs(context.Context, string, int64) ([]byte, error)        { return nil, nil }
+func (jobsStub) ListJobItems(context.Context, string, Page, func(ItemInfo) error) error {
 	return nil
 }
 
@@ -65,7 +80,7 @@ func FuzzAPIBodies(f *testing.F) {
 	f.Add(9, []byte(`{"confirm":"acme","purge":"yes"}`))
 	f.Add(10, []byte(`{"to":"alice"}`))
 	f.Add(10, []byte(`{"to":7}`))
-	h := Handler(stub{}, "tok")
+	h := Handler(stubs(), "tok")
 	f.Fuzz(func(t *testing.T, route int, body []byte) {
 		if route < 0 {
 			route = -route
@@ -84,7 +99,7 @@ func FuzzAPIBodies(f *testing.F) {
 // TestStrictBodies: a body is one JSON value of known fields; anything
 // after it, or an unknown field, is a 400 that says so.
 func TestStrictBodies(t *testing.T) {
-	h := Handler(stub{}, "tok")
+	h := Handler(stubs(), "tok")
 	for _, c := range []struct {
 		path, body string
 		code       int
@@ -134,7 +149,7 @@ func FuzzDecodeBody(f *testing.F) {
 }
 
 func TestAuthRequired(t *testing.T) {
-	h := Handler(stub{}, "tok")
+	h := Handler(stubs(), "tok")
 	for _, tok := range []string{"", "Bearer nope", "tok"} {
 		req := httptest.NewRequest(http.MethodGet, "/v1/status", nil)
 		if tok != "" {
@@ -151,7 +166,7 @@ func TestAuthRequired(t *testing.T) {
 // TestRouteErrorsAreJSON: the mux's own 404 and 405 are JSON Errors, and a
 // long path is not echoed whole.
 func TestRouteErrorsAreJSON(t *testing.T) {
-	h := Handler(stub{}, "tok")
+	h := Handler(stubs(), "tok")
 	long := strings.Repeat("x", 100<<10)
 	for _, c := range []struct {
 		method, path string
@@ -185,7 +200,7 @@ func TestRouteErrorsAreJSON(t *testing.T) {
 
 // TestTypeErrorsNameTheField: a value of the wrong JSON type names its key.
 func TestTypeErrorsNameTheField(t *testing.T) {
-	h := Handler(stub{}, "tok")
+	h := Handler(stubs(), "tok")
 	for body, field := range map[string]string{
 		`{"cmd":["true"],"priority":1e9}`:                   "priority",
 		`{"cmd":["true"],"range_end":99999999999999999999}`: "range_end",

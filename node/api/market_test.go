@@ -8,9 +8,11 @@ import (
 	"github.com/cshare/cshare/market"
 )
 
-func (stub) CreateOffer(context.Context, OfferCreate) (OfferInfo, error) { return OfferInfo{}, nil }
-func (stub) Offers(context.Context, string, string) ([]OfferInfo, error) { return nil, nil }
-func (stub) RemoveOffer(context.Context, string) (OfferInfo, error)      { return OfferInfo{}, nil }
+func (marketStub) CreateOffer(context.Context, OfferCreate) (OfferInfo, error) {
+	return OfferInfo{}, nil
+}
+func (marketStub) Offers(context.Context, string, string) ([]OfferInfo, error) { return nil, nil }
+func (marketStub) RemoveOffer(context.Context, string) (OfferInfo, error)      { return OfferInfo{}, nil }
 
 func TestOfferCreate(t *testing.T) {
 	hw := market.Hardware{CPUs: 16, MemoryMB: 65536, DiskMB: 1 << 20, GPUs: []market.GPU{{Index: 0, Name: "T4", MemoryMB: 16384}, {Index: 1, Name: "T4", MemoryMB: 16384}}}

@@ -217,7 +217,7 @@ func listed[T any](key func(T) string, rows func(ctx context.Context, r *http.Re
 	})
 }
 
-// whole is listed for a Service method that lists the rows from nothing
+// whole is listed for a service's method that lists the rows from nothing
 // of the request.
 func whole[T any](key func(T) string, rows func(ctx context.Context) ([]T, error)) answer {
 	return listed(key, func(ctx context.Context, _ *http.Request) ([]T, error) { return rows(ctx) })

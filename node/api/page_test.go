@@ -13,9 +13,9 @@ import (
 	"testing"
 )
 
-// lister is a stub whose job listings are given.
+// lister is a jobs stub whose listings are given.
 type lister struct {
-	stub
+	jobsStub
 	items func(p Page, emit func(ItemInfo) error) error
 	jobs  []JobInfo
 }
@@ -28,8 +28,11 @@ func (l lister) ListJobs(_ context.Context, p Page, emit func(JobInfo) error) er
 	return EmitRows(l.jobs, p, func(j JobInfo) string { return j.ID }, emit)
 }
 
-func serve(t *testing.T, svc Service) *Client {
+// serve serves jobs' routes from jobs, the others from stubs.
+func serve(t *testing.T, jobs JobsAPI) *Client {
 	t.Helper()
+	svc := stubs()
+	svc.Jobs = jobs
 	srv := httptest.NewServer(Handler(svc, "tok"))
 	t.Cleanup(srv.Close)
 	return NewClient(srv.URL, "tok")
@@ -77,7 +80,9 @@ func TestClientReadsListingsOver64MiB(t *testing.T) {
 func TestListingShape(t *testing.T) {
 	jobs := []JobInfo{{ID: "bafyjob-aaaaaaaaaaaa-1", Cmd: []string{"a"}, Instances: []InstanceInfo{}}, {ID: "bafyjob-bbbbbbbbbbbb-2", Cmd: []string{"b"}, Instances: []InstanceInfo{}},
 		{ID: "bafyjob-cccccccccccc-3", Cmd: []string{"c"}, Instances: []InstanceInfo{}}}
-	srv := httptest.NewServer(Handler(lister{jobs: jobs}, "tok"))
+	svc := stubs()
+	svc.Jobs = lister{jobs: jobs}
+	srv := httptest.NewServer(Handler(svc, "tok"))
 	defer srv.Close()
 	get := func(q string) (int, string) {
 		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/jobs?"+q, nil)

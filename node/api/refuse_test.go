@@ -19,7 +19,7 @@ func postRaw(t *testing.T, path, body string) (int, Error) {
 	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer tok")
 	rec := httptest.NewRecorder()
-	Handler(stub{}, "tok").ServeHTTP(rec, req)
+	Handler(stubs(), "tok").ServeHTTP(rec, req)
 	var e Error
 	if rec.Code != http.StatusOK {
 		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {

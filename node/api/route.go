@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The API's routes are one table (Handler's routes, contractRoutes): a
+// The API's routes are one table (Handler's, one part for each service): a
 // ServeMux pattern and the answer that serves it, built by one of the
 // typed helpers below. Every route is served the same way (serveRoute): the
 // bearer token is checked, the body capped, the answer computed, and then
@@ -45,23 +45,23 @@ func noBody[Resp any](fn func(ctx context.Context, r *http.Request) (Resp, error
 	return func(r *http.Request) (any, error) { return fn(r.Context(), r) }
 }
 
-// call is noBody for a Service method that needs nothing of the request.
+// call is noBody for a service's method that needs nothing of the request.
 func call[Resp any](fn func(ctx context.Context) (Resp, error)) answer {
 	return noBody(func(ctx context.Context, _ *http.Request) (Resp, error) { return fn(ctx) })
 }
 
-// decoded is withBody for a Service method that takes the body alone.
+// decoded is withBody for a service's method that takes the body alone.
 func decoded[Req, Resp any](fn func(ctx context.Context, req Req) (Resp, error)) answer {
 	return withBody(func(ctx context.Context, _ *http.Request, req Req) (Resp, error) { return fn(ctx, req) })
 }
 
-// onPath is noBody for a Service method that takes the path's wildcard
+// onPath is noBody for a service's method that takes the path's wildcard
 // name (an ID or reference).
 func onPath[Resp any](name string, fn func(ctx context.Context, id string) (Resp, error)) answer {
 	return noBody(func(ctx context.Context, r *http.Request) (Resp, error) { return fn(ctx, r.PathValue(name)) })
 }
 
-// onPathBody is withBody for a Service method that takes the path's
+// onPathBody is withBody for a service's method that takes the path's
 // wildcard name and the body.
 func onPathBody[Req, Resp any](name string, fn func(ctx context.Context, id string, req Req) (Resp, error)) answer {
 	return withBody(func(ctx context.Context, r *http.Request, req Req) (Resp, error) {

@@ -17,7 +17,7 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/routes.golden fr
 // route to requests with no token, no body, an unknown field, a body that
 // is not JSON, bad query parameters and a wrong method, byte for byte.
 func TestRoutesGolden(t *testing.T) {
-	srv := httptest.NewServer(Handler(stub{}, "tok"))
+	srv := httptest.NewServer(Handler(stubs(), "tok"))
 	defer srv.Close()
 	var b strings.Builder
 	do := func(method, path, body string, token bool) {

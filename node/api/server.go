@@ -69,25 +69,34 @@ const MaxEcho = text.MaxEcho
 // does not echo a 100 KB ID back (text.Clip).
 func Ellipsize(s string) string { return text.Clip(s) }
 
-// Handler returns the API's http.Handler. token is the bearer token every
-// request must carry; extra routes (the dashboard, /metrics) may be added to
-// the returned mux by the caller.
-func Handler(svc Service, token string) Mux {
+// Handler returns the API's http.Handler, each route served by its
+// service in svc. token is the bearer token every request must carry;
+// extra routes (the dashboard, /metrics) may be added to the returned mux
+// by the caller.
+func Handler(svc Services, token string) Mux {
 	mux := Mux{http.NewServeMux()}
-	mux.handle(token, routes(svc)...)
-	mux.handle(token, contractRoutes(svc)...)
+	for _, part := range [][]route{nodeRoutes(svc.Node), orgRoutes(svc.Org, svc.Leave), jobRoutes(svc.Jobs),
+		offerRoutes(svc.Market), contractRoutes(svc.Market), datasetRoutes(svc.Datasets)} {
+		mux.handle(token, part...)
+	}
 	return mux
 }
 
-// routes is the API's table (see route.go), but for the contracts'.
-func routes(svc Service) []route {
-	machineID := func(m MachineInfo) string { return m.ID }
-	memberID := func(m MemberInfo) string { return m.ID }
+// The API's table (see route.go), one part for each service.
+
+func nodeRoutes(svc NodeAPI) []route {
 	return []route{
 		{"GET /v1/status", call(svc.Status)},
 		{"POST /v1/node/stop", call(func(ctx context.Context) (map[string]bool, error) {
 			return map[string]bool{"stopping": true}, svc.Stop(ctx)
 		})},
+	}
+}
+
+func orgRoutes(svc OrgAPI, leave LeaveAPI) []route {
+	machineID := func(m MachineInfo) string { return m.ID }
+	memberID := func(m MemberInfo) string { return m.ID }
+	return []route{
 		{"POST /v1/org", decoded(svc.CreateOrg)},
 		{"GET /v1/org", call(svc.Org)},
 		{"GET /v1/org/key", call(func(ctx context.Context) (KeyResult, error) { return svc.OrgKey(ctx, false) })},
@@ -113,8 +122,13 @@ func routes(svc Service) []route {
 			id, err := svc.RemoveMember(ctx, id)
 			return RemoveResult{Removed: err == nil, ID: id}, err
 		})},
-		{"POST /v1/leave", decoded(svc.Leave)},
-		{"POST /v1/org/delete", decoded(svc.DeleteOrg)},
+		{"POST /v1/leave", decoded(leave.Leave)},
+		{"POST /v1/org/delete", decoded(leave.DeleteOrg)},
+	}
+}
+
+func jobRoutes(svc JobsAPI) []route {
+	return []route{
 		{"POST /v1/jobs", decoded(func(ctx context.Context, req JobSubmit) (JobSubmitted, error) {
 			// Said here, naming the field, not as "entry too large" when
 			// the node writes it.
@@ -142,11 +156,23 @@ func routes(svc Service) []route {
 			}
 			return svc.JobLogs(ctx, r.PathValue("id"), item)
 		})},
+	}
+}
+
+// offerRoutes is the offers' part of the market's routes (contractRoutes:
+// the contracts').
+func offerRoutes(svc MarketAPI) []route {
+	return []route{
 		{"POST /v1/offers", decoded(svc.CreateOffer)},
 		{"GET /v1/offers", listed(func(o OfferInfo) string { return o.ID }, func(ctx context.Context, r *http.Request) ([]OfferInfo, error) {
 			return svc.Offers(ctx, r.URL.Query().Get("q"), r.URL.Query().Get("o"))
 		})},
 		{"POST /v1/offers/{id}/remove", onPath("id", svc.RemoveOffer)},
+	}
+}
+
+func datasetRoutes(svc DatasetsAPI) []route {
+	return []route{
 		{"POST /v1/datasets", decoded(svc.AddDataset)},
 		{"GET /v1/datasets/progress/{id}", onPath("id", svc.DatasetProgress)},
 		{"GET /v1/datasets", whole(func(d DatasetInfo) string { return d.CID }, svc.Datasets)},

@@ -1,11 +1,11 @@
 // Package api is the node's local HTTP API: the JSON types, the handlers (a
 // stdlib ServeMux with method patterns, behind a bearer token), and the typed
 // Go client that the CLI and the dashboard use. It owns the wire contract
-// between the CLI and its node; the node implements Service.
+// between the CLI and its node; the node's services implement the APIs of
+// Services (services.go).
 package api
 
 import (
-	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -347,62 +347,6 @@ type RunInfo struct {
 type Error struct {
 	Error string `json:"error"`
 	Field string `json:"field,omitempty"`
-}
-
-// Service is what the node implements behind the handlers. Errors of type
-// *StatusError carry their HTTP status; any other error is a 500.
-type Service interface {
-	Status(ctx context.Context) (NodeStatus, error)
-	Stop(ctx context.Context) error
-
-	CreateOrg(ctx context.Context, req OrgCreate) (KeyResult, error)
-	Org(ctx context.Context) (OrgInfo, error)
-	OrgKey(ctx context.Context, rotate bool) (KeyResult, error)
-	Invite(ctx context.Context, req InviteRequest) (KeyResult, error)
-	SetSettings(ctx context.Context, req SettingsRequest) (OrgInfo, error)
-	Join(ctx context.Context, req JoinRequest) (JoinResult, error)
-
-	Machines(ctx context.Context) ([]MachineInfo, error)
-	Machine(ctx context.Context, id string) (MachineInfo, error)
-	MachineAction(ctx context.Context, id, action string) (MachineInfo, error) // approve | reject | remove
-
-	Members(ctx context.Context) ([]MemberInfo, error)
-	SetRole(ctx context.Context, id, role string) (MemberInfo, error)
-	RemoveMember(ctx context.Context, id string) (string, error) // the removed member's full ID
-	Leave(ctx context.Context, req LeaveRequest) (LeftOrg, error)
-	DeleteOrg(ctx context.Context, req OrgDeleteRequest) (LeftOrg, error)
-	TransferOrg(ctx context.Context, to string) (OrgInfo, error) // to: a person reference
-
-	SubmitJob(ctx context.Context, req JobSubmit) (JobSubmitted, error)
-	// ListJobs emits the jobs this machine's person may see, in submission
-	// order, paged by p (the cursor: a job's ID, or any reference to it).
-	ListJobs(ctx context.Context, p Page, emit func(JobInfo) error) error
-	Job(ctx context.Context, id string) (JobInfo, error)
-	ModifyJob(ctx context.Context, id string, req JobModify) (JobInfo, error)
-	CancelJob(ctx context.Context, id string) (JobInfo, error)
-	JobLogs(ctx context.Context, id string, item int64) ([]byte, error)
-	// ListJobItems emits a job's items in order, paged by p (the cursor: an
-	// item number). emit must not keep its argument's Runs past its return:
-	// the node reuses it for the next item.
-	ListJobItems(ctx context.Context, id string, p Page, emit func(ItemInfo) error) error
-
-	CreateOffer(ctx context.Context, req OfferCreate) (OfferInfo, error)
-	Offers(ctx context.Context, query, order string) ([]OfferInfo, error)
-	RemoveOffer(ctx context.Context, id string) (OfferInfo, error)
-	CreateContract(ctx context.Context, req ContractCreate) (ContractInfo, error)
-	Contracts(ctx context.Context) ([]ContractInfo, error)
-	Contract(ctx context.Context, id string) (ContractInfo, error)
-	ContractAction(ctx context.Context, id, action string) (ContractInfo, error) // stop | start | rm
-	ExtendContract(ctx context.Context, id string, req ContractExtendRequest) (ContractInfo, error)
-	ContractUsage(ctx context.Context, at int64) (ContractUsage, error) // at: unix ms, 0 = now
-	AddDataset(ctx context.Context, req DatasetAdd) (DatasetInfo, error)
-	DatasetProgress(ctx context.Context, id string) (DatasetProgress, error)
-	Datasets(ctx context.Context) ([]DatasetInfo, error)
-	Dataset(ctx context.Context, ref string) (DatasetInfo, error) // ref: a name or a CID
-	RemoveDataset(ctx context.Context, ref string) (DatasetInfo, error)
-	GetDataset(ctx context.Context, ref string, req DatasetGet) (DatasetInfo, error)
-	ImportDataset(ctx context.Context, req DatasetImport) (DatasetInfo, error)
-	ExportDataset(ctx context.Context, ref string, req DatasetExport) (DatasetInfo, error)
 }
 
 // StatusError is an error with an HTTP status, and the request field it is

@@ -15,7 +15,7 @@ import (
 	"github.com/cshare/cshare/node/api"
 )
 
-// ImportDataset implements api.Service: a CAR file's DAG becomes a dataset
+// ImportDataset implements api.DatasetsAPI: a CAR file's DAG becomes a dataset
 // once every block of its root is stored and checked.
 func (s *Service) ImportDataset(ctx context.Context, req api.DatasetImport) (api.DatasetInfo, error) {
 	if err := s.needMember(); err != nil {
@@ -64,7 +64,7 @@ func (s *Service) ImportDataset(ctx context.Context, req api.DatasetImport) (api
 	return info, err
 }
 
-// ExportDataset implements api.Service: fetch what is missing, then write a
+// ExportDataset implements api.DatasetsAPI: fetch what is missing, then write a
 // CARv1 through a temporary name.
 func (s *Service) ExportDataset(ctx context.Context, ref string, req api.DatasetExport) (api.DatasetInfo, error) {
 	if err := s.needMember(); err != nil {

@@ -102,7 +102,7 @@ func noSuchDataset(ref string) error {
 	return api.Errorf(http.StatusNotFound, "dataset %s: no such dataset; allowed: a name or CID that `cshare dataset ls` lists", text.Quote(api.Ellipsize(ref)))
 }
 
-// AddDataset implements api.Service: it imports a path this machine reads,
+// AddDataset implements api.DatasetsAPI: it imports a path this machine reads,
 // then records the dataset. The entry is written only once every block is
 // stored; an interrupted import leaves blocks that the next one reuses.
 func (s *Service) AddDataset(ctx context.Context, req api.DatasetAdd) (api.DatasetInfo, error) {
@@ -195,7 +195,7 @@ func (s *Service) nameFree(name string) error {
 	return nil
 }
 
-// DatasetProgress implements api.Service.
+// DatasetProgress implements api.DatasetsAPI.
 func (s *Service) DatasetProgress(ctx context.Context, id string) (api.DatasetProgress, error) {
 	s.mu.Lock()
 	p := s.progress[id]
@@ -206,7 +206,7 @@ func (s *Service) DatasetProgress(ctx context.Context, id string) (api.DatasetPr
 	return api.DatasetProgress{Done: p.Load()}, nil
 }
 
-// Datasets implements api.Service: the datasets this person may read.
+// Datasets implements api.DatasetsAPI: the datasets this person may read.
 func (s *Service) Datasets(ctx context.Context) ([]api.DatasetInfo, error) {
 	if err := s.needOrg(); err != nil {
 		return nil, err
@@ -226,7 +226,7 @@ func (s *Service) Datasets(ctx context.Context) ([]api.DatasetInfo, error) {
 	return out, nil
 }
 
-// Dataset implements api.Service: one dataset, with the online machines
+// Dataset implements api.DatasetsAPI: one dataset, with the online machines
 // that hold it.
 func (s *Service) Dataset(ctx context.Context, ref string) (api.DatasetInfo, error) {
 	if err := s.needOrg(); err != nil {
@@ -241,7 +241,7 @@ func (s *Service) Dataset(ctx context.Context, ref string) (api.DatasetInfo, err
 	return info, nil
 }
 
-// RemoveDataset implements api.Service.
+// RemoveDataset implements api.DatasetsAPI.
 func (s *Service) RemoveDataset(ctx context.Context, ref string) (api.DatasetInfo, error) {
 	if err := s.needMember(); err != nil {
 		return api.DatasetInfo{}, err
@@ -259,7 +259,7 @@ func (s *Service) RemoveDataset(ctx context.Context, ref string) (api.DatasetInf
 	return info, nil
 }
 
-// GetDataset implements api.Service: fetch what is missing, then write out.
+// GetDataset implements api.DatasetsAPI: fetch what is missing, then write out.
 func (s *Service) GetDataset(ctx context.Context, ref string, req api.DatasetGet) (api.DatasetInfo, error) {
 	if err := s.needMember(); err != nil {
 		return api.DatasetInfo{}, err

@@ -21,9 +21,9 @@
 //   - the dataset loop (Run), which collects the blocks and materialised
 //     trees no dataset or active job uses.
 //
-// It reaches the node only through Deps; package node builds it after its
-// host, serves its protocols (StartExchange), runs its loop, and delegates
-// its API methods to it.
+// It reaches the node only through Deps; package node builds it after the
+// org service, serves its protocols (StartExchange), runs its loop, and
+// hands it to the API server (api.DatasetsAPI).
 package datasetsvc
 
 import (
@@ -111,6 +111,9 @@ type Deps struct {
 	Now   func() time.Time
 	Log   *slog.Logger
 }
+
+// The API serves the datasets (api.DatasetsAPI) from this service.
+var _ api.DatasetsAPI = (*Service)(nil)
 
 // Service is the dataset service of one node. Its methods are safe for
 // concurrent use.

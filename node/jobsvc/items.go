@@ -21,7 +21,7 @@ import (
 // time.
 const itemsPage = 1000
 
-// ListJobItems implements api.Service: the job's items from the one after
+// ListJobItems implements api.JobsAPI: the job's items from the one after
 // p.After (an item number) on, at most p.Limit of them.
 func (s *Service) ListJobItems(ctx context.Context, ref string, p api.Page, emit func(api.ItemInfo) error) error {
 	if err := s.needOrg(); err != nil {

@@ -49,7 +49,7 @@ func resolveRef(kind, list, r string, cands []ref.Candidate) (string, error) {
 // jobsPage is how many jobs ListJobs takes under the read lock at a time.
 const jobsPage = 256
 
-// ListJobs implements api.Service: the jobs this machine's person may see,
+// ListJobs implements api.JobsAPI: the jobs this machine's person may see,
 // in submission order, a page at a time (see nextJobs), rendered without
 // the read lock.
 func (s *Service) ListJobs(ctx context.Context, p api.Page, emit func(api.JobInfo) error) error {
@@ -159,7 +159,7 @@ func (h *jobHeap) Pop() any {
 	return x
 }
 
-// Job implements api.Service.
+// Job implements api.JobsAPI.
 func (s *Service) Job(ctx context.Context, id string) (api.JobInfo, error) {
 	if err := s.needOrg(); err != nil {
 		return api.JobInfo{}, err
@@ -185,7 +185,7 @@ func (s *Service) canManage(j *ledger.Job, what string) error {
 	return err
 }
 
-// ModifyJob implements api.Service (Qube's qbmodify).
+// ModifyJob implements api.JobsAPI (Qube's qbmodify).
 func (s *Service) ModifyJob(ctx context.Context, id string, req api.JobModify) (api.JobInfo, error) {
 	if err := s.needOrg(); err != nil {
 		return api.JobInfo{}, err
@@ -213,7 +213,7 @@ func (s *Service) ModifyJob(ctx context.Context, id string, req api.JobModify) (
 	return s.Job(ctx, j.ID)
 }
 
-// CancelJob implements api.Service.
+// CancelJob implements api.JobsAPI.
 func (s *Service) CancelJob(ctx context.Context, id string) (api.JobInfo, error) {
 	if err := s.needOrg(); err != nil {
 		return api.JobInfo{}, err

@@ -21,7 +21,7 @@ import (
 	"github.com/cshare/cshare/runtime"
 )
 
-// JobLogs implements api.Service.
+// JobLogs implements api.JobsAPI.
 func (s *Service) JobLogs(ctx context.Context, id string, item int64) ([]byte, error) {
 	if err := s.needOrg(); err != nil {
 		return nil, err

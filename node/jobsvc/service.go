@@ -17,7 +17,7 @@
 //
 // It reaches the node only through Deps and keeps no state of its own
 // beyond them: package node builds it after the scheduler, serves its
-// LogSource, and delegates its API methods to it.
+// LogSource, and hands it to the API server (api.JobsAPI).
 package jobsvc
 
 import (
@@ -66,7 +66,7 @@ type Persons interface {
 // Mounts resolves a job's --dataset values (NAME|CID:/path) into mounts of
 // datasets this machine's person may read.
 type Mounts interface {
-	Mounts(vals []string) ([]ledger.DatasetMount, error)
+	ResolveMounts(vals []string) ([]ledger.DatasetMount, error)
 }
 
 // Fetches says what a job waits for while its datasets are fetched.
@@ -125,6 +125,9 @@ type Deps struct {
 	Now     func() time.Time
 	Log     *slog.Logger
 }
+
+// The API serves the jobs (api.JobsAPI) from this service.
+var _ api.JobsAPI = (*Service)(nil)
 
 // Service is the jobs API of one node. Its methods are safe for concurrent
 // use.

@@ -19,7 +19,7 @@ import (
 // small busybox image `make test` and `make demo` build locally.
 const DefaultImage = runtime.TestImage
 
-// SubmitJob implements api.Service.
+// SubmitJob implements api.JobsAPI.
 func (s *Service) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobSubmitted, error) {
 	if err := s.needOrg(); err != nil {
 		return api.JobSubmitted{}, err
@@ -58,7 +58,7 @@ func (s *Service) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobSubm
 		x := *req.MaxCPUs
 		spec.MaxCPUs = &x
 	}
-	mounts, err := s.d.Mounts.Mounts(req.Datasets)
+	mounts, err := s.d.Mounts.ResolveMounts(req.Datasets)
 	if err != nil {
 		return api.JobSubmitted{}, err
 	}

@@ -89,6 +89,9 @@ type Deps struct {
 	Log      *slog.Logger
 }
 
+// The API serves the market (api.MarketAPI) from this service.
+var _ api.MarketAPI = (*Service)(nil)
+
 // Service is the market of one node. Its methods are safe for concurrent
 // use.
 type Service struct {

@@ -23,8 +23,8 @@ import (
 //     does (CheckExit), with nothing written since.
 //   - A pending machine gets no heartbeat (topic or stream): once approved,
 //     it catches up with a peer (ledger and heartbeats, which carry the
-//     leases) before it takes an item, as after a start (the node's
-//     catchup.go): CheckStanding.
+//     leases) before it takes an item, as after a start
+//     (node/peersvc/catchup.go): CheckStanding.
 
 // SyncSource is the replica as the node serves it on p2p.SyncProtocol: an
 // admitted joiner that was once a machine of the org (a removed machine

@@ -18,7 +18,7 @@ import (
 	"github.com/cshare/cshare/p2p"
 )
 
-// Join implements api.Service: dial the bootstrap peers in the key, fetch and
+// Join implements api.OrgAPI: dial the bootstrap peers in the key, fetch and
 // check the ledger against the org ID, and write machine.register.
 func (s *Service) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, error) {
 	tok, err := ledger.ParseToken(req.OrgKey)

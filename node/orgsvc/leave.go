@@ -233,7 +233,7 @@ func (l *Leaving) Carry(e Exit) error {
 	return nil
 }
 
-// Leave implements api.Service: this machine's person leaves the org (a
+// Leave implements api.LeaveAPI: this machine's person leaves the org (a
 // member.remove of itself, which removes all its machines), the entry is
 // pushed to a peer, and the node resets. The owner must transfer the org
 // first.
@@ -343,7 +343,7 @@ func (l *Leaving) exitBy(ctx context.Context, release func(), kind string, paylo
 		Warning: fmt.Sprintf("the %s entry has not reached another machine of the org within %s; this machine stays in the org, trying, until one has it, and leaves then", kind, l.pushWait())}, nil
 }
 
-// DeleteOrg implements api.Service: the owner writes the org's tombstone
+// DeleteOrg implements api.LeaveAPI: the owner writes the org's tombstone
 // (org.delete, naming the org), keeps it, pushes it to a peer, and the node
 // resets; every other node does when it folds the tombstone.
 func (l *Leaving) DeleteOrg(ctx context.Context, req api.OrgDeleteRequest) (api.LeftOrg, error) {

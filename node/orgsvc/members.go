@@ -15,7 +15,7 @@ import (
 // The machines and members API: each request is checked against the
 // rules before the fold checks it again, so a refused one writes nothing.
 
-// Machines implements api.Service.
+// Machines implements api.OrgAPI.
 func (s *Service) Machines(ctx context.Context) ([]api.MachineInfo, error) {
 	if err := s.needOrg(); err != nil {
 		return nil, err
@@ -51,7 +51,7 @@ func (s *Service) resolveMachine(r string) (*ledger.Machine, error) {
 	return m, err
 }
 
-// Machine implements api.Service.
+// Machine implements api.OrgAPI.
 func (s *Service) Machine(ctx context.Context, id string) (api.MachineInfo, error) {
 	if err := s.needOrg(); err != nil {
 		return api.MachineInfo{}, err
@@ -82,7 +82,7 @@ func machineHistory(st *ledger.State, h []ledger.MachineEvent) []api.MachineEven
 	return out
 }
 
-// MachineAction implements api.Service.
+// MachineAction implements api.OrgAPI.
 func (s *Service) MachineAction(ctx context.Context, id, action string) (api.MachineInfo, error) {
 	if err := s.needOrg(); err != nil {
 		return api.MachineInfo{}, err
@@ -135,7 +135,7 @@ func (s *Service) MachineAction(ctx context.Context, id, action string) (api.Mac
 	return s.Machine(ctx, m.ID)
 }
 
-// Members implements api.Service: the org's persons, each with their
+// Members implements api.OrgAPI: the org's persons, each with their
 // machines.
 func (s *Service) Members(ctx context.Context) ([]api.MemberInfo, error) {
 	if err := s.needOrg(); err != nil {
@@ -173,7 +173,7 @@ func (s *Service) resolveMember(r string) (string, error) {
 	return id, err
 }
 
-// SetRole implements api.Service: only the owner promotes members to admin
+// SetRole implements api.OrgAPI: only the owner promotes members to admin
 // and demotes admins.
 func (s *Service) SetRole(ctx context.Context, id, role string) (api.MemberInfo, error) {
 	if err := s.needOrg(); err != nil {
@@ -209,7 +209,7 @@ func (s *Service) SetRole(ctx context.Context, id, role string) (api.MemberInfo,
 	return out, nil
 }
 
-// RemoveMember implements api.Service: nobody removes the owner; only the
+// RemoveMember implements api.OrgAPI: nobody removes the owner; only the
 // owner removes admins; admins and the owner remove members; a person
 // removing themselves is leaving. Removing a person removes every machine
 // of theirs and ends their jobs.

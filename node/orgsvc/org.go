@@ -75,7 +75,7 @@ func (s *Service) CreateOrg(ctx context.Context, req api.OrgCreate) (api.KeyResu
 	return s.OrgKey(ctx, false)
 }
 
-// Org implements api.Service.
+// Org implements api.OrgAPI.
 func (s *Service) Org(ctx context.Context) (api.OrgInfo, error) {
 	if err := s.needOrg(); err != nil {
 		return api.OrgInfo{}, err
@@ -94,7 +94,7 @@ func (s *Service) Org(ctx context.Context) (api.OrgInfo, error) {
 	return o, nil
 }
 
-// OrgKey implements api.Service: the org key is rebuilt from the current key
+// OrgKey implements api.OrgAPI: the org key is rebuilt from the current key
 // ID and signed by this node, which must be an admin.
 func (s *Service) OrgKey(ctx context.Context, rotate bool) (api.KeyResult, error) {
 	if err := s.needAdmin("print or rotate the org key"); err != nil {
@@ -126,7 +126,7 @@ func (s *Service) BootstrapAddrs() []string {
 	return addrs
 }
 
-// Invite implements api.Service.
+// Invite implements api.OrgAPI.
 func (s *Service) Invite(ctx context.Context, req api.InviteRequest) (api.KeyResult, error) {
 	if err := s.needAdmin("issue invites"); err != nil {
 		return api.KeyResult{}, err
@@ -165,7 +165,7 @@ func (s *Service) Invite(ctx context.Context, req api.InviteRequest) (api.KeyRes
 	return res, nil
 }
 
-// SetSettings implements api.Service.
+// SetSettings implements api.OrgAPI.
 func (s *Service) SetSettings(ctx context.Context, req api.SettingsRequest) (api.OrgInfo, error) {
 	if err := s.needAdmin("change org settings"); err != nil {
 		return api.OrgInfo{}, err

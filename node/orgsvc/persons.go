@@ -163,7 +163,7 @@ func memberInfoOf(st *ledger.State, id string) api.MemberInfo {
 	return api.MemberInfo{ID: id, Name: personName(st, id), Machines: []string{}}
 }
 
-// TransferOrg implements api.Service: the owner makes an admin the owner,
+// TransferOrg implements api.OrgAPI: the owner makes an admin the owner,
 // and becomes an admin.
 func (s *Service) TransferOrg(ctx context.Context, to string) (api.OrgInfo, error) {
 	if err := s.needOrg(); err != nil {

@@ -18,9 +18,10 @@
 //     out, serving a joiner the whole ledger, and holding dispatch once this
 //     machine is approved.
 //
-// It reaches the node only through Deps; package node builds it after its
-// host, serves its protocols, and delegates its API methods to it. Its
-// goroutines end with the context given to New; Close waits for them.
+// It reaches the node only through Deps; package node builds it after the
+// peer service (node/peersvc), serves its protocols, and hands it and its
+// Leaving to the API server (api.OrgAPI, api.LeaveAPI). Its goroutines end
+// with the context given to New; Close waits for them.
 package orgsvc
 
 import (
@@ -138,6 +139,13 @@ type Deps struct {
 	Now      func() time.Time
 	Log      *slog.Logger
 }
+
+// The API serves the org (api.OrgAPI) and leaving it (api.LeaveAPI) from
+// this service.
+var (
+	_ api.OrgAPI   = (*Service)(nil)
+	_ api.LeaveAPI = (*Leaving)(nil)
+)
 
 // Service is the org service of one node. Its methods are safe for
 // concurrent use.

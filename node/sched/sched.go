@@ -81,7 +81,8 @@ type Peers interface {
 	All() []p2p.Seen
 }
 
-// Gate is the catch-up gate (node/catchup.go): closed, no new item starts.
+// Gate is the catch-up gate (node/peersvc/catchup.go): closed, no new item
+// starts.
 type Gate interface {
 	Closed() bool
 	// Hold closes the gate until the node has caught up again.

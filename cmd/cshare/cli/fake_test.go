@@ -34,7 +34,8 @@ const (
 	invite  = "cshare-invite-CODE-0123456789"
 )
 
-// fakeNode implements api.Service and records what the CLI asked for.
+// fakeNode implements every service's API (api.Services) and records what
+// the CLI asked for.
 type fakeNode struct {
 	mu       sync.Mutex
 	calls    []string
@@ -413,7 +414,7 @@ func startNode(t *testing.T) *testNode {
 	t.Helper()
 	const token = "test-token"
 	f := newFake()
-	srv := httptest.NewServer(api.Handler(f, token))
+	srv := httptest.NewServer(api.Handler(api.Services{Node: f, Org: f, Leave: f, Jobs: f, Market: f, Datasets: f}, token))
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, api.AddrFile), strings.TrimPrefix(srv.URL, "http://")+"\n")

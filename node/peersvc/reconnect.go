@@ -1,4 +1,4 @@
-package node
+package peersvc
 
 import (
 	"math/rand/v2"
@@ -8,7 +8,7 @@ import (
 
 // redialer is the pure schedule of reconnection attempts: for each machine
 // this node should be connected to and is not, when to dial it next. Time is
-// passed in and nothing here dials, sleeps or logs; redialLoop does.
+// passed in and nothing here dials, sleeps or logs; Redial does.
 //
 // Backoff is exponential per machine, from min doubling up to max (the
 // heartbeat interval), with jitter: an attempt made with backoff b is

@@ -1,4 +1,4 @@
-package node
+package peersvc
 
 import (
 	"context"
@@ -78,39 +78,51 @@ func catchUpVerdict(since, now time.Time, interval time.Duration, peers bool) st
 	return ""
 }
 
-// holdDispatch closes the gate (why: "start" or "pause") and starts
-// catching up, unless the node is in no org or alone in it.
-func (n *Node) holdDispatch(why string) {
-	org := n.orgID()
-	if org == "" || len(n.orgMachines()) == 0 {
+// Hold closes the gate (why: "start" or "pause") and starts catching up,
+// unless the node is in no org or alone in it.
+func (s *Service) Hold(why string) {
+	org := s.d.Ledger.Org()
+	if org == "" || len(s.OrgMachines()) == 0 {
 		return
 	}
-	gen := n.gate.close(n.now(), why)
-	n.log.Info("catching up with a peer before taking new items", "after", why)
-	n.spawn(func() { n.catchUp(gen, org) })
+	gen := s.gate.close(s.now(), why)
+	s.d.Log.Info("catching up with a peer before taking new items", "after", why)
+	s.d.Spawn(func() { s.catchUp(gen, org) })
+}
+
+// Closed reports whether the gate is closed: no new item starts.
+func (s *Service) Closed() bool { return s.gate.closed.Load() }
+
+// CatchingUp reports whether the gate is closed, and since when.
+func (s *Service) CatchingUp() (bool, time.Time) {
+	if !s.gate.closed.Load() {
+		return false, time.Time{}
+	}
+	_, since, _ := s.gate.state()
+	return true, since
 }
 
 // catchUp syncs the ledger with one connected machine of the org and
 // learns the heartbeats it has seen, then opens the gate (generation gen).
-func (n *Node) catchUp(gen uint64, org string) {
+func (s *Service) catchUp(gen uint64, org string) {
 	var caughtUp time.Time // when a catch-up with a peer succeeded
 	var with peer.ID
-	for n.ctx.Err() == nil {
-		if g, _, _ := n.gate.state(); g != gen {
+	for s.ctx.Err() == nil {
+		if g, _, _ := s.gate.state(); g != gen {
 			return // closed again since: that catch-up goes on
 		}
 		peers := 0
 		machines := map[peer.ID]bool{}
-		for _, id := range n.orgMachines() {
+		for _, id := range s.OrgMachines() {
 			machines[id] = true
 		}
-		for _, p := range n.host.Peers() {
+		for _, p := range s.d.Host.Peers() {
 			if !machines[p] || !caughtUp.IsZero() {
 				continue
 			}
 			peers++
-			if n.catchUpWith(p, org) {
-				caughtUp, with = n.now(), p
+			if s.catchUpWith(p, org) {
+				caughtUp, with = s.now(), p
 			}
 		}
 		if !caughtUp.IsZero() {
@@ -120,38 +132,35 @@ func (n *Node) catchUp(gen uint64, org string) {
 			// not heard of may be running the very items this one would
 			// take (it sends a heartbeat with them as it starts). Wait for
 			// one from each, for up to one and a half intervals.
-			missing := n.connectedUnheard(machines)
-			if len(missing) == 0 || n.now().Sub(caughtUp) >= n.interval*3/2 {
-				if n.gate.open(gen) {
-					n.log.Info("caught up; taking new items", "peer", with.String(), "unheard", len(missing))
-					n.kickScheduler()
-					n.sched.Broadcast()
-					n.spawn(func() { n.publishMachineUpdate(n.ctx) })
+			missing := s.connectedUnheard(machines)
+			if len(missing) == 0 || s.now().Sub(caughtUp) >= s.d.Interval*3/2 {
+				if s.gate.open(gen) {
+					s.d.Log.Info("caught up; taking new items", "peer", with.String(), "unheard", len(missing))
+					s.d.Kick()
+					s.d.Node.CaughtUp()
 				}
 				return
 			}
 			peers++
 		}
-		_, since, _ := n.gate.state()
-		switch catchUpVerdict(since, n.now(), n.interval, peers > 0) {
+		_, since, _ := s.gate.state()
+		switch catchUpVerdict(since, s.now(), s.d.Interval, peers > 0) {
 		case "alone":
-			if n.gate.open(gen) {
-				n.log.Warn("no machine of the org reachable for two heartbeat intervals: working alone (items others finish meanwhile may run again)")
-				n.sched.Broadcast()
-				n.spawn(func() { n.publishMachineUpdate(n.ctx) })
+			if s.gate.open(gen) {
+				s.d.Log.Warn("no machine of the org reachable for two heartbeat intervals: working alone (items others finish meanwhile may run again)")
+				s.d.Node.CaughtUp()
 			}
 			return
 		case "timeout":
-			if n.gate.open(gen) {
-				n.log.Warn("no connected machine answered a catch-up: taking new items anyway", "peers", peers)
-				n.sched.Broadcast()
-				n.spawn(func() { n.publishMachineUpdate(n.ctx) })
+			if s.gate.open(gen) {
+				s.d.Log.Warn("no connected machine answered a catch-up: taking new items anyway", "peers", peers)
+				s.d.Node.CaughtUp()
 			}
 			return
 		}
 		t := time.NewTimer(200 * time.Millisecond)
 		select {
-		case <-n.ctx.Done():
+		case <-s.ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
@@ -162,13 +171,13 @@ func (n *Node) catchUp(gen uint64, org string) {
 // connectedUnheard are the machines of machines this node is connected to
 // and has no heartbeat of (none while this machine is not approved: it is
 // sent none).
-func (n *Node) connectedUnheard(machines map[peer.ID]bool) []peer.ID {
-	if !n.approvedNow() {
+func (s *Service) connectedUnheard(machines map[peer.ID]bool) []peer.ID {
+	if !s.approvedNow() {
 		return nil
 	}
 	var out []peer.ID
 	for id := range machines {
-		if _, _, ok := n.live.LastOf(id.String()); !ok && n.host.Connected(id) {
+		if _, _, ok := s.live.LastOf(id.String()); !ok && s.d.Host.Connected(id) {
 			out = append(out, id)
 		}
 	}
@@ -180,42 +189,30 @@ const catchUpTimeout = 10 * time.Second
 
 // catchUpWith syncs the ledger with machine p (everything it has, from its
 // heads) and learns the heartbeats p has seen. It reports success.
-func (n *Node) catchUpWith(p peer.ID, org string) bool {
-	ctx, cancel := context.WithTimeout(n.ctx, catchUpTimeout)
+func (s *Service) catchUpWith(p peer.ID, org string) bool {
+	ctx, cancel := context.WithTimeout(s.ctx, catchUpTimeout)
 	defer cancel()
-	if err := n.rep.CatchUp(ctx, p, org); err != nil {
-		n.log.Debug("catch-up: ledger sync failed", "peer", p.String(), "err", err)
+	if err := s.d.Ledger.CatchUp(ctx, p, org); err != nil {
+		s.d.Log.Debug("catch-up: ledger sync failed", "peer", p.String(), "err", err)
 		return false
 	}
-	n.mu.RLock()
-	o := n.org
-	n.mu.RUnlock()
+	o := s.d.Node.Gossip()
 	if o == nil {
 		return false
 	}
-	if !n.approvedNow() {
+	if !s.approvedNow() {
 		return true // a pending machine is sent no heartbeat, and takes no item
 	}
 	seen, err := o.FetchSeen(ctx, p)
 	if err != nil {
-		n.log.Debug("catch-up: fetching heartbeats failed", "peer", p.String(), "err", err)
+		s.d.Log.Debug("catch-up: fetching heartbeats failed", "peer", p.String(), "err", err)
 		return false
 	}
-	for _, s := range seen {
-		if s.Heartbeat.Machine == n.idStr {
+	for _, sn := range seen {
+		if sn.Heartbeat.Machine == s.idStr {
 			continue
 		}
-		n.live.Observe(s.Heartbeat, n.onOwnClock(s.At)) // their leases, as p last saw them
+		s.live.Observe(sn.Heartbeat, s.onOwnClock(sn.At)) // their leases, as p last saw them
 	}
 	return true
 }
-
-// now is the node's clock (Options.Now).
-func (n *Node) now() time.Time { return n.opts.Now() }
-
-// onOwnClock moves t, read by p2p on the system clock (time.Now), onto the
-// node's clock, keeping its age: liveness compares it with now(). The two
-// differ when Options.Now is not time.Now (a FAKETIME skew); mixed, a
-// clock ahead saw every fetched heartbeat as minutes old, every machine
-// offline and its leases lapsed, and ran items others held (make chaos).
-func (n *Node) onOwnClock(t time.Time) time.Time { return n.now().Add(-time.Since(t)) }

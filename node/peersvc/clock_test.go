@@ -1,4 +1,4 @@
-package node
+package peersvc
 
 import (
 	"testing"
@@ -11,9 +11,9 @@ import (
 // and every machine offline.
 func TestOnOwnClockKeepsAge(t *testing.T) {
 	for _, skew := range []time.Duration{5 * time.Minute, -5 * time.Minute, 0} {
-		n := &Node{opts: Options{Now: func() time.Time { return time.Now().Add(skew) }}}
+		s := &Service{d: Deps{Now: func() time.Time { return time.Now().Add(skew) }}}
 		at := time.Now().Add(-2 * time.Second)
-		age := n.now().Sub(n.onOwnClock(at))
+		age := s.now().Sub(s.onOwnClock(at))
 		if age < 2*time.Second || age > 3*time.Second {
 			t.Errorf("skew %s: a heartbeat seen 2s ago is %s old on the node's clock", skew, age)
 		}

@@ -1,4 +1,4 @@
-package node
+package peersvc
 
 import (
 	"context"
@@ -15,14 +15,10 @@ import (
 // (about 60 bytes each; 6 KB at 100 machines), and the next entry names up
 // to ledger.MaxParents of them. Once the ledger has been quiet (and the
 // node up) for mergeQuiet intervals, the online machine with the lowest ID among those
-// that see more than Options.MergeAbove heads writes one ledger.merge entry naming
+// that see more than Deps.MergeAbove heads writes one ledger.merge entry naming
 // them. Two machines that each take themselves for the lowest write two,
 // leaving two heads; a merge is itself a write, so the next one waits for
 // quiet again.
-
-// defaultMergeAbove is the number of heads that a merge is written above
-// unless Options.MergeAbove says otherwise.
-const defaultMergeAbove = 8
 
 // mergeQuiet is how many heartbeat intervals without a new entry come
 // before a merge.
@@ -30,26 +26,26 @@ const mergeQuiet = 2
 
 // maybeMerge writes a ledger.merge entry if this machine should now (see
 // above).
-func (n *Node) maybeMerge(ctx context.Context, now time.Time) {
-	lg, unlock := n.rep.ReadLog()
+func (s *Service) maybeMerge(ctx context.Context, now time.Time) {
+	lg, unlock := s.d.Ledger.ReadLog()
 	heads, _ := lg.Heads()
-	m := lg.State().Machines[n.idStr]
+	m := lg.State().Machines[s.idStr]
 	approved := m != nil && m.Status == ledger.MachineApproved
 	unlock()
-	quiet := now.Sub(n.rep.LastAdded()) >= mergeQuiet*n.interval
-	if len(heads) <= n.opts.MergeAbove || !quiet || !approved {
+	quiet := now.Sub(s.d.Ledger.LastAdded()) >= mergeQuiet*s.d.Interval
+	if s.d.MergeAbove <= 0 || len(heads) <= s.d.MergeAbove || !quiet || !approved {
 		return
 	}
-	for _, s := range n.live.All() { // sorted by machine ID
-		id := s.Heartbeat.Machine
-		if id >= n.idStr {
+	for _, sn := range s.live.All() { // sorted by machine ID
+		id := sn.Heartbeat.Machine
+		if id >= s.idStr {
 			break
 		}
-		if _, _, ok := n.liveness(id, now); ok {
+		if _, _, ok := s.Liveness(id, now); ok {
 			return // a lower online machine merges
 		}
 	}
-	if _, err := n.write(ctx, ledger.KindMerge, ledger.Merge{}); err != nil && !errors.Is(err, context.Canceled) {
-		n.log.Warn("ledger: merging the heads failed", "heads", len(heads), "err", err)
+	if _, err := s.d.Ledger.Write(ctx, ledger.KindMerge, ledger.Merge{}); err != nil && !errors.Is(err, context.Canceled) {
+		s.d.Log.Warn("ledger: merging the heads failed", "heads", len(heads), "err", err)
 	}
 }
