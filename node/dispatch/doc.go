@@ -21,9 +21,16 @@
 //     Ring.BackupOf); for OwnerGrace after a plan change, while machines
 //     may decide by the old plan or the new, two thieves still never take
 //     the same item (a thief leaves an item another slot backs up under the
-//     previous plan). Two slots never take the same orphan (an item whose
-//     owner does not run) whatever leases each knows, while their nodes
-//     agree on which owners run (Ring.TakerOf).
+//     previous plan). Every node changes plans on the same ledger entry and
+//     wakes its idle slots, so slots decide at once just after a change:
+//     until OwnerGrace+IdleSteal after the job's owners change, slots
+//     deciding from one view never take the same item, however long they
+//     have been idle (a thief leaves alone, like the owner, the items that
+//     changed owner, an owner's reserve is among the items it may take,
+//     and an idle slot's clock starts again OwnerGrace after the change).
+//     Two slots never take the same orphan (an item whose owner does not
+//     run) whatever leases each knows, while their nodes agree on which
+//     owners run (Ring.TakerOf).
 //   - Every pending item is taken by some running slot in bounded time,
 //     whoever of its owners is gone (orphans), reserved (IdleSteal) or
 //     just moved by a plan change (OwnerGrace).

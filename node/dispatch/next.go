@@ -19,6 +19,12 @@ const OwnerGrace = time.Second
 // from thieves (see Next).
 const OwnReserve = 3
 
+// PrevFor is how long after a job's owners change Next wants them as they
+// were (View.Prev): OwnerGrace for the items that changed owner, and the
+// idle clock, which starts again OwnerGrace after the change, needs them
+// until its longest wait (twice IdleSteal) has passed.
+const PrevFor = OwnerGrace + 2*IdleSteal
+
 // View is what a node knows, at one moment, that decides which item a slot
 // takes next. Next only reads it.
 type View struct {
@@ -46,9 +52,12 @@ type View struct {
 	// memo a caller may keep for the plan and item count.
 	Mine []int32
 
-	// Prev is the job's owners under the previous plan and PlanAge the time
-	// since the plan changed: items that changed owner less than OwnerGrace
-	// ago are left alone for now. Nil: no previous plan.
+	// Prev is the job's owners before they last changed (under the
+	// previous plan) and PlanAge the time since they changed: items that
+	// changed owner less than OwnerGrace ago are left alone for now, and
+	// an idle slot's clock (IdleSteal) starts OwnerGrace after the change.
+	// Nil, or without slots: no previous owners. A caller may leave Prev
+	// nil once PlanAge is PrevFor or more: it changes nothing then.
 	Prev    *Owners
 	PlanAge time.Duration
 }
@@ -57,7 +66,8 @@ type View struct {
 // advanced by Next: below Cursor and above Tail every item of the job is
 // done or failed for good. IdleSince is when Next first found nothing the
 // slot may take while free items remained (reserved for their running
-// owners); see IdleSteal. The zero Cursor starts at the ends.
+// owners) since it last took an item; see IdleSteal. The zero Cursor
+// starts at the ends.
 type Cursor struct {
 	Cursor, Tail int
 	IdleSince    time.Time
@@ -143,12 +153,14 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 	if all {
 		for i := c.Cursor; i < len(items); i++ {
 			if own(i) {
+				c.IdleSince = time.Time{}
 				return v.RangeStart + int64(i), true
 			}
 		}
 	}
 	for _, i32 := range mine {
 		if own(int(i32)) {
+			c.IdleSince = time.Time{} // busy: a later idle spell waits anew
 			return v.RangeStart + int64(i32), true
 		}
 	}
@@ -161,6 +173,27 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 	// heartbeat (a few hundred milliseconds on a busy host), so each running
 	// owner keeps its OwnReserve lowest free items. Items whose owner does
 	// not run at all (orphans) are shared out among the slots.
+	//
+	// For OwnerGrace after the owners change, a running owner leaves alone
+	// the items it took over (see own), and so does every thief: their
+	// previous owner may take one at this moment. The owner's reserve is
+	// then its lowest items it may take: counted among all its free items,
+	// the reserve was the items it leaves alone, and a thief stole the
+	// item the owner took instead, on the same wake-up.
+	prevRanks := make([]int, 0, len(owners)) // owner -> its rank in Prev (-1: none), filled as needed
+	heldBack := func(i, o int) bool {
+		if prevRing == nil {
+			return false
+		}
+		for len(prevRanks) <= o {
+			r, ok := v.Prev.Rank[owners[len(prevRanks)]]
+			if !ok {
+				r = -1
+			}
+			prevRanks = append(prevRanks, r)
+		}
+		return prevRing.OwnerOf(i) != prevRanks[o] && isAlive(owners[o])
+	}
 	type cand struct{ i, owner int }
 	var cands []cand
 	lowest := map[int][]int{} // owner -> indexes in cands of its lowest free items seen, lowest last
@@ -175,6 +208,9 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 			continue
 		}
 		o := ring.OwnerOf(i)
+		if heldBack(i, o) {
+			continue
+		}
 		lowest[o] = append(lowest[o], len(cands))
 		cands = append(cands, cand{i, o})
 	}
@@ -244,7 +280,7 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 		if c.IdleSince.IsZero() {
 			c.IdleSince = now
 		}
-		if now.Sub(c.IdleSince) >= IdleSteal {
+		if now.Sub(idleFrom(v, c, now)) >= IdleSteal {
 			c.IdleSince = time.Time{}
 			return orphans[pos%len(orphans)], true
 		}
@@ -258,7 +294,7 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 		if c.IdleSince.IsZero() {
 			c.IdleSince = now
 		}
-		switch idled := now.Sub(c.IdleSince); {
+		switch idled := now.Sub(idleFrom(v, c, now)); {
 		case idle >= 0 && idled >= IdleSteal:
 			c.IdleSince = time.Time{}
 			return v.RangeStart + int64(idle), true
@@ -268,4 +304,24 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// idleFrom is when the slot's idle clock started: when it found nothing
+// it may take (c.IdleSince), or OwnerGrace after the job's owners last
+// changed if that is later. The items a thief may take after IdleSteal are
+// reserved for somebody (a running owner's lowest, an orphan's taker), and
+// waiting is meant to give that somebody time to take them and announce
+// its lease; a change of owners reserves them anew, for slots that leave
+// the items they took over alone for OwnerGrace. Counted from before the
+// change, a slot idle for long took an owner's very next item the moment
+// the change let the owner take it, and as every node changes plans on
+// the same ledger entry, both slots chose on the same wake-up.
+func idleFrom(v View, c *Cursor, now time.Time) time.Time {
+	from := c.IdleSince
+	if v.Prev != nil && len(v.Prev.Slots) > 0 {
+		if t := now.Add(OwnerGrace - v.PlanAge); t.After(from) {
+			from = t
+		}
+	}
+	return from
 }

@@ -446,3 +446,61 @@ func TestThiefLeavesAnItemTheOldPlanBacksUp(t *testing.T) {
 		t.Fatalf("after the grace m0/0 takes %d (%v); want 16", it, ok)
 	}
 }
+
+// TestPropOneWakeAfterAnOwnersChange: every node changes plans on the same
+// ledger entry and wakes its idle slots, so slots decide at once just after
+// the job's owners change, and some have been idle for long. Until
+// OwnerGrace+IdleSteal after the change they never take the same item from
+// one view, however long they have been idle (the items an idle slot takes
+// after IdleSteal were reserved for others under the old owners, and an
+// owner may take its own the moment the change lets it).
+func TestPropOneWakeAfterAnOwnersChange(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		w := drawWorld(t)
+		// The old owners: the new ones with one more (that left) or one
+		// fewer (that joined), as when the plan shrinks or grows, or any.
+		var old []Slot
+		switch rapid.IntRange(0, 2).Draw(t, "change") {
+		case 0:
+			old = slices.Insert(slices.Clone(w.slots), rapid.IntRange(0, len(w.slots)).Draw(t, "at"), Slot{"m8", 0})
+		case 1:
+			k := rapid.IntRange(0, len(w.slots)-1).Draw(t, "joined")
+			old = slices.Delete(slices.Clone(w.slots), k, k+1)
+		default:
+			old = rapid.SliceOfNDistinct(rapid.SampledFrom(append(slices.Clone(w.slots), Slot{"m8", 0}, Slot{"m9", 1})), 1, 8,
+				func(s Slot) Slot { return s }).Draw(t, "old owners")
+		}
+		prev := NewOwners(old, NewRing(Seeds(w.job, old)))
+		// Near a job's end: some owners have none of their items left
+		// and steal.
+		w.items = slices.Clone(w.items)
+		for k := range w.slots {
+			if rapid.Bool().Draw(t, "done with its own") {
+				for i := range w.items {
+					if w.owners.Ring.OwnerOf(i) == k {
+						w.items[i].Status = ledger.ItemDone
+					}
+				}
+			}
+		}
+		dead, run := drawDead(t, w)
+		alive := func(k Slot) bool { return !dead[k] }
+		leased := func(it int64) bool { _, ok := w.leased[it]; return ok }
+		age := time.Duration(rapid.Int64Range(0, int64(OwnerGrace+IdleSteal)-1).Draw(t, "plan age"))
+		now := epoch.Add(time.Minute)
+		took := map[int64]Slot{}
+		for _, sl := range run {
+			v := w.view(sl, leased, alive)
+			v.Prev, v.PlanAge = prev, age
+			c := &Cursor{IdleSince: epoch} // idle for a minute
+			it, ok := Next(v, c, now)
+			if !ok {
+				continue
+			}
+			if o, dup := took[it]; dup {
+				t.Fatalf("%s and %s both took %d, %s after the owners changed", o, sl, it, age)
+			}
+			took[it] = sl
+		}
+	})
+}

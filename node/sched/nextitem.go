@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -41,13 +42,15 @@ func (s *Scheduler) nextItem(in *instance) (int64, bool) {
 	}
 	jo := s.cache.ownersOf(in.job, s.plan.Hash, s.plan.Instances)
 	myPlan := s.plan.Hash
-	// The previous plan's owners matter only within OwnerGrace of the
-	// change (see dispatch.View.Prev).
+	// The job's owners before they last changed matter only for
+	// dispatch.PrevFor after the change (see dispatch.View.Prev).
 	var prev *jobOwners
-	planAge := now.Sub(s.planAt)
-	if planAge < dispatch.OwnerGrace {
-		if pj := s.cache.ownersOf(in.job, s.prevHash, s.prevInst); len(pj.Slots) > 0 {
-			prev = pj
+	var planAge time.Duration
+	if mv, ok := s.moves[in.job]; ok {
+		if planAge = now.Sub(mv.at); planAge < dispatch.PrevFor {
+			if pj := s.cache.ownersOf(in.job, mv.hash, mv.insts); len(pj.Slots) > 0 {
+				prev = pj
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -76,6 +79,49 @@ func (s *Scheduler) nextItem(in *instance) (int64, bool) {
 		v.Prev, v.PlanAge = prev.Owners, planAge
 	}
 	return dispatch.Next(v, &in.cursor, now)
+}
+
+// ownerMoves holds, per job, the plan under which the job last had other
+// owners (instances) than it has now, and when this node's plan changed
+// them: dispatch.View.Prev and PlanAge. A plan change that leaves a job's
+// instances as they were (another job's change, a primary relabelled)
+// changes nothing for it: it neither cuts short the grace of the items its
+// owners took over at the change before, nor starts idle slots' clocks
+// again. Entries go PrevFor after their change. Under the scheduler's mu.
+type ownerMoves map[string]ownerMove
+
+type ownerMove struct {
+	hash  string                // the plan before the change
+	insts []smartshare.Instance // its instances (shared, read only)
+	at    time.Time
+}
+
+// update records the jobs whose owners differ between the plans old and
+// cur, as cur becomes the plan at now.
+func (m *ownerMoves) update(old, cur smartshare.Result, now time.Time) {
+	if *m == nil {
+		*m = ownerMoves{}
+	}
+	for job, mv := range *m {
+		if now.Sub(mv.at) >= dispatch.PrevFor {
+			delete(*m, job)
+		}
+	}
+	before, after := jobSlots(old.Instances), jobSlots(cur.Instances)
+	for job, sl := range before {
+		if !slices.Equal(sl, after[job]) {
+			(*m)[job] = ownerMove{hash: old.Hash, insts: old.Instances, at: now}
+		}
+	}
+}
+
+// jobSlots returns each job's instances in plan order.
+func jobSlots(insts []smartshare.Instance) map[string][]dispatch.Slot {
+	out := map[string][]dispatch.Slot{}
+	for _, pi := range insts {
+		out[pi.Job] = append(out[pi.Job], dispatch.Slot{Machine: pi.Machine, Slot: pi.Slot})
+	}
+	return out
 }
 
 // jobOwners is a job's owners under one plan, with the node's memo of

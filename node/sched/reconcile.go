@@ -102,7 +102,7 @@ func (s *Scheduler) reconcile(now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if plan.Hash != s.plan.Hash {
-		s.prevInst, s.prevHash, s.planAt = s.plan.Instances, s.plan.Hash, now
+		s.moves.update(s.plan, plan, now)
 		s.placed.publish(plan, now)
 	}
 	s.plan, s.planIn = plan, in

@@ -211,13 +211,11 @@ type Scheduler struct {
 
 	leases leaseBook // other machines' released leases (see leases.go)
 
-	prevInst []smartshare.Instance // the previous plan's instances
-	prevHash string                // and its hash
+	moves ownerMoves // per job, its owners before the plan last changed them (nextitem.go)
 
 	beating  atomic.Bool            // a change heartbeat is being published
 	sweeping atomic.Bool            // a sweep for runs left behind is under way
 	strays   map[runtime.RunID]bool // unsupervised at the last sweep (owned by the sweep)
-	planAt   time.Time              // when the plan last changed
 
 	view atomic.Pointer[View] // the read view for the API (see view.go)
 }
