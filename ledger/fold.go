@@ -72,6 +72,8 @@ var folds = map[string]kindFold{
 	KindContractStart:   {true, foldContractStart},
 	KindContractExtend:  {true, foldContractExtend},
 	KindContractRm:      {true, foldContractRm},
+	KindContractAck:     {true, foldContractAck},
+	KindContractWitness: {true, foldContractWitness},
 	// fold_datasets.go
 	KindDatasetAdd: {true, foldDatasetAdd},
 	KindDatasetRm:  {true, foldDatasetRm},

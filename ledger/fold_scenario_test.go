@@ -35,10 +35,12 @@ import (
 //	                                    an entry of that kind by machine m,
 //	                                    D (a Go duration) after the last
 //	                                    entry, or written on a clock D off;
+//	                                    mark=NAME names the entry (a
+//	                                    contract's move) for moves=NAME,...
 //	                                    the args are the payload (see
 //	                                    payload below); an unknown kind has
 //	                                    an empty payload
-//	state                               the State, compactly
+//	state [after=D]                     the State, compactly (D later)
 //
 // A write prints ok, or refused and the verdict; a refusal must leave the
 // State as it was. An entry the log does not take (another org's) prints
@@ -166,6 +168,9 @@ func (s *foldScenario) run(t *testing.T, d *datadriven.TestData) string {
 	}
 	s.w.t = t
 	if d.Cmd == "state" {
+		if a.has("after") {
+			s.w.now += a.dur("after") // read later
+		}
 		a.done()
 		return s.state()
 	}
@@ -183,6 +188,7 @@ func (s *foldScenario) run(t *testing.T, d *datadriven.TestData) string {
 		org = s.otherOrg()
 	}
 	as := a.str("as", "")
+	mark := a.str("mark", "")
 	if a.has("after") {
 		s.w.now += a.dur("after") // the world's clock moves on
 	}
@@ -206,6 +212,9 @@ func (s *foldScenario) run(t *testing.T, d *datadriven.TestData) string {
 		case strings.HasPrefix(kind, "contract."):
 			s.aliases[as] = ContractIDFor(e)
 		}
+	}
+	if mark != "" {
+		s.aliases[mark] = e.CID().String()
 	}
 	if verdict == nil {
 		return "ok"
@@ -355,6 +364,12 @@ func (s *foldScenario) payload(a *args, kind string) any {
 			Spec: ContractSpec{Image: "cshare-test:latest"}, Nonce: []byte{byte(s.w.now)}}
 	case KindContractAccept, KindContractStop, KindContractStart, KindContractRm:
 		return ContractRef{Contract: s.id(a.str("contract", ""))}
+	case KindContractAck, KindContractWitness:
+		var reqs []string
+		for _, m := range strings.Split(a.str("moves", ""), ",") {
+			reqs = append(reqs, s.id(m))
+		}
+		return ContractMarks{Contract: s.id(a.str("contract", "")), Requests: reqs}
 	case KindContractReject:
 		return ContractReject{Contract: s.id(a.str("contract", "")), Reason: a.str("reason", "")}
 	case KindContractExtend:
@@ -409,6 +424,9 @@ func (s *foldScenario) state() string {
 	}
 	for _, c := range st.Contracts {
 		line := fmt.Sprintf("contract %s %s renter=%s host=%s", c.ID, c.State(s.w.now, st.MarketPolicy()), c.Renter, c.Host)
+		if run, _ := c.Billing(s.w.now); run > 0 {
+			line += fmt.Sprintf(" ran=%s cost=$%s", market.FormatDuration(run), market.FormatMoney(c.Cost(s.w.now).Total))
+		}
 		if why := c.Why(s.w.now, st.MarketPolicy()); why != "" {
 			line += ": " + why
 		}
