@@ -198,3 +198,8 @@ func (n *Node) SetRole(ctx context.Context, id, role string) (api.MemberInfo, er
 func (n *Node) RemoveMember(ctx context.Context, id string) (string, error) {
 	return n.orgs.RemoveMember(ctx, id)
 }
+
+// OrgUsage implements api.UsageService.
+func (n *Node) OrgUsage(ctx context.Context, since, until int64) (api.OrgUsage, error) {
+	return n.orgs.OrgUsage(ctx, since, until)
+}

@@ -102,7 +102,8 @@ type Service struct {
 
 // New builds the service; it starts nothing.
 func New(d Deps) *Service {
-	return &Service{d: d, host: &contractHost{started: map[string]int64{}, answered: map[string]bool{}}}
+	return &Service{d: d, host: &contractHost{started: map[string]int64{}, answered: map[string]bool{},
+		billing: billingBook{acked: map[string]bool{}}}}
 }
 
 // Close waits for the republishing loop (which ends with the context
