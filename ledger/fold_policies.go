@@ -173,7 +173,7 @@ func checkMachinesPolicy(st *State, person string) error {
 		}
 	}
 	if have >= n {
-		return fmt.Errorf("%w: policy.%s: %s already has %d machines; the org allows %d per person", ErrPolicy, PolicyMaxMachines, person, have, n)
+		return fmt.Errorf("%w: policy.%s: person %s has %d of the %d machines the org allows per person; an admin may raise it, or remove one of theirs", ErrPolicy, PolicyMaxMachines, person, have, n)
 	}
 	return nil
 }
@@ -199,7 +199,7 @@ func QueuedReason(n int64) string {
 // submitter's running jobs.
 func admitNew(st *State, j *Job, at int64) {
 	n := st.Settings.Policies.MaxConcurrentJobsPerUser
-	if n > 0 && runningJobs(st, j.Submitter) >= n {
+	if n > 0 && runningJobs(st, j.Submitter)-1 >= n { // less j itself, in st.Jobs already
 		j.Queued = QueuedReason(n)
 		return
 	}

@@ -253,6 +253,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.reg = prometheus.NewRegistry()
 	n.metrics = newMetrics(n.reg)
 	registerRunMetrics(n.reg, n.runCounts)
+	registerUsageMetrics(n.reg, n.usageFigures)
 	ok := false
 	defer func() {
 		if !ok {

@@ -203,3 +203,17 @@ func (n *Node) RemoveMember(ctx context.Context, id string) (string, error) {
 func (n *Node) OrgUsage(ctx context.Context, since, until int64) (api.OrgUsage, error) {
 	return n.orgs.OrgUsage(ctx, since, until)
 }
+
+// usageFigures are org usage from the org's creation and org show's
+// totals, for /metrics.
+func (n *Node) usageFigures() (api.OrgUsage, api.OrgTotals, bool) {
+	if n.orgs == nil {
+		return api.OrgUsage{}, api.OrgTotals{}, false
+	}
+	u, err := n.orgs.OrgUsage(n.ctx, 0, 0)
+	if err != nil {
+		return api.OrgUsage{}, api.OrgTotals{}, false
+	}
+	t, err := n.orgs.Totals()
+	return u, t, err == nil
+}

@@ -172,3 +172,17 @@ func usageTotals(c ledger.Consumption) api.UsageTotals {
 		ItemsDone: c.ItemsDone, ItemsFailed: c.ItemsFailed, Jobs: c.Jobs, DatasetBytes: c.DatasetBytes, DatasetByteSeconds: c.DatasetByteSec,
 		ContractSpendUSD: float64(c.ContractSpend) / 1e6, ContractEarnedUSD: float64(c.ContractEarned) / 1e6}
 }
+
+// Totals is org show's totals at now, without the rest of org show (for
+// /metrics).
+func (s *Service) Totals() (api.OrgTotals, error) {
+	if err := s.needOrg(); err != nil {
+		return api.OrgTotals{}, err
+	}
+	var t api.OrgTotals
+	now := s.now()
+	var free map[string]api.Resources
+	s.snapshot(func(st *ledger.State) { free = s.ledgerTotals(st, now, &t) })
+	s.addAvailable(free, now, &t)
+	return t, nil
+}

@@ -219,12 +219,15 @@ type Scheduler struct {
 	planAt   time.Time              // when the plan last changed
 
 	view atomic.Pointer[View] // the read view for the API (see view.go)
+
+	policyDone map[policyWrite]bool // runtime policy entries written (policies.go); under mu
 }
 
 // New builds the scheduler; it starts nothing. ctx is the node's: it ends
 // the loop (Run) and every instance's supervision.
 func New(ctx context.Context, d Deps) *Scheduler {
-	s := &Scheduler{d: d, ctx: ctx, slots: map[int]*instance{}, results: map[string][]ledger.ItemResult{}, wake: make(chan struct{})}
+	s := &Scheduler{d: d, ctx: ctx, slots: map[int]*instance{}, results: map[string][]ledger.ItemResult{}, wake: make(chan struct{}),
+		policyDone: map[policyWrite]bool{}}
 	s.cache = dispatchCache{peers: d.Peers, leases: &s.leases, me: d.Machine}
 	s.placed = places{interval: d.Interval}
 	s.wal = resultLog{rec: d.Records, log: d.Log}
