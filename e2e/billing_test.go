@@ -5,7 +5,6 @@ package e2e
 import (
 	"encoding/json"
 	"math"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -32,12 +31,7 @@ func TestContractBilledBySecond(t *testing.T) {
 	host, renter := ps[0], ps[1]
 	var hostSt status
 	host.json(&hostSt, "node", "status")
-	t.Cleanup(func() {
-		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=cshare.machine="+hostSt.ID).Output()
-		for _, id := range strings.Fields(string(out)) {
-			_ = exec.Command("docker", "rm", "-f", "-v", id).Run()
-		}
-	})
+	t.Cleanup(func() { removeContainersOf(hostSt.ID) })
 	var offer string
 	eventually(t, 20*time.Second, "the host can offer", func() bool {
 		out, _, code := host.cli("offer", "create", "--price", "3.6", "--disk-price", "100", "--cpus", "1", "--memory", "64m", "--disk", "1g", "--for", "2h")
