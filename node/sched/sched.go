@@ -16,7 +16,10 @@
 //   - the lease book: other machines' leases, vetted against the plan
 //     (leases.go), and this machine's own, in its heartbeat (report.go);
 //   - the read view the API reads without a lock (view.go), and the
-//     admission rule for what no machine fits (admission.go).
+//     admission rule for what no machine fits (admission.go);
+//   - the org's policies on this machine's side: queued jobs left out of
+//     the plan, and job.start and job.expire under max_job_runtime
+//     (policies.go).
 //
 // It has its own lock and loop and reaches the node only through Deps;
 // package node builds it (New), adopts with it (LoadResults, Adopt), runs
