@@ -87,4 +87,38 @@ func TestContractMovesAcknowledgedAndWitnessed(t *testing.T) {
 		return ""
 	})
 	eventually(t, 20*time.Second, "the start acknowledged and witnessed", marks(host, 3))
+
+	// /metrics gives org usage's and org show's figures.
+	u, err := renter.OrgUsage(ctxT(t), 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spend float64
+	for _, p := range u.Persons {
+		if p.ID == c.Renter {
+			spend = p.ContractSpendUSD
+		}
+	}
+	got := map[string]float64{}
+	mfs, err := renter.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			v := mt.GetGauge().GetValue() + mt.GetCounter().GetValue()
+			for _, l := range mt.GetLabel() {
+				if l.GetValue() == c.Renter {
+					got[mf.GetName()+"/renter"] = v
+				}
+			}
+			if len(mt.GetLabel()) == 0 {
+				got[mf.GetName()] = v
+			}
+		}
+	}
+	if got["cshare_org_machines"] != 3 || got["cshare_usage_contract_spend_usd_total/renter"] <= 0 ||
+		got["cshare_usage_contract_spend_usd_total/renter"] < spend {
+		t.Fatalf("metrics %v; want 3 machines and the renter's spend, at least the %v org usage gave before", got, spend)
+	}
 }
