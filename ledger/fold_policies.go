@@ -287,7 +287,7 @@ func noteFirstStart(j *Job, rs []ItemResult, at int64) {
 	if first == 0 {
 		first = at
 	}
-	j.Started = min(max(first, j.Admitted), at)
+	j.Started = max(min(first, at), j.Admitted) // never before it was let run, whatever the entry's time
 }
 
 // activeJob is the job e (a job.start or job.expire) names, active and
