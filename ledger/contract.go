@@ -21,6 +21,8 @@ const (
 	KindContractStart   = "contract.start"   // the renter
 	KindContractExtend  = "contract.extend"  // the host (its person)
 	KindContractRm      = "contract.rm"      // the renter or the host
+	KindContractAck     = "contract.ack"     // the host machine: moves carried out
+	KindContractWitness = "contract.witness" // a third machine: moves seen
 )
 
 const offerDomain = "cshare-offer-v1\x00"
@@ -127,6 +129,16 @@ type ContractReject struct {
 	Contract string `cbor:"contract"`
 	Reason   string `cbor:"reason"`
 }
+
+// ContractMarks names moves of a contract by the entries that requested
+// them (contract.ack, contract.witness; market.Mark).
+type ContractMarks struct {
+	Contract string   `cbor:"contract"`
+	Requests []string `cbor:"requests"`
+}
+
+// MaxMarksNamed bounds the moves one ack or witness names.
+const MaxMarksNamed = 64
 
 // ContractExtend moves a contract's end by Duration ms (the host's).
 type ContractExtend struct {

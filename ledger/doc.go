@@ -70,7 +70,17 @@
 //     (ErrMalformed). Times are the entries' own: accept and extend carry
 //     the host's clock. ContractReservations is what running contracts hold
 //     at a time, for SmartShare. Removing a person does not end their
-//     contracts: they run to their end.
+//     contracts: they run to their end. contract.ack (the host machine)
+//     and contract.witness (a third person's machine) stamp the moves
+//     billing counts (market/billing.go).
+//   - Policies (fold_policies.go, issue 30): org.update sets them; the
+//     fold refuses a register beyond max_machines_per_user and a submit
+//     beyond max_job_memory (ErrPolicy), queues jobs beyond
+//     max_concurrent_jobs_per_user and lets them run in priority order as
+//     others end, and fails a job on a job.expire at or past its first
+//     start + max_job_runtime.
+//   - Usage (usage.go): State.Usage, per person and machine over a window,
+//     from the State alone.
 //   - Log: the DAG in its one total order, with the State folded from it.
 //   - ledger/store: Badger, blocks by CID (SyncWrites) and small metadata.
 //

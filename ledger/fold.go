@@ -61,6 +61,9 @@ var folds = map[string]kindFold{
 	KindJobModify:  {true, foldJobModify},
 	KindJobCancel:  {true, foldJobCancel},
 	KindJobResults: {true, foldJobResults},
+	// fold_policies.go
+	KindJobStart:  {true, foldJobStart},
+	KindJobExpire: {true, foldJobExpire},
 	// fold_market.go
 	KindContractRequest: {true, foldContractRequest},
 	KindContractAccept:  {true, foldContractAccept},
@@ -69,6 +72,8 @@ var folds = map[string]kindFold{
 	KindContractStart:   {true, foldContractStart},
 	KindContractExtend:  {true, foldContractExtend},
 	KindContractRm:      {true, foldContractRm},
+	KindContractAck:     {true, foldContractAck},
+	KindContractWitness: {true, foldContractWitness},
 	// fold_datasets.go
 	KindDatasetAdd: {true, foldDatasetAdd},
 	KindDatasetRm:  {true, foldDatasetRm},

@@ -64,6 +64,7 @@ func foldDatasetRm(st *State, e *Entry, _, person string) error {
 		return denied("only the dataset's owner or an admin may remove dataset %q", p.Name)
 	}
 	delete(st.Datasets, p.Name)
+	st.DatasetsRemoved = append(st.DatasetsRemoved, DatasetSpan{Owner: d.Owner, Size: d.Size, Added: d.Added, Removed: max(e.Time, d.Added)})
 	return nil
 }
 

@@ -128,6 +128,9 @@ func foldJobSubmit(st *State, e *Entry, author, person string) error {
 	if err := checkJobDatasets(st, person, p.Datasets); err != nil {
 		return err
 	}
+	if err := st.CheckJobPolicies(p); err != nil {
+		return err
+	}
 	id := JobIDFor(e)
 	if st.Jobs[id] != nil {
 		return fmt.Errorf("%w: job %s exists", ErrMalformed, id)
@@ -139,8 +142,10 @@ func foldJobSubmit(st *State, e *Entry, author, person string) error {
 		v := *p.MaxCPUs
 		mc = &v
 	}
-	st.Jobs[id] = &Job{ID: id, Submitter: person, Machine: author, Spec: p, Seq: st.JobSeq, Submitted: e.Time, State: JobActive,
+	j := &Job{ID: id, Submitter: person, Machine: author, Spec: p, Seq: st.JobSeq, Submitted: e.Time, State: JobActive,
 		Priority: p.Priority, MaxCPUs: mc, Items: make([]Item, n), Machines: map[string]bool{}}
+	st.Jobs[id] = j
+	admitNew(st, j, e.Time)
 	return nil
 }
 
@@ -182,6 +187,7 @@ func foldJobCancel(st *State, e *Entry, _, person string) error {
 		return fmt.Errorf("%w: job %s is already %s", ErrMalformed, j.ID, j.State)
 	}
 	j.State, j.Ended = JobCancelled, e.Time
+	jobEnded(st, j, e.Time)
 	return nil
 }
 
@@ -203,6 +209,9 @@ func foldJobResults(st *State, e *Entry, author, _ string) error {
 	if len(p.Results) == 0 {
 		return fmt.Errorf("%w: no results", ErrMalformed)
 	}
+	if j.State == JobActive && j.Queued != "" {
+		return fmt.Errorf("%w: job %s is queued (%s): nothing of it has run", ErrMalformed, j.ID, "policy."+PolicyMaxConcurrentJobs)
+	}
 	for i, r := range p.Results {
 		if r.Item < j.Spec.RangeStart || r.Item > j.Spec.RangeEnd {
 			return fmt.Errorf("%w: item %d outside the job's range", ErrMalformed, r.Item)
@@ -222,6 +231,7 @@ func foldJobResults(st *State, e *Entry, author, _ string) error {
 		j.Machines[author] = true
 		m.TotalJobs++
 	}
+	noteFirstStart(j, p.Results, e.Time)
 	for _, r := range p.Results {
 		it := &j.Items[uint64(r.Item)-uint64(j.Spec.RangeStart)]
 		it.Attempts++ // every real attempt, counted or not
@@ -254,6 +264,7 @@ func foldJobResults(st *State, e *Entry, author, _ string) error {
 		if j.Failed > 0 {
 			j.State = JobFailed
 		}
+		jobEnded(st, j, e.Time)
 	}
 	return nil
 }

@@ -124,6 +124,9 @@ func foldMachineRegister(st *State, e *Entry, author, _ string) error {
 		}
 		return nil
 	}
+	if err := checkMachinesPolicy(st, person); err != nil {
+		return err
+	}
 	st.CapUses[capUseKey(c)]++
 	if m == nil {
 		m = &Machine{ID: author}

@@ -77,7 +77,7 @@ func foldContractRequest(st *State, e *Entry, author, person string) error {
 		return fmt.Errorf("%w: contract %s exists", ErrMalformed, id)
 	}
 	host := st.PersonOf(o.Machine)
-	c := market.Open(id, st.ContractSeq+1, o, person, host, r.Ask, e.Time, st.MarketContracts(o.Machine), p)
+	c := market.Open(id, st.ContractSeq+1, o, person, host, r.Ask, e.Time, st.MarketContracts(o.Machine), p).NameMark(e.cid.String())
 	if !c.Rejected {
 		if err := st.CheckOffer(o); err != nil {
 			c.Rejected, c.Reason, c.Alloc = true, err.Error(), market.Alloc{}
@@ -97,7 +97,7 @@ func foldContractAccept(st *State, e *Entry, author, _ string) error {
 	if err := DecodePayload(e.Payload, &ref); err != nil {
 		return err
 	}
-	return stepContract(st, ref.Contract, func(c *Contract) error { return hostMachineOnly(c, e, author) },
+	return stepContract(st, e, ref.Contract, func(c *Contract) error { return hostMachineOnly(c, e, author) },
 		func(c *Contract, p market.Policy) (market.Contract, error) {
 			return market.Accept(c.Contract, e.Time, st.MarketContracts(c.Offer.Machine), p)
 		})
@@ -109,7 +109,7 @@ func foldContractReject(st *State, e *Entry, author, _ string) error {
 	if err := DecodePayload(e.Payload, &rej); err != nil {
 		return err
 	}
-	return stepContract(st, rej.Contract, func(c *Contract) error { return hostMachineOnly(c, e, author) },
+	return stepContract(st, e, rej.Contract, func(c *Contract) error { return hostMachineOnly(c, e, author) },
 		func(c *Contract, p market.Policy) (market.Contract, error) {
 			return market.Reject(c.Contract, rej.Reason, e.Time, p)
 		})
@@ -121,7 +121,7 @@ func foldContractStop(st *State, e *Entry, _, person string) error {
 	if err := DecodePayload(e.Payload, &ref); err != nil {
 		return err
 	}
-	return stepContract(st, ref.Contract, func(c *Contract) error { return renterOnly(c, e, person) },
+	return stepContract(st, e, ref.Contract, func(c *Contract) error { return renterOnly(c, e, person) },
 		func(c *Contract, p market.Policy) (market.Contract, error) {
 			return market.Stop(c.Contract, e.Time, p)
 		})
@@ -133,7 +133,7 @@ func foldContractStart(st *State, e *Entry, _, person string) error {
 	if err := DecodePayload(e.Payload, &ref); err != nil {
 		return err
 	}
-	return stepContract(st, ref.Contract, func(c *Contract) error { return renterOnly(c, e, person) },
+	return stepContract(st, e, ref.Contract, func(c *Contract) error { return renterOnly(c, e, person) },
 		func(c *Contract, p market.Policy) (market.Contract, error) {
 			return market.Start(c.Contract, e.Time, st.MarketContracts(c.Offer.Machine), p)
 		})
@@ -145,7 +145,7 @@ func foldContractExtend(st *State, e *Entry, _, person string) error {
 	if err := DecodePayload(e.Payload, &ext); err != nil {
 		return err
 	}
-	return stepContract(st, ext.Contract,
+	return stepContract(st, e, ext.Contract,
 		func(c *Contract) error {
 			if person != c.Host {
 				return denied("only the host may extend contract %s", c.ID)
@@ -163,7 +163,7 @@ func foldContractRm(st *State, e *Entry, _, person string) error {
 	if err := DecodePayload(e.Payload, &ref); err != nil {
 		return err
 	}
-	return stepContract(st, ref.Contract,
+	return stepContract(st, e, ref.Contract,
 		func(c *Contract) error {
 			if person != c.Renter && person != c.Host {
 				return denied("only the renter or the host may remove contract %s", c.ID)
@@ -171,8 +171,57 @@ func foldContractRm(st *State, e *Entry, _, person string) error {
 			return nil
 		},
 		func(c *Contract, p market.Policy) (market.Contract, error) {
-			return market.Remove(c.Contract, e.Time, p)
+			next, err := market.Remove(c.Contract, e.Time, p)
+			if err != nil || person != c.Host || len(next.Marks) == len(c.Marks) {
+				return next, err
+			}
+			// The host's own removal is its own acknowledgement.
+			return market.Ack(next.NameMark(e.cid.String()), []string{e.cid.String()}, e.Time)
 		})
+}
+
+// foldContractAck: the host machine acknowledges moves it carried out
+// (started, stopped or removed the instance); billing counts from them
+// within market.AckSlack of the moves (market/billing.go).
+func foldContractAck(st *State, e *Entry, author, _ string) error {
+	var p ContractMarks
+	if err := decodeMarks(e, &p); err != nil {
+		return err
+	}
+	return stepContract(st, e, p.Contract, func(c *Contract) error { return hostMachineOnly(c, e, author) },
+		func(c *Contract, _ market.Policy) (market.Contract, error) {
+			return market.Ack(c.Contract, p.Requests, e.Time)
+		})
+}
+
+// foldContractWitness: a machine of a third person (neither the renter
+// nor the host) says when it saw moves of a contract: the first witness
+// of a move is its reference time (market/billing.go).
+func foldContractWitness(st *State, e *Entry, _, person string) error {
+	var p ContractMarks
+	if err := decodeMarks(e, &p); err != nil {
+		return err
+	}
+	return stepContract(st, e, p.Contract,
+		func(c *Contract) error {
+			if person == c.Renter || person == c.Host {
+				return denied("the renter and the host may not witness contract %s: a third person's machine does", c.ID)
+			}
+			return nil
+		},
+		func(c *Contract, _ market.Policy) (market.Contract, error) {
+			return market.Witness(c.Contract, p.Requests, e.Time)
+		})
+}
+
+func decodeMarks(e *Entry, p *ContractMarks) error {
+	if err := DecodePayload(e.Payload, p); err != nil {
+		return err
+	}
+	if len(p.Requests) == 0 || len(p.Requests) > MaxMarksNamed {
+		return fmt.Errorf("%w: %d moves named; allowed: 1..%d", ErrMalformed, len(p.Requests), MaxMarksNamed)
+	}
+	return nil
 }
 
 // hostMachineOnly: accept and reject are the host machine's own.
@@ -195,7 +244,7 @@ func renterOnly(c *Contract, e *Entry, person string) error {
 // says whether the entry's author may move it, and step moves it. A
 // transition the contract's state does not allow has no effect
 // (ErrMalformed).
-func stepContract(st *State, id string, may func(*Contract) error, step func(*Contract, market.Policy) (market.Contract, error)) error {
+func stepContract(st *State, e *Entry, id string, may func(*Contract) error, step func(*Contract, market.Policy) (market.Contract, error)) error {
 	p := st.MarketPolicy()
 	c := st.Contracts[id]
 	if c == nil {
@@ -209,7 +258,7 @@ func stepContract(st *State, id string, may func(*Contract) error, step func(*Co
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	nc := *c
-	nc.Contract = next
+	nc.Contract = next.NameMark(e.cid.String()) // a move it made is named by its entry
 	st.Contracts[c.ID] = &nc
 	return nil
 }

@@ -64,6 +64,9 @@ func foldGenesis(st *State, e *Entry) error {
 	if err := checkDeleteAfter(p.Settings.Market.DeleteAfter); err != nil {
 		return err
 	}
+	if err := ValidatePolicies(p.Settings.Policies); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
 	machine := e.author
 	name := p.MachineName
 	if name == "" {
@@ -117,6 +120,9 @@ func foldOrgUpdate(st *State, e *Entry, _, person string) error {
 		}
 		set.Market.DeleteAfter = *p.MarketDeleteAfter
 	}
+	if err := applyPolicies(&set.Policies, p.Policies); err != nil {
+		return err
+	}
 	if err := ValidateSettings(set.SmartShare); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
@@ -137,6 +143,9 @@ func foldOrgUpdate(st *State, e *Entry, _, person string) error {
 		st.Description = *p.Description
 	}
 	st.Settings = set
+	if len(p.Policies) > 0 {
+		admitAllQueued(st, e.Time) // a raised or removed limit lets queued jobs run
+	}
 	return nil
 }
 

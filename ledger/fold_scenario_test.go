@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/ipfs/go-cid"
@@ -30,11 +31,16 @@ import (
 //	                                    or org key (key) by's machine signed,
 //	                                    witnessed by owner's when it needs a
 //	                                    witness; for person if given
-//	<kind> by=m [org=other] args...     an entry of that kind by machine m;
+//	<kind> by=m [org=other] [after=D] [skew=D] args...
+//	                                    an entry of that kind by machine m,
+//	                                    D (a Go duration) after the last
+//	                                    entry, or written on a clock D off;
+//	                                    mark=NAME names the entry (a
+//	                                    contract's move) for moves=NAME,...
 //	                                    the args are the payload (see
 //	                                    payload below); an unknown kind has
 //	                                    an empty payload
-//	state                               the State, compactly
+//	state [after=D]                     the State, compactly (D later)
 //
 // A write prints ok, or refused and the verdict; a refusal must leave the
 // State as it was. An entry the log does not take (another org's) prints
@@ -91,6 +97,15 @@ func (a *args) num(key string, def int64) int64 {
 		a.t.Fatalf("%s: %v", key, err)
 	}
 	return n
+}
+
+// dur reads a Go duration ("90s", "-5s") as ms.
+func (a *args) dur(key string) int64 {
+	d, err := time.ParseDuration(a.str(key, "0s"))
+	if err != nil {
+		a.t.Fatalf("%s: %v", key, err)
+	}
+	return d.Milliseconds()
 }
 
 func (a *args) done() {
@@ -153,6 +168,9 @@ func (s *foldScenario) run(t *testing.T, d *datadriven.TestData) string {
 	}
 	s.w.t = t
 	if d.Cmd == "state" {
+		if a.has("after") {
+			s.w.now += a.dur("after") // read later
+		}
 		a.done()
 		return s.state()
 	}
@@ -170,10 +188,18 @@ func (s *foldScenario) run(t *testing.T, d *datadriven.TestData) string {
 		org = s.otherOrg()
 	}
 	as := a.str("as", "")
+	mark := a.str("mark", "")
+	if a.has("after") {
+		s.w.now += a.dur("after") // the world's clock moves on
+	}
+	at := s.w.tick()
+	if a.has("skew") {
+		at += a.dur("skew") // the author's clock is off; the world's is not moved
+	}
 	a.done()
 
 	before := s.w.log.State().Hash()
-	e := sign(t, by, org, kind, payload, s.w.tick(), s.w.heads()...)
+	e := sign(t, by, org, kind, payload, at, s.w.heads()...)
 	verdict, err := s.w.log.Add(e)
 	if err != nil {
 		// The log keeps no entry of another org; Apply refuses it too.
@@ -186,6 +212,9 @@ func (s *foldScenario) run(t *testing.T, d *datadriven.TestData) string {
 		case strings.HasPrefix(kind, "contract."):
 			s.aliases[as] = ContractIDFor(e)
 		}
+	}
+	if mark != "" {
+		s.aliases[mark] = e.CID().String()
 	}
 	if verdict == nil {
 		return "ok"
@@ -275,6 +304,18 @@ func (s *foldScenario) payload(a *args, kind string) any {
 		if a.has("delete-after") {
 			p.MarketDeleteAfter = ptr(a.num("delete-after", 0))
 		}
+		if a.has("policies") {
+			// policies=NAME:VALUE,... in stored units (ms, MB, counts)
+			p.Policies = map[string]int64{}
+			for _, kv := range strings.Split(a.str("policies", ""), ",") {
+				k, v, _ := strings.Cut(kv, ":")
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					s.w.t.Fatalf("policies: %q: %v", kv, err)
+				}
+				p.Policies[k] = n
+			}
+		}
 		return p
 	case KindOrgKey:
 		return OrgKey{KeyID: a.str("id", "")}
@@ -296,17 +337,21 @@ func (s *foldScenario) payload(a *args, kind string) any {
 		return MemberRef{Member: s.id(a.str("member", ""))}
 	case KindJobSubmit:
 		p := JobSpec{Driver: "exec", Cmd: []string{"true"}, RangeStart: 1, RangeEnd: a.num("items", 1),
-			Priority: 5, CPUs: 1, Retries: a.num("retries", 0), Nonce: []byte{byte(s.w.now)}}
+			Priority: a.num("priority", 5), CPUs: 1, Retries: a.num("retries", 0), MemoryMB: a.num("memory", 0), Nonce: []byte{byte(s.w.now)}}
 		if a.has("mount") {
 			p.Datasets = []DatasetMount{{Name: a.str("mount", ""), CID: s.datasetCID(a.str("mount", "")), Path: "/data"}}
 		}
 		return p
 	case KindJobModify:
 		return JobModify{Job: s.id(a.str("job", "")), Priority: ptr(a.num("priority", 5))}
-	case KindJobCancel:
+	case KindJobCancel, KindJobStart, KindJobExpire:
 		return JobRef{Job: s.id(a.str("job", ""))}
 	case KindJobResults:
-		return JobResults{Job: s.id(a.str("job", "")), Results: []ItemResult{{Item: a.num("item", 1), Code: a.num("code", 0), DurationMS: 10}}}
+		r := ItemResult{Item: a.num("item", 1), Code: a.num("code", 0), DurationMS: 10}
+		if a.has("started") { // the run's start, this long before the entry
+			r.Started = s.w.now - a.dur("started")
+		}
+		return JobResults{Job: s.id(a.str("job", "")), Results: []ItemResult{r}}
 	case KindContractRequest:
 		host := s.actor(a.str("host", "owner"))
 		var gpus []market.GPU
@@ -319,6 +364,12 @@ func (s *foldScenario) payload(a *args, kind string) any {
 			Spec: ContractSpec{Image: "cshare-test:latest"}, Nonce: []byte{byte(s.w.now)}}
 	case KindContractAccept, KindContractStop, KindContractStart, KindContractRm:
 		return ContractRef{Contract: s.id(a.str("contract", ""))}
+	case KindContractAck, KindContractWitness:
+		var reqs []string
+		for _, m := range strings.Split(a.str("moves", ""), ",") {
+			reqs = append(reqs, s.id(m))
+		}
+		return ContractMarks{Contract: s.id(a.str("contract", "")), Requests: reqs}
 	case KindContractReject:
 		return ContractReject{Contract: s.id(a.str("contract", "")), Reason: a.str("reason", "")}
 	case KindContractExtend:
@@ -342,6 +393,11 @@ func (s *foldScenario) state() string {
 	add := func(format string, a ...any) { lines = append(lines, s.text(fmt.Sprintf(format, a...))) }
 	org := fmt.Sprintf("org %s owner=%s key=%s approval=%t mode=%s", st.Name, st.Owner, st.OrgKeyID,
 		st.Settings.RequireMachineApproval, st.Settings.SmartShare.Mode)
+	for _, n := range PolicyNames {
+		if v := st.Settings.Policies.Get(n); v != 0 {
+			org += fmt.Sprintf(" %s=%s", n, FormatPolicy(n, v))
+		}
+	}
 	if st.Deleted {
 		org += " deleted"
 	}
@@ -354,10 +410,23 @@ func (s *foldScenario) state() string {
 		rest = append(rest, s.text(fmt.Sprintf("machine %s %s person=%s", m.ID, m.Status, m.Owner)))
 	}
 	for _, j := range st.Jobs {
-		rest = append(rest, s.text(fmt.Sprintf("job %s %s by=%s done=%d/%d priority=%d", j.ID, j.State, j.Submitter, j.Done, len(j.Items), j.Priority)))
+		line := fmt.Sprintf("job %s %s by=%s done=%d/%d priority=%d", j.ID, j.State, j.Submitter, j.Done, len(j.Items), j.Priority)
+		if j.Queued != "" {
+			line += " queued: " + j.Queued
+		}
+		if j.Started != 0 {
+			line += fmt.Sprintf(" started=+%s", market.FormatDuration(j.Started-s.w.gen.Time))
+		}
+		if strings.HasPrefix(j.Error, "policy.") {
+			line += ": " + j.Error
+		}
+		rest = append(rest, s.text(line))
 	}
 	for _, c := range st.Contracts {
 		line := fmt.Sprintf("contract %s %s renter=%s host=%s", c.ID, c.State(s.w.now, st.MarketPolicy()), c.Renter, c.Host)
+		if run, _ := c.Billing(s.w.now); run > 0 {
+			line += fmt.Sprintf(" ran=%s cost=$%s", market.FormatDuration(run), market.FormatMoney(c.Cost(s.w.now).Total))
+		}
 		if why := c.Why(s.w.now, st.MarketPolicy()); why != "" {
 			line += ": " + why
 		}

@@ -104,7 +104,8 @@ func FuzzApply(f *testing.F) {
 		KindMachineRemove, KindMachineUpdate, KindMemberRole, KindMemberRemove, KindJobSubmit, KindJobModify,
 		KindJobCancel, KindJobResults, "no.such.kind",
 		KindContractRequest, KindContractAccept, KindContractReject, KindContractStop, KindContractStart, KindContractExtend, KindContractRm,
-		KindDatasetAdd, KindDatasetRm, KindOrgTransfer, KindOrgDelete}
+		KindDatasetAdd, KindDatasetRm, KindOrgTransfer, KindOrgDelete,
+		KindJobStart, KindJobExpire, KindContractAck, KindContractWitness}
 	seed := func(k int, who int, p any) {
 		b, err := EncodePayload(p)
 		if err != nil {
@@ -137,6 +138,11 @@ func FuzzApply(f *testing.F) {
 	seed(24, 1, OrgTransfer{To: mem.id})
 	seed(25, 0, OrgDelete{Name: "acme"})
 	seed(25, 1, OrgDelete{Name: "acme"})
+	seed(1, 0, OrgUpdate{Policies: map[string]int64{PolicyMaxConcurrentJobs: 1, PolicyMaxJobRuntime: 1000}})
+	seed(26, 0, JobRef{Job: job})
+	seed(27, 0, JobRef{Job: job})
+	seed(28, 0, ContractMarks{Contract: contract, Requests: []string{"x"}})
+	seed(29, 1, ContractMarks{Contract: contract, Requests: make([]string, 65)})
 	base := w.log.State()
 	heads := w.heads()
 	f.Fuzz(func(t *testing.T, kind, who uint8, payload []byte) {

@@ -115,6 +115,9 @@ func checkFiguresInRange(t *rapid.T, st *State, nows []int64) {
 	if err := ValidateSettings(st.Settings.SmartShare); err != nil {
 		t.Fatalf("settings: %v", err)
 	}
+	if err := ValidatePolicies(st.Settings.Policies); err != nil {
+		t.Fatalf("policies: %v", err)
+	}
 	for _, m := range st.Members {
 		if !inTime(m.Joined) {
 			t.Fatalf("member %s joined at %d", m.ID, m.Joined)
@@ -147,6 +150,9 @@ func checkFiguresInRange(t *rapid.T, st *State, nows []int64) {
 		}
 		if jobspec.CheckPriority(j.Priority) != nil || (j.MaxCPUs != nil && jobspec.CheckMaxCPUs(*j.MaxCPUs) != nil) {
 			t.Fatalf("job %s: priority %d, max cpus %v", j.ID, j.Priority, j.MaxCPUs)
+		}
+		if j.Started != 0 && (!inTime(j.Started) || j.Started < j.Admitted) || !inTime(j.Admitted) {
+			t.Fatalf("job %s admitted %d, started %d", j.ID, j.Admitted, j.Started)
 		}
 		if j.Done < 0 || j.Failed < 0 || j.Done+j.Failed > int64(len(j.Items)) || j.Duplicates < 0 {
 			t.Fatalf("job %s: %d done, %d failed of %d", j.ID, j.Done, j.Failed, len(j.Items))
@@ -220,6 +226,24 @@ func TestPropertyFiguresOrgUpdate(t *testing.T) {
 		u := OrgUpdate{DefaultMaxCPUs: wildPtr(rt, "default_max_cpus", -1, 1<<20), MaxCPUsLimit: wildPtr(rt, "max_cpus_limit", 0, 1<<20),
 			MarketDeleteAfter: wildPtr(rt, "delete_after", 0, market.MaxDuration)}
 		return []step{{b.w.owner, KindOrgUpdate, b.at(rt), fixed(u)}}
+	})
+}
+
+// TestPropertyFiguresPolicies: org.update's policies, then a job's start
+// and expiry under them at any times: no policy out of range, no start
+// before its job was let run or after its entry, the same state in both
+// delivery orders.
+func TestPropertyFiguresPolicies(t *testing.T) {
+	checkKind(t, func(rt *rapid.T, b *propBase) []step {
+		set := map[string]int64{}
+		for _, n := range PolicyNames {
+			if rapid.Bool().Draw(rt, n+"_set") {
+				set[n] = wild64(rt, n, 0, market.Day)
+			}
+		}
+		ref := fixed(JobRef{Job: b.job})
+		return []step{{b.w.owner, KindOrgUpdate, b.at(rt), fixed(OrgUpdate{Policies: set})},
+			{b.w.owner, KindJobStart, b.at(rt), ref}, {b.w.owner, KindJobExpire, b.at(rt), ref}}
 	})
 }
 

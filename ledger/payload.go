@@ -21,6 +21,10 @@ const (
 	KindMerge          = "ledger.merge"
 	KindDatasetAdd     = "dataset.add"
 	KindDatasetRm      = "dataset.rm"
+	// Org policies (fold_policies.go): a job's first start and its end
+	// at max_job_runtime, written by a machine that runs it.
+	KindJobStart  = "job.start"
+	KindJobExpire = "job.expire"
 )
 
 // Merge is the empty payload of a ledger.merge entry, which an approved
@@ -72,6 +76,10 @@ type OrgUpdate struct {
 	DefaultMaxCPUs         *int64  `cbor:"default_max_cpus,omitempty"`
 	MaxCPUsLimit           *int64  `cbor:"max_cpus_limit,omitempty"`
 	MarketDeleteAfter      *int64  `cbor:"market_delete_after,omitempty"` // ms
+	// Policies sets org policies by name (PolicyNames, without the
+	// "policy." prefix), in their stored units (ms, MB, counts); 0 removes
+	// one.
+	Policies map[string]int64 `cbor:"policies,omitempty"`
 }
 
 // OrgKey rotates the org key: from this entry on, only capabilities of kind

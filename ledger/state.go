@@ -3,6 +3,7 @@ package ledger
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"sort"
 
 	"github.com/fxamacker/cbor/v2"
@@ -49,6 +50,9 @@ type Settings struct {
 	SmartShare             SmartShare `cbor:"smartshare" json:"smartshare"`
 	// Market: market.delete_after (0: 48 hours).
 	Market market.Policy `cbor:"market" json:"market"`
+	// Policies are the org's resource policies (fold_policies.go); the
+	// API shows them apart, as org show's "policies".
+	Policies Policies `cbor:"policies,omitempty" json:"-"`
 }
 
 // DefaultSettings are a new org's settings.
@@ -124,6 +128,15 @@ type Job struct {
 	// ended).
 	Runs       RunList `cbor:"runs,omitempty"`
 	Duplicates int64   `cbor:"dups,omitempty"`
+	// Org policies (fold_policies.go). Queued is why an active job may
+	// not run yet (policy.max_concurrent_jobs_per_user), "" once it may;
+	// Admitted is when it was let run (its submission, or the entry that
+	// took it from the queue); Started is its first start as the ledger
+	// knows it (a job.start, or the earliest run in its first results),
+	// never before Admitted; 0 until then.
+	Queued   string `cbor:"queued,omitempty"`
+	Admitted int64  `cbor:"admitted,omitempty"`
+	Started  int64  `cbor:"started,omitempty"`
 }
 
 // RunList is an append-only list of runs kept in chunks that never move:
@@ -253,6 +266,9 @@ type State struct {
 	ContractSeq int64                `cbor:"contract_seq"`
 	// Datasets by name (nil until the first dataset.add).
 	Datasets map[string]*Dataset `cbor:"datasets,omitempty"`
+	// DatasetsRemoved is every removed dataset's owner, size and life, in
+	// ledger order, for usage (usage.go); it only grows.
+	DatasetsRemoved []DatasetSpan `cbor:"datasets_removed,omitempty"`
 }
 
 // NewState is the empty state before genesis.
@@ -315,6 +331,7 @@ func (s *State) Clone() *State {
 	}
 	c.Contracts = cloneContracts(s.Contracts)
 	c.Datasets = cloneDatasets(s.Datasets)
+	c.DatasetsRemoved = slices.Clip(s.DatasetsRemoved) // append-only: the copy's next append copies
 	return &c
 }
 

@@ -101,6 +101,9 @@ type Contract struct {
 	Reason    string `cbor:"reason,omitempty" json:"reason,omitempty"`
 	Removed   bool   `cbor:"removed" json:"removed"`
 	RemovedAt int64  `cbor:"removed_at" json:"removed_at"`
+	// Marks are the moves billing counts, in ledger order (billing.go):
+	// the request, and each start, stop and removal.
+	Marks []Mark `cbor:"marks,omitempty" json:"marks,omitempty"`
 }
 
 func (c *Contract) before(d *Contract) bool {
@@ -114,6 +117,7 @@ func (c *Contract) before(d *Contract) bool {
 func (c Contract) Clone() Contract {
 	c.Offer.GPUs = slices.Clone(c.Offer.GPUs)
 	c.Alloc.GPUs = slices.Clone(c.Alloc.GPUs)
+	c.Marks = slices.Clone(c.Marks)
 	return c
 }
 
@@ -162,7 +166,8 @@ func (c Contract) Why(now int64, p Policy) string {
 // requests for the same GPUs the first in ledger order wins, on every
 // node alike.
 func Open(id string, seq int64, o Offer, renter, host string, ask Ask, now int64, others []Contract, p Policy) Contract {
-	c := Contract{ID: id, Seq: seq, Offer: o, Renter: renter, Host: host, Ask: ask, Requested: now}
+	c := Contract{ID: id, Seq: seq, Offer: o, Renter: renter, Host: host, Ask: ask, Requested: now,
+		Marks: []Mark{{Kind: MarkStart, At: now}}}
 	reject := func(err error) Contract {
 		msg := err.Error()
 		for _, class := range []error{ErrOffer, ErrAsk} {
@@ -226,6 +231,11 @@ func Accept(c Contract, now int64, others []Contract, p Policy) (Contract, error
 		return rejected(c, err.Error()), nil
 	}
 	c.Accepted, c.Running, c.Start, c.Since = true, true, now, now
+	// The acceptance acknowledges the request: billing starts here.
+	if len(c.Marks) == 0 {
+		c = c.mark(MarkStart, c.Requested, false)
+	}
+	c.Marks[0].Acked, c.Marks[0].Ack = true, now
 	if c.Ask.Duration > 0 {
 		c.End = now + c.Ask.Duration
 	} else {
@@ -267,7 +277,7 @@ func Stop(c Contract, now int64, p Policy) (Contract, error) {
 		return c, stateErr("stop", st)
 	}
 	c.Running = false
-	return c, nil
+	return c.mark(MarkStop, now, false), nil
 }
 
 // Start restarts a stopped contract, on its own GPUs, only when no other
@@ -283,7 +293,7 @@ func Start(c Contract, now int64, others []Contract, p Policy) (Contract, error)
 		return c, fmt.Errorf("%w: %s", ErrHeld, err.Error())
 	}
 	c.Running, c.Since = true, now
-	return c, nil
+	return c.mark(MarkStart, now, false), nil
 }
 
 // Extend moves the contract's end by d (the host's decision). An expired
@@ -308,6 +318,13 @@ func Extend(c Contract, d, now int64, p Policy) (Contract, error) {
 		if c.End <= now-d { // c.End+d <= now, without the sum
 			return c, fmt.Errorf("%w: extend by %s still ends before now", ErrDuration, FormatDuration(d))
 		}
+		if c.Running {
+			// It stopped running at its end, as both sides agree: a stop
+			// there, acknowledged, so billing does not resume with the
+			// new end.
+			c = c.mark(MarkStop, c.End, false)
+			c.Marks[len(c.Marks)-1].Acked, c.Marks[len(c.Marks)-1].Ack = true, c.End
+		}
 		c.Running = false
 	}
 	c.End += d
@@ -324,9 +341,8 @@ func (c Contract) ExtendLimit() int64 {
 	return MaxDuration - (c.End - c.Start)
 }
 
-// Remove deletes the contract (its instance and disk) at now. A contract is
-// paid for its whole term: removing it early does not shorten what it
-// costs (see Cost).
+// Remove deletes the contract (its instance and disk) at now: nothing is
+// billed after the removal (its mark; see billing.go).
 func Remove(c Contract, now int64, p Policy) (Contract, error) {
 	if err := checkTime(now); err != nil {
 		return c, err
@@ -335,7 +351,10 @@ func Remove(c Contract, now int64, p Policy) (Contract, error) {
 		return c, stateErr("remove", StateDeleted)
 	}
 	c.Removed, c.RemovedAt = true, now
-	return c, nil
+	if !c.Accepted {
+		return c, nil
+	}
+	return c.mark(MarkStop, now, true), nil
 }
 
 // Terminate ends the contract at now for a reason outside the market (its
@@ -369,12 +388,11 @@ func (c Contract) Holds(now int64, p Policy) bool {
 	return st == StateRequested || st == StateRunning
 }
 
-// Cost is what a contract costs, in micro-dollars: compute is the offer's
-// price per hour over the hours of the contract so far (from Start to now,
-// at most to End), storage its disk price per GB-month over the same span.
-// A removed contract costs its whole term: the term is what the host
-// accepted and extended, and nothing the renter signs can shorten it (the
-// fold trusts no author's clock for what the author would gain).
+// Cost is what a contract costs, in micro-dollars, by the millisecond:
+// compute is the offer's price per hour over the time it ran, storage its
+// disk price per GB-month over the time it existed (running or stopped),
+// both within its term and never after its removal, from the times its
+// marks bill (billing.go).
 type Cost struct {
 	Compute int64 `json:"compute"`
 	Storage int64 `json:"storage"`
@@ -392,13 +410,9 @@ func (c Contract) Cost(now int64) Cost {
 	if !c.Accepted {
 		return Cost{}
 	}
-	end := c.End
-	if !c.Removed {
-		end = min(now, c.End)
-	}
-	ms := span(c.Start, end)
-	compute := mulDiv(ms, c.Offer.Price, 1, Hour)
-	storage := mulDiv(ms, c.Offer.DiskPrice, c.Alloc.DiskMB, mbPerGB*Month)
+	run, exist := c.Billing(now)
+	compute := mulDiv(run, c.Offer.Price, 1, Hour)
+	storage := mulDiv(exist, c.Offer.DiskPrice, c.Alloc.DiskMB, mbPerGB*Month)
 	return Cost{Compute: compute, Storage: storage, Total: satAdd(compute, storage)}
 }
 

@@ -75,11 +75,12 @@
 // run ahead of the host's, so a start may pass its check while, by the
 // host's clock, another contract still runs on the GPU: Resolve settles
 // such claims at read time, in order of the time each contract last
-// started (then ledger order), and the later claimant waits. Cost is the
-// offer's price over the contract's hours, from its start to now, at most
-// to its end, plus disk price × GB × months over the same span. A removed
-// contract costs its whole term: nothing the renter signs shortens what
-// the host accepted (docs/design.md §14, billing).
+// started (then ledger order), and the later claimant waits. Billing is
+// by the second (billing.go): compute while the contract runs, storage
+// while it exists, within its term and nothing after its removal, from
+// its Marks: each move's request time, the host's acknowledgement (Ack)
+// and a third machine's witness (Witness), so that neither side moves a
+// billed time in its favour by more than AckSlack (docs/design.md §14).
 //
 // # Invariants the tests check
 //
@@ -94,8 +95,11 @@
 //     Usage and Search do not depend on their input's order
 //     (TestDeterministic, TestSearch).
 //   - Usage is the sum of contract costs, renters' equals hosts'; a cost
-//     grows with time, stops at the end, and splits additively to within
-//     a micro-dollar (TestCostsAdditive).
+//     grows with time, stops at the end and at the removal, runs no longer
+//     than the contract exists, and splits additively to within a
+//     micro-dollar (TestCostsAdditive); the billing scenarios
+//     (testdata/billing.txt) forge late, early and missing
+//     acknowledgements and back-dated requests.
 //   - The baselines of the contracts holding an offer fit in the offer
 //     (TestBaselinesWithinOffer).
 //   - A transition that errs leaves the contract unchanged.

@@ -202,7 +202,8 @@ func TestExtendOverflow(t *testing.T) {
 // ten years exceeds an int64 of micro-dollars; the cost stays at the
 // largest int64 instead of wrapping negative, in Usage too.
 func TestCostSaturates(t *testing.T) {
-	c := Contract{ID: "c", Accepted: true, Start: 0, End: MaxDuration, Offer: Offer{Price: MaxPrice, DiskPrice: MaxPrice}, Alloc: Alloc{DiskMB: MaxDiskMB}}
+	c := Contract{ID: "c", Accepted: true, Start: 0, End: MaxDuration, Offer: Offer{Price: MaxPrice, DiskPrice: MaxPrice}, Alloc: Alloc{DiskMB: MaxDiskMB},
+		Marks: []Mark{{Kind: MarkStart, Acked: true}}}
 	cost := c.Cost(MaxDuration)
 	if cost.Storage != math.MaxInt64 || cost.Total != math.MaxInt64 || cost.Compute <= 0 {
 		t.Fatalf("cost %+v", cost)

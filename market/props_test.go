@@ -60,7 +60,7 @@ func genWorld(monotone bool) *rapid.Generator[world] {
 			}
 			kinds := []string{"request"}
 			if requests > 0 {
-				kinds = append(kinds, "accept", "accept", "reject", "stop", "start", "start", "extend", "rm")
+				kinds = append(kinds, "accept", "accept", "reject", "stop", "start", "start", "extend", "rm", "ack", "ack", "witness")
 			}
 			o := op{kind: rapid.SampledFrom(kinds).Draw(t, "kind"), at: now}
 			switch o.kind {
@@ -93,7 +93,8 @@ func run(t *rapid.T, w world, p Policy, after func(cs []Contract, o op)) []Contr
 	var cs []Contract
 	for _, o := range w.ops {
 		if o.kind == "request" {
-			cs = append(cs, Open(fmt.Sprintf("c%d", len(cs)), int64(len(cs)), w.offers[o.offer], o.renter, "host-"+w.offers[o.offer].Machine, o.ask, o.at, cs, p))
+			c := Open(fmt.Sprintf("c%d", len(cs)), int64(len(cs)), w.offers[o.offer], o.renter, "host-"+w.offers[o.offer].Machine, o.ask, o.at, cs, p)
+			cs = append(cs, c.NameMark(c.ID+"/0"))
 		} else {
 			c := cs[o.target]
 			var next Contract
@@ -111,6 +112,19 @@ func run(t *rapid.T, w world, p Policy, after func(cs []Contract, o op)) []Contr
 				next, err = Extend(c, o.by, o.at, p)
 			case "rm":
 				next, err = Remove(c, o.at, p)
+			case "ack", "witness":
+				var reqs []string
+				for _, m := range c.Marks {
+					reqs = append(reqs, m.Request)
+				}
+				if o.kind == "ack" {
+					next, err = Ack(c, reqs, o.at)
+				} else {
+					next, err = Witness(c, reqs, o.at)
+				}
+			}
+			if err == nil {
+				next = next.NameMark(fmt.Sprintf("%s/%d", c.ID, len(next.Marks)-1))
 			}
 			if err != nil {
 				if !reflect.DeepEqual(next, c) {
@@ -217,8 +231,9 @@ func TestDeterministic(t *testing.T) {
 
 // TestCostsAdditive: usage is the sum of contract costs, renters' and
 // hosts' totals agree, a contract's cost never decreases with time and
-// stops at its end, and splitting its span in two costs the same to within
-// a micro-dollar per part.
+// stops at its end and at its removal, it runs no longer than it exists
+// nor longer than its term, and billing its time in two parts costs the
+// same to within a micro-dollar per part.
 func TestCostsAdditive(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := genWorld(rapid.Bool().Draw(t, "monotone")).Draw(t, "world")
@@ -245,7 +260,6 @@ func TestCostsAdditive(t *testing.T) {
 				}
 				continue
 			}
-			c.Removed = false
 			later := now + rapid.Int64Range(0, 100*Hour).Draw(t, "later")
 			if a, b := c.Cost(now), c.Cost(later); b.Compute < a.Compute || b.Storage < a.Storage || a.Total != a.Compute+a.Storage {
 				t.Fatalf("%s costs %v at %d and %v later", c.ID, a, now, b)
@@ -253,10 +267,19 @@ func TestCostsAdditive(t *testing.T) {
 			if c.Cost(c.End) != c.Cost(c.End+later) {
 				t.Fatalf("%s costs more after its end", c.ID)
 			}
+			for _, m := range c.Marks {
+				if at, _ := m.Billed(); m.Removal && c.Cost(at) != c.Cost(at+later) {
+					t.Fatalf("%s costs more after its removal at %d", c.ID, at)
+				}
+			}
+			run, exist := c.Billing(c.End)
+			if run < 0 || run > exist || exist > c.End-c.Start+AckSlack {
+				t.Fatalf("%s ran %d ms, existed %d ms, in a term of %d ms", c.ID, run, exist, c.End-c.Start)
+			}
 			mid := c.Start + rapid.Int64Range(0, max(0, c.End-c.Start)).Draw(t, "mid")
-			first, rest := c, c
-			rest.Start = mid
-			whole, a, b := c.Cost(c.End), first.Cost(mid), rest.Cost(c.End)
+			runA, existA := c.Billing(mid)
+			whole, a := c.Cost(c.End), c.Cost(mid)
+			b := Cost{Compute: mulDiv(run-runA, c.Offer.Price, 1, Hour), Storage: mulDiv(exist-existA, c.Offer.DiskPrice, c.Alloc.DiskMB, mbPerGB*Month)}
 			if d := whole.Compute - a.Compute - b.Compute; d < 0 || d > 1 {
 				t.Fatalf("%s: compute %d != %d + %d", c.ID, whole.Compute, a.Compute, b.Compute)
 			}

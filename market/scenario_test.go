@@ -25,7 +25,14 @@ import (
 //	<query>                            over the listings; ids, or the error
 //	request id=c1 offer=o1 renter=r [host=h] [gpus=] [cpus=] [disk=] [for=] at=
 //	accept|stop|start|rm id= at=       the transitions; print the contract
-//	reject id= at= [reason=]           or the error (ErrState: no effect)
+//	      [ack=] [witness=]            or the error (ErrState: no effect);
+//	                                   the move acknowledged by the host
+//	                                   (stop, start, rm) or witnessed by a
+//	                                   third machine at those times
+//	ack|witness id= at= [move=N]       the host's acknowledgement or a
+//	                                   witness of every pending move (or
+//	                                   move N, from 0: the request)
+//	reject id= at= [reason=]
 //	extend id= by=24h at=
 //	show now=                          every contract, in ledger order
 //	reserve now=                       Reservations
@@ -154,6 +161,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			host = arg(t, d, "host")
 		}
 		c := Open(arg(t, d, "id"), int64(len(s.contracts)+1), o, arg(t, d, "renter"), host, ask, dur(t, d, "at"), s.contracts, s.policy)
+		c = c.NameMark(c.ID + "/0")
 		s.contracts = append(s.contracts, c)
 		return s.line(c, c.Requested)
 	case "accept", "reject", "stop", "start", "rm", "extend":
@@ -184,8 +192,40 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			}
 			return "error: " + err.Error()
 		}
+		c = c.NameMark(fmt.Sprintf("%s/%d", c.ID, len(c.Marks)-1))
+		for _, x := range []struct {
+			key string
+			fn  func(Contract, []string, int64) (Contract, error)
+		}{{"witness", Witness}, {"ack", Ack}} {
+			if d.HasArg(x.key) {
+				if c, err = x.fn(c, []string{c.Marks[len(c.Marks)-1].Request}, dur(t, d, x.key)); err != nil {
+					t.Fatalf("%s: %v", x.key, err)
+				}
+				at = max(at, dur(t, d, x.key)) // shown once acknowledged or witnessed
+			}
+		}
 		s.contracts[i] = c
 		return s.line(c, at)
+	case "ack", "witness":
+		i := s.find(t, arg(t, d, "id"))
+		c := s.contracts[i]
+		var reqs []string
+		for k, m := range c.Marks {
+			if d.HasArg("move") && int64(k) != num(t, d, "move") {
+				continue
+			}
+			reqs = append(reqs, m.Request)
+		}
+		fn := Ack
+		if d.Cmd == "witness" {
+			fn = Witness
+		}
+		c, err := fn(c, reqs, dur(t, d, "at"))
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		s.contracts[i] = c
+		return s.line(c, dur(t, d, "at"))
 	case "show":
 		now := dur(t, d, "now")
 		waiting := Resolve(s.contracts, now, s.policy)
@@ -236,7 +276,8 @@ func (s *scenario) line(c Contract, now int64) string {
 	}
 	if c.Accepted {
 		cost := c.Cost(now)
-		out += fmt.Sprintf(" start=%s end=%s cost=$%s+$%s", FormatDuration(c.Start), FormatDuration(c.End), FormatMoney(cost.Compute), FormatMoney(cost.Storage))
+		run, _ := c.Billing(now)
+		out += fmt.Sprintf(" start=%s end=%s ran=%s cost=$%s+$%s", FormatDuration(c.Start), FormatDuration(c.End), FormatDuration(run), FormatMoney(cost.Compute), FormatMoney(cost.Storage))
 	}
 	return out
 }

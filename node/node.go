@@ -171,6 +171,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.reg = prometheus.NewRegistry()
 	n.metrics = newMetrics(n.reg)
 	registerRunMetrics(n.reg, func() (all, dups int64) { return runCounts(n.rep) })
+	registerUsageMetrics(n.reg, n.usageFigures)
 	ok := false
 	defer func() {
 		if !ok {

@@ -74,3 +74,17 @@ func (n *Node) Restart(ctx context.Context) (*Node, error) {
 // Reset is closed when the node is out of its org and must be started
 // again in no org: call Restart (node.Run does).
 func (n *Node) Reset() <-chan struct{} { return n.orgs.Leaving().Reset() }
+
+// usageFigures are org usage from the org's creation and org show's
+// totals, for /metrics.
+func (n *Node) usageFigures() (api.OrgUsage, api.OrgTotals, bool) {
+	if n.orgs == nil {
+		return api.OrgUsage{}, api.OrgTotals{}, false
+	}
+	u, err := n.orgs.Usage().OrgUsage(n.ctx, 0, 0)
+	if err != nil {
+		return api.OrgUsage{}, api.OrgTotals{}, false
+	}
+	t, err := n.orgs.Usage().Totals()
+	return u, t, err == nil
+}

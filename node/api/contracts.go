@@ -33,37 +33,40 @@ type ContractExtendRequest struct {
 // accepts); money is dollars; gpus is the number of devices, gpu_devices
 // their indices on the host.
 type ContractInfo struct {
-	ID              string            `json:"id"`
-	Offer           string            `json:"offer"`
-	Host            string            `json:"host"`
-	HostName        string            `json:"host_name"`
-	Machine         string            `json:"machine"`
-	MachineName     string            `json:"machine_name"`
-	Renter          string            `json:"renter"`
-	RenterName      string            `json:"renter_name"`
-	State           string            `json:"state"`
-	GPUs            int               `json:"gpus"`
-	GPUDevices      []int64           `json:"gpu_devices"`
-	CPUs            float64           `json:"cpus"`
-	MemoryMB        int64             `json:"memory_mb"`
-	ShmMB           int64             `json:"shm_mb"`
-	DiskMB          int64             `json:"disk_mb"`
-	CPUCeiling      float64           `json:"cpu_ceiling"`
-	MemoryCeilingMB int64             `json:"memory_ceiling_mb"`
-	OOMRisk         string            `json:"oom_risk"`
-	Requested       string            `json:"requested"`
-	Start           string            `json:"start"`
-	End             string            `json:"end"`
-	Price           float64           `json:"price"`      // dollars per hour
-	DiskPrice       float64           `json:"disk_price"` // dollars per GB-month
-	Cost            float64           `json:"cost"`       // dollars: compute + storage
-	ComputeCost     float64           `json:"compute_cost"`
-	StorageCost     float64           `json:"storage_cost"`
-	Reason          string            `json:"reason"`
-	Image           string            `json:"image"`
-	Env             map[string]string `json:"env,omitempty"`
-	Cmd             []string          `json:"cmd,omitempty"`
-	OnStart         string            `json:"onstart,omitempty"`
+	ID              string  `json:"id"`
+	Offer           string  `json:"offer"`
+	Host            string  `json:"host"`
+	HostName        string  `json:"host_name"`
+	Machine         string  `json:"machine"`
+	MachineName     string  `json:"machine_name"`
+	Renter          string  `json:"renter"`
+	RenterName      string  `json:"renter_name"`
+	State           string  `json:"state"`
+	GPUs            int     `json:"gpus"`
+	GPUDevices      []int64 `json:"gpu_devices"`
+	CPUs            float64 `json:"cpus"`
+	MemoryMB        int64   `json:"memory_mb"`
+	ShmMB           int64   `json:"shm_mb"`
+	DiskMB          int64   `json:"disk_mb"`
+	CPUCeiling      float64 `json:"cpu_ceiling"`
+	MemoryCeilingMB int64   `json:"memory_ceiling_mb"`
+	OOMRisk         string  `json:"oom_risk"`
+	Requested       string  `json:"requested"`
+	Start           string  `json:"start"`
+	End             string  `json:"end"`
+	Price           float64 `json:"price"`      // dollars per hour
+	DiskPrice       float64 `json:"disk_price"` // dollars per GB-month
+	Cost            float64 `json:"cost"`       // dollars: compute + storage
+	ComputeCost     float64 `json:"compute_cost"`
+	StorageCost     float64 `json:"storage_cost"`
+	// RunningSeconds is how long it has run, as billed (by the second,
+	// from the host's acknowledgements; market/billing.go).
+	RunningSeconds float64           `json:"running_seconds"`
+	Reason         string            `json:"reason"`
+	Image          string            `json:"image"`
+	Env            map[string]string `json:"env,omitempty"`
+	Cmd            []string          `json:"cmd,omitempty"`
+	OnStart        string            `json:"onstart,omitempty"`
 }
 
 // UsageAccount is one person's sum over contracts in `contract usage`.

@@ -20,11 +20,12 @@ type (
 	jobsStub     struct{}
 	marketStub   struct{}
 	datasetsStub struct{}
+	usageStub    struct{}
 )
 
 // stubs serves every route from a stub.
 func stubs() Services {
-	return Services{Node: nodeStub{}, Org: orgStub{}, Leave: orgStub{}, Jobs: jobsStub{}, Market: marketStub{}, Datasets: datasetsStub{}}
+	return Services{Node: nodeStub{}, Org: orgStub{}, Leave: orgStub{}, Jobs: jobsStub{}, Market: marketStub{}, Datasets: datasetsStub{}, Usage: usageStub{}}
 }
 
 func (nodeStub) Status(context.Context) (NodeStatus, error)                   { return NodeStatus{}, nil }

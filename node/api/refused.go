@@ -17,7 +17,7 @@ func Refused(err error) error {
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, ledger.ErrNotAuthority) {
+	if errors.Is(err, ledger.ErrNotAuthority) || errors.Is(err, ledger.ErrPolicy) {
 		return Errorf(http.StatusForbidden, "%s", strings.TrimPrefix(err.Error(), "ledger: "))
 	}
 	if errors.Is(err, diskguard.ErrFull) {

@@ -61,6 +61,8 @@ func TestRoutesGolden(t *testing.T) {
 		"POST /v1/datasets/d1/remove", "POST /v1/datasets/d1/get", "POST /v1/datasets/import", "POST /v1/datasets/d1/export",
 		"GET /v1/nothing", "DELETE /v1/org",
 		"GET /v1/jobs?limit=0", "GET /v1/jobs/j1/items?after=x", "GET /v1/machines?limit=2&after=zz",
+		"GET /v1/org/usage", "GET /v1/org/usage?since=5&until=4", "GET /v1/org/usage?since=x", "GET /v1/org/usage?until=999999999999999999",
+		"POST /v1/org/usage",
 	} {
 		method, path, _ := strings.Cut(route, " ")
 		do(method, path, "", false)

@@ -79,6 +79,9 @@ func Handler(svc Services, token string) Mux {
 		offerRoutes(svc.Market), contractRoutes(svc.Market), datasetRoutes(svc.Datasets)} {
 		mux.handle(token, part...)
 	}
+	if svc.Usage != nil {
+		mux.handle(token, usageRoutes(svc.Usage)...)
+	}
 	return mux
 }
 

@@ -73,6 +73,9 @@ type OrgInfo struct {
 	Members     int             `json:"members"`
 	Machines    int             `json:"machines"`
 	Created     string          `json:"created"`
+	// Policies and Totals: usage.go.
+	Policies Policies  `json:"policies"`
+	Totals   OrgTotals `json:"totals"`
 }
 
 // OrgCreate is the body of POST /v1/org.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cshare/cshare/ledger"
@@ -145,6 +146,14 @@ func (s *Service) jobInfo(j *ledger.Job) api.JobInfo {
 		}
 	default:
 		ji.State = j.State
+	}
+	switch {
+	case j.State == ledger.JobActive && j.Queued != "":
+		// Held by the org's policy (ledger/fold_policies.go): no machine
+		// places it, whatever the plan says.
+		ji.State, ji.Reason = "queued", j.Queued
+	case j.State == ledger.JobFailed && strings.HasPrefix(j.Error, "policy."):
+		ji.Reason = j.Error // ended by a policy (max_job_runtime)
 	}
 	return ji
 }

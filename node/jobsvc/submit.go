@@ -67,6 +67,13 @@ func (s *Service) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobSubm
 	if err := ledger.ValidateJobSpec(spec); err != nil {
 		return api.JobSubmitted{}, badReq(err)
 	}
+	// The org's policies, as the fold will apply them (one line naming
+	// the policy, and nothing written).
+	var perr error
+	s.snapshot(func(st *ledger.State) { perr = st.CheckJobPolicies(spec) })
+	if perr != nil {
+		return api.JobSubmitted{}, api.FieldErrorf(http.StatusForbidden, "memory", "%s", strings.TrimPrefix(perr.Error(), "ledger: "))
+	}
 	if spec.Driver == "docker" && spec.MemoryMB > 0 && spec.MemoryMB < dockerMinMemoryMB {
 		return api.JobSubmitted{}, api.FieldErrorf(http.StatusBadRequest, "memory", "memory: %s is below the minimum %s of a Docker container; allowed: at least %s, or --driver exec",
 			jobspec.FormatMB(spec.MemoryMB), jobspec.FormatMB(dockerMinMemoryMB), jobspec.FormatMB(dockerMinMemoryMB))
@@ -94,6 +101,9 @@ func (s *Service) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobSubm
 		return api.JobSubmitted{}, refused(err)
 	}
 	j, err := s.Job(ctx, ledger.JobIDFor(e))
+	if err == nil && j.State == "queued" && strings.HasPrefix(j.Reason, "AssocMaxJobsLimit") {
+		warnings = append(warnings, "queued: "+j.Reason)
+	}
 	return api.JobSubmitted{JobInfo: j, Warnings: warnings}, err
 }
 

@@ -267,13 +267,14 @@ func msTime(ms int64) string {
 func contractInfo(st *ledger.State, c *ledger.Contract, now int64, waiting map[string]string) api.ContractInfo {
 	p := st.MarketPolicy()
 	cost := c.Cost(now)
+	run, _ := c.Billing(now)
 	a := c.Alloc
 	info := api.ContractInfo{ID: c.ID, Offer: c.Offer.ID, Host: c.Host, HostName: st.PersonName(c.Host), Machine: c.Offer.Machine,
 		Renter: c.Renter, RenterName: st.PersonName(c.Renter), State: c.State(now, p), GPUs: len(a.GPUs), GPUDevices: a.GPUs,
 		CPUs: float64(a.CPUMilli) / 1000, MemoryMB: a.MemoryMB, ShmMB: a.ShmMB, DiskMB: a.DiskMB,
 		CPUCeiling: float64(a.CPUCeilingMilli) / 1000, MemoryCeilingMB: a.MemoryCeilingMB, OOMRisk: a.OOMRisk(),
 		Requested: msTime(c.Requested), Price: dollars(c.Offer.Price), DiskPrice: dollars(c.Offer.DiskPrice),
-		Cost: dollars(cost.Total), ComputeCost: dollars(cost.Compute), StorageCost: dollars(cost.Storage),
+		Cost: dollars(cost.Total), ComputeCost: dollars(cost.Compute), StorageCost: dollars(cost.Storage), RunningSeconds: float64(run) / 1000,
 		Reason: c.Why(now, p), Image: c.Spec.Image, Env: c.Spec.Env, Cmd: c.Spec.Cmd, OnStart: c.Spec.OnStart}
 	if info.GPUDevices == nil {
 		info.GPUDevices = []int64{}

@@ -42,6 +42,8 @@ type contractHost struct {
 	// answered: requests this process wrote an answer to; an answer the
 	// fold kept without effect is not written again every second.
 	answered map[string]bool
+	// billing: the moves acknowledged and seen (billing.go).
+	billing billingBook
 }
 
 // Run runs the host's passes until ctx is done: every contractTick, and
@@ -66,6 +68,7 @@ func (s *Service) hostContracts(ctx context.Context) time.Duration {
 		return contractTick
 	}
 	s.answerRequests(ctx)
+	s.witnessMoves(ctx)
 	return s.reconcileContracts(ctx)
 }
 
@@ -229,6 +232,7 @@ func (s *Service) reconcileContracts(ctx context.Context) time.Duration {
 		return contractTick
 	}
 	h.idle = len(cs) == 0 && len(runs) == 0
+	s.ackMoves(ctx, cs, runs)
 	plan := planContracts(cs, runs, now, p)
 	for _, r := range plan.remove {
 		if err := d.RemoveContract(ctx, r.ID); err != nil {
@@ -254,6 +258,10 @@ func (s *Service) reconcileContracts(ctx context.Context) time.Duration {
 		run, exists := plan.existing[c.ID]
 		if exists && h.started[c.ID] == since {
 			continue // started for this Since; its command exited by itself
+		}
+		if startTooEarly(&c, now) {
+			s.d.Log.Info("contract start is dated ahead of this host's clock; it runs once the clock is there", "contract", c.ID)
+			continue
 		}
 		gpus := s.deviceIDs(c.Alloc.GPUs)
 		if by := heldBy(held, gpus); by != "" {

@@ -8,8 +8,11 @@
 //     heartbeats received per machine over the last day (reliability);
 //   - the renter's contract API: request, list, show, stop/start/rm,
 //     extend, usage, read from and written to the ledger;
-//   - the host's loop: answering requests for this machine's offers and
-//     making its contract containers follow the ledger;
+//   - the host's loop: answering requests for this machine's offers,
+//     making its contract containers follow the ledger, and acknowledging
+//     the moves they followed (contract.ack);
+//   - witnessing the moves of contracts between two other persons as they
+//     reach this machine (contract.witness; billing.go);
 //   - the reservations running contracts hold, which the scheduler takes
 //     out of the machines before SmartShare plans.
 //
@@ -105,7 +108,8 @@ type Service struct {
 
 // New builds the service; it starts nothing.
 func New(d Deps) *Service {
-	return &Service{d: d, host: &contractHost{started: map[string]int64{}, answered: map[string]bool{}}}
+	return &Service{d: d, host: &contractHost{started: map[string]int64{}, answered: map[string]bool{},
+		billing: billingBook{acked: map[string]bool{}}}}
 }
 
 // Close waits for the republishing loop (which ends with the context

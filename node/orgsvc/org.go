@@ -81,16 +81,19 @@ func (s *Service) Org(ctx context.Context) (api.OrgInfo, error) {
 		return api.OrgInfo{}, err
 	}
 	var o api.OrgInfo
+	now := s.now()
 	lg, unlock := s.d.Ledger.ReadLog()
-	defer unlock()
 	st := lg.State()
 	o = api.OrgInfo{ID: st.Org, Name: st.Name, Description: st.Description, Owner: st.Owner, OwnerName: personName(st, st.Owner), StateHash: st.Hash(),
 		Entries: lg.Len(), Settings: st.Settings, Members: len(st.Members), Machines: len(st.Machines),
-		Created: api.FormatTime(time.UnixMilli(st.Created))}
+		Created: api.FormatTime(time.UnixMilli(st.Created)), Policies: apiPolicies(st.Settings.Policies)}
 	heads, _ := lg.Heads()
 	for _, h := range heads {
 		o.Heads = append(o.Heads, h.String())
 	}
+	free := s.Usage().ledgerTotals(st, now, &o.Totals)
+	unlock()
+	s.Usage().addAvailable(free, now, &o.Totals)
 	return o, nil
 }
 
@@ -222,7 +225,18 @@ func (s *Service) SetSettings(ctx context.Context, req api.SettingsRequest) (api
 			}
 			u.MarketDeleteAfter = &d
 		default:
-			return api.OrgInfo{}, api.FieldErrorf(http.StatusBadRequest, k, "unknown setting %q; allowed: name, description, require_machine_approval, smartshare.mode, smartshare.preempt_policy, smartshare.default_max_cpus, smartshare.max_cpus_limit, market.delete_after", api.Ellipsize(k))
+			if name, ok := strings.CutPrefix(k, "policy."); ok {
+				x, err := ParsePolicy(name, v)
+				if err != nil {
+					return api.OrgInfo{}, err
+				}
+				if u.Policies == nil {
+					u.Policies = map[string]int64{}
+				}
+				u.Policies[name] = x
+				continue
+			}
+			return api.OrgInfo{}, api.FieldErrorf(http.StatusBadRequest, k, "unknown setting %q; allowed: name, description, require_machine_approval, smartshare.mode, smartshare.preempt_policy, smartshare.default_max_cpus, smartshare.max_cpus_limit, market.delete_after, policy.%s", api.Ellipsize(k), strings.Join(ledger.PolicyNames, ", policy."))
 		}
 	}
 	if err := ledger.ValidateSettings(cur.SmartShare); err != nil {

@@ -40,8 +40,8 @@ func (s *Scheduler) buildInput(now time.Time) smartshare.Input {
 	}
 	jobs := map[string]bool{}
 	for _, j := range st.SortedJobs() {
-		if j.State != ledger.JobActive {
-			continue
+		if j.State != ledger.JobActive || j.Queued != "" {
+			continue // a queued job waits for its submitter's others (policies.go)
 		}
 		remaining := len(j.Items) - int(j.Done) - int(j.Failed)
 		sj := smartshare.Job{ID: j.ID, Priority: int(j.Priority), CPUs: int(j.Spec.CPUs), Submitted: j.Seq,
@@ -117,6 +117,9 @@ func (s *Scheduler) reconcile(now time.Time) {
 	}
 	s.publish()
 	s.d.Metrics.PlanInstances.Set(float64(len(plan.Instances)))
+	if ws := s.runtimeWrites(now); len(ws) > 0 {
+		s.d.Spawn(func() { s.writePolicy(ws) })
+	}
 }
 
 // apply carries out the plan's actions on this machine; it reports whether

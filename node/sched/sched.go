@@ -16,7 +16,10 @@
 //   - the lease book: other machines' leases, vetted against the plan
 //     (leases.go), and this machine's own, in its heartbeat (report.go);
 //   - the read view the API reads without a lock (view.go), and the
-//     admission rule for what no machine fits (admission.go).
+//     admission rule for what no machine fits (admission.go);
+//   - the org's policies on this machine's side: queued jobs left out of
+//     the plan, and job.start and job.expire under max_job_runtime
+//     (policies.go).
 //
 // It has its own lock and loop and reaches the node only through Deps;
 // package node builds it (New), adopts with it (LoadResults, Adopt), runs
@@ -218,12 +221,15 @@ type Scheduler struct {
 	strays   map[runtime.RunID]bool // unsupervised at the last sweep (owned by the sweep)
 
 	view atomic.Pointer[View] // the read view for the API (see view.go)
+
+	policyDone map[policyWrite]bool // runtime policy entries written (policies.go); under mu
 }
 
 // New builds the scheduler; it starts nothing. ctx is the node's: it ends
 // the loop (Run) and every instance's supervision.
 func New(ctx context.Context, d Deps) *Scheduler {
-	s := &Scheduler{d: d, ctx: ctx, slots: map[int]*instance{}, results: map[string][]ledger.ItemResult{}, wake: make(chan struct{})}
+	s := &Scheduler{d: d, ctx: ctx, slots: map[int]*instance{}, results: map[string][]ledger.ItemResult{}, wake: make(chan struct{}),
+		policyDone: map[policyWrite]bool{}}
 	s.cache = dispatchCache{peers: d.Peers, leases: &s.leases, me: d.Machine}
 	s.placed = places{interval: d.Interval}
 	s.wal = resultLog{rec: d.Records, log: d.Log}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -149,6 +150,7 @@ func (a *app) printContract(c api.ContractInfo) error {
 	t.row("start", orDash(c.Start))
 	t.row("end", orDash(c.End))
 	t.row("price", fmt.Sprintf("$%.4f/hour, $%.4f/GB-month of disk", c.Price, c.DiskPrice))
+	t.row("running", (time.Duration(c.RunningSeconds*1000) * time.Millisecond).String())
 	t.row("cost", fmt.Sprintf("$%.6f (compute $%.6f, storage $%.6f)", c.Cost, c.ComputeCost, c.StorageCost))
 	return t.write(a.stdout)
 }

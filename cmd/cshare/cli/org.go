@@ -12,12 +12,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cshare/cshare/internal/text"
+	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
 )
 
 func (a *app) orgCmd() *cobra.Command {
-	return group("org", "Create an org, show it, print its key, invite, change settings, transfer ownership, delete it",
-		a.orgCreateCmd(), a.orgShowCmd(), a.orgKeyCmd(), a.orgInviteCmd(), a.orgSetCmd(), a.orgTransferCmd(), a.orgDeleteCmd())
+	return group("org", "Create an org, show it, print its key, invite, change settings and policies, transfer ownership, delete it, its usage",
+		a.orgCreateCmd(), a.orgShowCmd(), a.orgKeyCmd(), a.orgInviteCmd(), a.orgSetCmd(), a.orgTransferCmd(), a.orgDeleteCmd(), a.orgUsageCmd())
 }
 
 func (a *app) orgCreateCmd() *cobra.Command {
@@ -83,7 +84,38 @@ func printOrg(a *app, o api.OrgInfo) error {
 		[2]string{"smartshare.preempt_policy", s.SmartShare.PreemptPolicy},
 		[2]string{"smartshare.default_max_cpus", itoa(s.SmartShare.DefaultMaxCPUs)},
 		[2]string{"smartshare.max_cpus_limit", itoa(s.SmartShare.MaxCPUsLimit)},
+		[2]string{"policy.max_machines_per_user", policyCount(o.Policies.MaxMachinesPerUser)},
+		[2]string{"policy.max_concurrent_jobs_per_user", policyCount(o.Policies.MaxConcurrentJobsPerUser)},
+		[2]string{"policy.max_job_runtime", policySeconds(o.Policies.MaxJobRuntime)},
+		[2]string{"policy.max_job_memory", policyMB(o.Policies.MaxJobMemory)},
+		[2]string{"policy.default_item_timeout", policySeconds(o.Policies.DefaultItemTimeout)},
+		[2]string{"total machines", itoa(o.Totals.Machines)},
+		[2]string{"available capacity", fmt.Sprintf("%.2f CPUs, %s memory, %d GPUs", o.Totals.AvailableCPUs,
+			jobspec.FormatMB(o.Totals.AvailableMemoryMB), o.Totals.AvailableGPUs)},
+		[2]string{"active jobs", itoa(o.Totals.ActiveJobs)},
+		[2]string{"compute time", hours(o.Totals.CPUSeconds) + " (CPU)"},
 	)
+}
+
+func policyCount(n int64) string {
+	if n == 0 {
+		return "none"
+	}
+	return itoa(n)
+}
+
+func policySeconds(s int64) string {
+	if s == 0 {
+		return "none"
+	}
+	return (time.Duration(s) * time.Second).String()
+}
+
+func policyMB(mb int64) string {
+	if mb == 0 {
+		return "none"
+	}
+	return jobspec.FormatMB(mb)
 }
 
 func (a *app) orgKeyCmd() *cobra.Command {
@@ -233,6 +265,17 @@ func (a *app) orgSetCmd() *cobra.Command {
   smartshare.max_cpus_limit=N
   market.delete_after=DURATION       (how long after its end a contract's container
                                       and disk are kept, like 48h; 0 = 48h)
+
+Org policies (every node enforces them from the ledger; 0 or none removes one):
+  policy.max_machines_per_user=N       a person's machines beyond N cannot join
+  policy.max_concurrent_jobs_per_user=N  a person's jobs beyond N wait, queued
+  policy.max_job_runtime=DURATION      a job running that long after its first
+                                      start fails (like 24h or 2d; a bare number
+                                      is seconds)
+  policy.max_job_memory=SIZE           a job asking more memory per instance is
+                                      refused (like 64g; a bare number is MB)
+  policy.default_item_timeout=DURATION  the org's item timeout (job submit
+                                      --item-timeout overrides it)
 
 The change is one ledger entry and takes effect on every node.`,
 		Args: func(cmd *cobra.Command, args []string) error {

@@ -44,6 +44,7 @@ func TestViewsGolden(t *testing.T) {
 		for _, args := range [][]string{
 			{"node", "status"},
 			{"org", "show"},
+			{"org", "usage", "--until", "2026-01-02"},
 			{"org", "key"},
 			{"org", "key", "--rotate"},
 			{"org", "create", "--name", "acme2", "--description", "two"},
