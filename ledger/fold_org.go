@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/cshare/cshare/internal/text"
+	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/market"
 )
 
@@ -116,6 +117,12 @@ func foldOrgUpdate(st *State, e *Entry, _, person string) error {
 			return err
 		}
 		set.Market.DeleteAfter = *p.MarketDeleteAfter
+	}
+	if p.DefaultItemTimeout != nil {
+		if err := jobspec.CheckItemTimeoutMS(*p.DefaultItemTimeout); err != nil {
+			return fmt.Errorf("%w: %v", ErrMalformed, jobspec.Rename(err, "policy.default_item_timeout"))
+		}
+		set.DefaultItemTimeoutMS = *p.DefaultItemTimeout
 	}
 	if err := ValidateSettings(set.SmartShare); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)

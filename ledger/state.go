@@ -49,6 +49,9 @@ type Settings struct {
 	SmartShare             SmartShare `cbor:"smartshare" json:"smartshare"`
 	// Market: market.delete_after (0: 48 hours).
 	Market market.Policy `cbor:"market" json:"market"`
+	// DefaultItemTimeoutMS is policy.default_item_timeout: the item
+	// timeout of jobs that set none (0: none).
+	DefaultItemTimeoutMS int64 `cbor:"default_item_timeout_ms,omitempty" json:"default_item_timeout_ms,omitempty"`
 }
 
 // DefaultSettings are a new org's settings.
@@ -212,6 +215,8 @@ type Run struct {
 	Code       int64  `cbor:"c"`
 	Counted    bool   `cbor:"k"`           // the ledger took this run's result for the item
 	Stopped    bool   `cbor:"x,omitempty"` // stopped before it ended (preempted, cancelled): no result
+	OOMKilled  bool   `cbor:"o,omitempty"` // killed at its memory cap
+	TimedOut   bool   `cbor:"t,omitempty"` // stopped at its item timeout
 }
 
 // Revocation records how a member lost a role, for conflict resolution.

@@ -239,6 +239,13 @@ type JobSubmit struct {
 	CPUs       int64             `json:"cpus,omitempty"`        // primary instances; 0 = 1
 	MaxCPUs    *int64            `json:"max_cpus,omitempty"`    // nil = the org's default; -1 = "*"
 	Retries    int64             `json:"retries,omitempty"`
+	// DiskMB is the disk each instance may fill, MB; 0 = none asked.
+	DiskMB int64 `json:"disk_mb,omitempty"`
+	// GPUMemoryMB: only GPUs with at least this much memory (MB) are used.
+	GPUMemoryMB int64 `json:"gpu_memory_mb,omitempty"`
+	// ItemTimeoutMS: a run of an item lasting longer is stopped and fails;
+	// 0 = the org's policy.default_item_timeout.
+	ItemTimeoutMS int64 `json:"item_timeout_ms,omitempty"`
 	// Datasets are "NAME|CID:/path" mounts, read-only in every instance.
 	Datasets []string `json:"datasets,omitempty"`
 }
@@ -294,7 +301,12 @@ type JobInfo struct {
 	MemoryMB  int64    `json:"memory_mb,omitempty"`
 	GPUs      int64    `json:"gpus,omitempty"`
 	Retries   int64    `json:"retries"`
-	Items     Items    `json:"items"`
+	// DiskMB, GPUMemoryMB: as submitted. ItemTimeoutMS is the timeout in
+	// force: the job's own, or else the org's default (0: none).
+	DiskMB        int64 `json:"disk_mb,omitempty"`
+	GPUMemoryMB   int64 `json:"gpu_memory_mb,omitempty"`
+	ItemTimeoutMS int64 `json:"item_timeout_ms,omitempty"`
+	Items         Items `json:"items"`
 	// DuplicateRuns counts runs of items the ledger had already counted
 	// (work done twice).
 	DuplicateRuns int64          `json:"duplicate_runs"`
@@ -337,6 +349,10 @@ type RunInfo struct {
 	ExitCode int64  `json:"exit_code"`
 	Counted  bool   `json:"counted"`           // the ledger took this run's result
 	Stopped  bool   `json:"stopped,omitempty"` // stopped before it ended (preempted, cancelled): no result
+	// OOMKilled: killed at its memory cap. TimedOut: stopped at its item
+	// timeout (job submit --item-timeout).
+	OOMKilled bool `json:"oom_killed,omitempty"`
+	TimedOut  bool `json:"timed_out,omitempty"`
 }
 
 // Error is the body of every non-2xx answer, unknown routes and methods

@@ -20,6 +20,7 @@ func (s *Service) jobInfo(j *ledger.Job) api.JobInfo {
 	ji := api.JobInfo{ID: j.ID, Name: j.Spec.Name, Submitter: j.Submitter, Priority: j.Priority, CPUs: j.Spec.CPUs,
 		Driver: j.Spec.Driver, Image: j.Spec.Image, Cmd: j.Spec.Cmd, Range: fmt.Sprintf("%d-%d", j.Spec.RangeStart, j.Spec.RangeEnd),
 		Cores: j.Spec.Cores, MemoryMB: j.Spec.MemoryMB, GPUs: j.Spec.GPUs, Retries: j.Spec.Retries, Error: j.Error,
+		DiskMB: j.Spec.DiskMB, GPUMemoryMB: j.Spec.GPUMemoryMB,
 		Submitted: api.FormatTime(time.UnixMilli(j.Submitted)), Instances: []api.InstanceInfo{}}
 	ji.MaxCPUs = "default"
 	if j.MaxCPUs != nil {
@@ -63,6 +64,7 @@ func (s *Service) jobInfo(j *ledger.Job) api.JobInfo {
 			names[id] = m.Name
 		}
 		ji.SubmitterName = st.PersonName(j.Submitter)
+		ji.ItemTimeoutMS = sched.ItemTimeout(st, j).Milliseconds()
 	})
 	if j.State == ledger.JobActive {
 		preempt := map[key]string{}

@@ -221,8 +221,14 @@ func (s *Service) SetSettings(ctx context.Context, req api.SettingsRequest) (api
 				return api.OrgInfo{}, err
 			}
 			u.MarketDeleteAfter = &d
+		case "policy.default_item_timeout":
+			ms, err := jobspec.ParseItemTimeout(k, v)
+			if err != nil {
+				return api.OrgInfo{}, badReq(err)
+			}
+			u.DefaultItemTimeout = &ms
 		default:
-			return api.OrgInfo{}, api.FieldErrorf(http.StatusBadRequest, k, "unknown setting %q; allowed: name, description, require_machine_approval, smartshare.mode, smartshare.preempt_policy, smartshare.default_max_cpus, smartshare.max_cpus_limit, market.delete_after", api.Ellipsize(k))
+			return api.OrgInfo{}, api.FieldErrorf(http.StatusBadRequest, k, "unknown setting %q; allowed: name, description, require_machine_approval, smartshare.mode, smartshare.preempt_policy, smartshare.default_max_cpus, smartshare.max_cpus_limit, market.delete_after, policy.default_item_timeout", api.Ellipsize(k))
 		}
 	}
 	if err := ledger.ValidateSettings(cur.SmartShare); err != nil {

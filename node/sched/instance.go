@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/cshare/cshare/internal/diskguard"
@@ -41,11 +42,12 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		}
 		var item int64
 		var run runtime.RunID
-		var began time.Time
+		var began, ranFrom time.Time // ranFrom: when the run was running (its item timeout counts from then)
 		if adoptRun != "" {
 			run, adoptRun = adoptRun, ""
 			it, _ := in.current()
 			item, began = it, time.UnixMilli(in.started) // adopted: the run's own start
+			ranFrom = began
 		} else {
 			// Items wait until this machine holds every dataset the job
 			// mounts (the fetch starts with the job's first instance here);
@@ -88,6 +90,7 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 				s.record(in, item, ledger.ItemResult{Item: item, Code: -1, DurationMS: s.now().Sub(began).Milliseconds(), Instance: in.id, Error: err.Error(), Started: began.UnixMilli()})
 				continue
 			}
+			ranFrom = s.now()
 		}
 		in.mu.Lock()
 		in.run = run
@@ -100,7 +103,23 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			c()
 		}
 		s.d.Metrics.Started.Inc()
+		limit := s.itemTimeout(in.job)
+		var timedOut atomic.Bool
+		var timer *time.Timer
+		if limit > 0 {
+			// Stopped, not killed: the run fails (and is retried per
+			// --retries) with an error naming the timeout.
+			timer = time.AfterFunc(max(0, limit-s.now().Sub(ranFrom)), func() {
+				timedOut.Store(true)
+				sctx, c := context.WithTimeout(context.Background(), timeoutGrace+30*time.Second)
+				defer c()
+				_ = in.drv.Stop(sctx, run, timeoutGrace)
+			})
+		}
 		st, err := in.drv.Wait(ctx, run)
+		if timer != nil {
+			timer.Stop()
+		}
 		if ctx.Err() != nil {
 			// The node is stopping: the run goes on (a container outlives
 			// its node) and the restarted node adopts it; nothing to record.
@@ -121,6 +140,14 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			Error: st.Err, Started: began.UnixMilli(), Stopped: killed}
 		if err != nil {
 			res.Code, res.Error = -1, err.Error()
+		}
+		if st.OOMKilled && !killed {
+			res.OOMKilled = true
+			res.Error = oomError(res.Error)
+		}
+		if timedOut.Load() && !killed && (err != nil || st.Code != 0) {
+			res.TimedOut, res.Error = true, timeoutError(limit)
+			s.d.Log.Info("item stopped at its timeout", "job", in.job, "item", item, "timeout", limit)
 		}
 		// The result is durable before the run is removed: a kill in
 		// between leaves the run for adoption, which finds the record. A

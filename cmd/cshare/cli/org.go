@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cshare/cshare/internal/text"
+	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
 )
 
@@ -83,6 +84,7 @@ func printOrg(a *app, o api.OrgInfo) error {
 		[2]string{"smartshare.preempt_policy", s.SmartShare.PreemptPolicy},
 		[2]string{"smartshare.default_max_cpus", itoa(s.SmartShare.DefaultMaxCPUs)},
 		[2]string{"smartshare.max_cpus_limit", itoa(s.SmartShare.MaxCPUsLimit)},
+		[2]string{"policy.default_item_timeout", msOrNone(s.DefaultItemTimeoutMS)},
 	)
 }
 
@@ -233,6 +235,8 @@ func (a *app) orgSetCmd() *cobra.Command {
   smartshare.max_cpus_limit=N
   market.delete_after=DURATION       (how long after its end a contract's container
                                       and disk are kept, like 48h; 0 = 48h)
+  policy.default_item_timeout=DURATION  (the item timeout of jobs that set no
+                                      --item-timeout, like 2h; 0 or none = none)
 
 The change is one ledger entry and takes effect on every node.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -294,4 +298,12 @@ characters) or name, as cshare member ls shows them.`,
 				text.Escape(o.Name), text.Escape(personRef(o.Owner, o.OwnerName)))
 			return err
 		})
+}
+
+// msOrNone renders a duration in ms as a user writes it, "none" for 0.
+func msOrNone(ms int64) string {
+	if ms == 0 {
+		return "none"
+	}
+	return jobspec.FormatMS(ms)
 }
