@@ -19,6 +19,7 @@ import (
 func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adoptRun runtime.RunID) {
 	defer func() {
 		s.mu.Lock()
+		delete(s.inUse, in)
 		if s.slots[in.slot] == in {
 			delete(s.slots, in.slot)
 		}
@@ -48,6 +49,7 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			it, _ := in.current()
 			item, began = it, time.UnixMilli(in.started) // adopted: the run's own start
 			ranFrom = began
+			s.admit(in, s.capsFor(j), true)
 		} else {
 			// Items wait until this machine holds every dataset the job
 			// mounts (the fetch starts with the job's first instance here);
@@ -62,8 +64,13 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 				continue
 			}
 			var ok bool
-			if !s.d.Gate.Closed() && s.d.Disk.MayStartItem() { // catching up, or the disk full (node/disk.go): no new item
-				item, ok = s.nextItem(in)
+			c := s.capsFor(j)
+			// catching up, or the disk full (node/disk.go): no new item;
+			// nor while its caps do not fit beside the runs going on.
+			if !s.d.Gate.Closed() && s.d.Disk.MayStartItem() && s.admit(in, c, false) {
+				if item, ok = s.nextItem(in); !ok {
+					s.release(in)
+				}
 			}
 			if !ok {
 				// Nothing free now: wait for a change, then look again.
@@ -81,13 +88,14 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			began = s.now()
 			err := unmountable
 			if err == nil {
-				run, err = in.drv.Start(ctx, s.spec(in, j, item))
+				run, err = in.drv.Start(ctx, s.spec(in, j, item, c))
 			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
 				s.record(in, item, ledger.ItemResult{Item: item, Code: -1, DurationMS: s.now().Sub(began).Milliseconds(), Instance: in.id, Error: err.Error(), Started: began.UnixMilli()})
+				s.release(in)
 				continue
 			}
 			ranFrom = s.now()
@@ -155,6 +163,7 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		// back to the agenda).
 		s.record(in, item, res)
 		_ = in.drv.Remove(context.Background(), run)
+		s.release(in)
 		in.mu.Lock()
 		in.run = "" // only now: until removed, the run is this instance's (see sweep)
 		if killed {
@@ -323,7 +332,8 @@ func (s *Scheduler) flush(ctx context.Context) {
 	}
 }
 
-func (s *Scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
+// spec is the run of item by in, with caps c (capsFor).
+func (s *Scheduler) spec(in *instance, j *ledger.Job, item int64, c caps) runtime.Spec {
 	sp := runtime.Spec{Org: s.d.Ledger.Org(), Job: j.ID, Instance: in.id, Machine: s.d.Machine, Item: int(item),
 		Image: j.Spec.Image, Cmd: j.Spec.Cmd, Env: j.Spec.Env, PidsLimit: 4096,
 		WorkDir: filepath.Join(s.d.DataDir, "work", in.id)}
@@ -337,11 +347,8 @@ func (s *Scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
 		}
 		maps.Copy(sp.Env, env)
 	}
-	if j.Spec.Cores > 0 {
-		sp.NanoCPUs = j.Spec.Cores * 1_000_000
-	}
+	applyCaps(&sp, c)
 	if j.Spec.MemoryMB > 0 {
-		sp.MemoryBytes = j.Spec.MemoryMB << 20
 		sp.MemoryReservationBytes = sp.MemoryBytes
 		sp.ShmBytes = sp.MemoryBytes / 4
 	}

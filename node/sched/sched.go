@@ -204,7 +204,8 @@ type Scheduler struct {
 	results   map[string][]ledger.ItemResult // finished, not yet in the ledger
 	plan      smartshare.Result
 	planIn    smartshare.Input
-	wake      chan struct{} // closed and replaced on every change
+	wake      chan struct{}      // closed and replaced on every change
+	inUse     map[*instance]caps // what each run going on may use (caps.go)
 	beatDue   bool
 	beatDueAt time.Time // when beatDue last became true
 
@@ -224,7 +225,8 @@ type Scheduler struct {
 // New builds the scheduler; it starts nothing. ctx is the node's: it ends
 // the loop (Run) and every instance's supervision.
 func New(ctx context.Context, d Deps) *Scheduler {
-	s := &Scheduler{d: d, ctx: ctx, slots: map[int]*instance{}, results: map[string][]ledger.ItemResult{}, wake: make(chan struct{})}
+	s := &Scheduler{d: d, ctx: ctx, slots: map[int]*instance{}, results: map[string][]ledger.ItemResult{}, wake: make(chan struct{}),
+		inUse: map[*instance]caps{}}
 	s.cache = dispatchCache{peers: d.Peers, leases: &s.leases, me: d.Machine}
 	s.placed = places{interval: d.Interval}
 	s.wal = resultLog{rec: d.Records, log: d.Log}
