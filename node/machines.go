@@ -5,6 +5,7 @@ import (
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/node/sched"
 	"github.com/cshare/cshare/p2p"
 )
 
@@ -79,6 +80,7 @@ func (n *Node) machineInfo(st *ledger.State, m *ledger.Machine, now time.Time) a
 		}
 		mi.RunningJobs = len(jobs)
 		mi.DiskFull = hb.DiskFull
+		mi.Usage = sched.MachineUse(hb)
 	}
 	if m.ID == n.id.String() {
 		mi.DiskFull = n.disk.g.Full()

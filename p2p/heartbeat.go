@@ -49,6 +49,12 @@ type RunningInstance struct {
 	Item     int64  `cbor:"item" json:"item"`
 	Instance string `cbor:"instance" json:"instance"`
 	Started  int64  `cbor:"started" json:"started"`
+	// What the instance's run uses, as its driver last sampled it: CPU in
+	// millicores (1000 is one core busy) and memory in bytes; OOMKilled:
+	// its last run was killed at its memory cap. Omitted when zero.
+	CPUMilli    int64 `cbor:"cpu,omitempty" json:"cpu_milli,omitempty"`
+	MemoryBytes int64 `cbor:"mem,omitempty" json:"memory_bytes,omitempty"`
+	OOMKilled   bool  `cbor:"oom,omitempty" json:"oom_killed,omitempty"`
 }
 
 // DatasetFetch is a dataset a machine is fetching for its jobs' instances:
@@ -205,6 +211,11 @@ func DecodeHeartbeat(data []byte) (Heartbeat, error) {
 	}
 	if len(hb.Fetches) > MaxFetches {
 		return Heartbeat{}, fmt.Errorf("%w: %d fetches; allowed: at most %d", ErrMalformed, len(hb.Fetches), MaxFetches)
+	}
+	for _, ri := range hb.Instances {
+		if ri.CPUMilli < 0 || ri.MemoryBytes < 0 {
+			return Heartbeat{}, fmt.Errorf("%w: instance %q uses %d millicores, %d bytes; allowed: 0 or more", ErrMalformed, ri.Instance, ri.CPUMilli, ri.MemoryBytes)
+		}
 	}
 	for _, f := range hb.Fetches {
 		if len(f.CID) == 0 || len(f.CID) > 128 || f.Have < 0 || f.Size < 0 || f.Have > f.Size {

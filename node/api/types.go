@@ -170,6 +170,8 @@ type MachineInfo struct {
 	// last heartbeat says: it refuses writes and takes no new item until
 	// there is room again.
 	DiskFull bool `json:"disk_full,omitempty"`
+	// Usage is what the machine's jobs use now, from its last heartbeat.
+	Usage *MachineUsage `json:"usage,omitempty"`
 	// History is every change of its ledger status, oldest first (machine
 	// show only).
 	History []MachineEvent `json:"history,omitempty"`
@@ -182,6 +184,16 @@ type MachineEvent struct {
 	Time   string `json:"time"`
 	By     string `json:"by,omitempty"`      // the person who made the change
 	ByName string `json:"by_name,omitempty"` // their name
+}
+
+// MachineUsage is what a machine's instances use now: CPU (100 per busy
+// core) and memory, summed over their runs as the drivers last sampled
+// them, and the disk cshare's runs, outputs and datasets fill there.
+type MachineUsage struct {
+	Instances   int     `json:"instances"`
+	CPUPercent  float64 `json:"cpu_percent"`
+	MemoryBytes int64   `json:"memory_bytes"`
+	DiskUsedMB  int64   `json:"disk_used_mb"`
 }
 
 // Resources is a machine's free or total capacity as heartbeats report it.
@@ -282,6 +294,13 @@ type InstanceInfo struct {
 	Kind        string `json:"kind"`
 	State       string `json:"state"`
 	Item        int64  `json:"item,omitempty"`
+	// CPUPercent (100 per busy core) and MemoryBytes are what its run
+	// uses, as the driver last sampled it (docker stats, the exec run's
+	// cgroup or /proc); OOMKilled: its last run was killed at its memory
+	// cap.
+	CPUPercent  float64 `json:"cpu_percent"`
+	MemoryBytes int64   `json:"memory_bytes"`
+	OOMKilled   bool    `json:"oom_killed,omitempty"`
 }
 
 // JobInfo is `cshare job show --json`.

@@ -124,7 +124,10 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 				_ = in.drv.Stop(sctx, run, timeoutGrace)
 			})
 		}
+		sampled := make(chan struct{})
+		s.d.Spawn(func() { s.sample(ctx, in, run, sampled) })
 		st, err := in.drv.Wait(ctx, run)
+		close(sampled)
 		if timer != nil {
 			timer.Stop()
 		}
@@ -153,6 +156,7 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			res.OOMKilled = true
 			res.Error = oomError(res.Error)
 		}
+		endUse(in, res.OOMKilled)
 		if timedOut.Load() && !killed && (err != nil || st.Code != 0) {
 			res.TimedOut, res.Error = true, timeoutError(limit)
 			s.d.Log.Info("item stopped at its timeout", "job", in.job, "item", item, "timeout", limit)

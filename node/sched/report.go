@@ -27,9 +27,16 @@ func (s *Scheduler) Report() (total, free p2p.Resources, running []p2p.RunningIn
 	for _, k := range slices.Sorted(maps.Keys(s.slots)) {
 		in := s.slots[k]
 		it, _ := in.current()
-		running = append(running, p2p.RunningInstance{Job: in.job, Slot: int64(in.slot), Kind: in.kind, Item: it, Instance: in.id, Started: in.started})
+		in.mu.Lock()
+		u := in.use
+		in.mu.Unlock()
+		running = append(running, p2p.RunningInstance{Job: in.job, Slot: int64(in.slot), Kind: in.kind, Item: it, Instance: in.id, Started: in.started,
+			CPUMilli: u.CPUMilli, MemoryBytes: u.MemoryBytes, OOMKilled: u.OOMKilled})
 		free.Slots--
-		if j := jobs[in.job]; j != nil {
+		if c, ok := s.inUse[in]; ok { // its run's caps (caps.go)
+			free.Cores -= c.cores
+			free.MemoryMB -= c.memMB
+		} else if j := jobs[in.job]; j != nil {
 			free.Cores -= j.Spec.Cores
 			free.MemoryMB -= j.Spec.MemoryMB
 		}

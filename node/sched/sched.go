@@ -175,6 +175,7 @@ type instance struct {
 	stopAfter bool   // passive: finish the current item, then stop
 	killed    bool   // aggressive: the current item goes back to the agenda
 	preempted string // the preemption mode that stopped it, once counted
+	use       use    // its run's last sampled use (stats.go)
 
 	// Agenda position, used only by the instance's own work goroutine (see
 	// nextItem and dispatch.Cursor).

@@ -386,13 +386,20 @@ func printJob(a *app, j api.JobInfo) error {
 	}
 	fmt.Fprintln(a.stdout)
 	var t table
-	t.row("MACHINE", "NAME", "SLOT", "KIND", "STATE", "ITEM")
+	t.row("MACHINE", "NAME", "SLOT", "KIND", "STATE", "ITEM", "CPU", "MEMORY")
 	for _, in := range j.Instances {
 		item := "-"
 		if in.Item != 0 {
 			item = itoa(in.Item)
 		}
-		t.row(short(in.Machine), orDash(in.MachineName), fmt.Sprint(in.Slot), in.Kind, in.State, item)
+		cpu, mem := "-", "-"
+		if in.CPUPercent > 0 || in.MemoryBytes > 0 {
+			cpu, mem = fmt.Sprintf("%.1f%%", in.CPUPercent), jobspec.FormatBytes(float64(in.MemoryBytes))
+		}
+		if in.OOMKilled {
+			mem += " (last run oom_killed)"
+		}
+		t.row(short(in.Machine), orDash(in.MachineName), fmt.Sprint(in.Slot), in.Kind, in.State, item, cpu, mem)
 	}
 	return t.write(a.stdout)
 }
