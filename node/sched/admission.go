@@ -29,6 +29,7 @@ func machineCapacity(m *ledger.Machine) smartshare.Machine {
 		mc.Cores = m.Hardware.CPUs * 1000 * m.Limits.CPULimit / 100
 		mc.MemoryMB = m.Limits.MemoryLimit
 		mc.GPUs = len(m.Limits.GPUs)
+		mc.DiskMB = m.Limits.DiskLimit // jobs' --disk counts against it
 	}
 	return mc
 }

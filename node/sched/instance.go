@@ -125,7 +125,8 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			})
 		}
 		sampled := make(chan struct{})
-		s.d.Spawn(func() { s.sample(ctx, in, run, sampled) })
+		var diskOver atomic.Int64
+		s.d.Spawn(func() { s.sample(ctx, in, run, sampled, j.Spec.DiskMB, &diskOver) })
 		st, err := in.drv.Wait(ctx, run)
 		close(sampled)
 		if timer != nil {
@@ -157,6 +158,9 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			res.Error = oomError(res.Error)
 		}
 		endUse(in, res.OOMKilled)
+		if wrote := diskOver.Load(); wrote > 0 && !killed && (err != nil || st.Code != 0) {
+			res.Error = diskError(j.Spec.DiskMB, wrote)
+		}
 		if timedOut.Load() && !killed && (err != nil || st.Code != 0) {
 			res.TimedOut, res.Error = true, timeoutError(limit)
 			s.d.Log.Info("item stopped at its timeout", "job", in.job, "item", item, "timeout", limit)

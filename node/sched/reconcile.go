@@ -45,7 +45,7 @@ func (s *Scheduler) buildInput(now time.Time) smartshare.Input {
 		}
 		remaining := len(j.Items) - int(j.Done) - int(j.Failed)
 		sj := smartshare.Job{ID: j.ID, Priority: int(j.Priority), CPUs: int(j.Spec.CPUs), Submitted: j.Seq,
-			ItemsRemaining: remaining, Cores: j.Spec.Cores, MemoryMB: j.Spec.MemoryMB, GPUs: int(j.Spec.GPUs)}
+			ItemsRemaining: remaining, Cores: j.Spec.Cores, MemoryMB: j.Spec.MemoryMB, GPUs: int(j.Spec.GPUs), DiskMB: j.Spec.DiskMB}
 		if j.MaxCPUs != nil {
 			sj.MaxCPUs = smartshare.MaxCPUs{N: int(*j.MaxCPUs), Set: true}
 		}

@@ -16,6 +16,7 @@ func (s *Scheduler) Report() (total, free p2p.Resources, running []p2p.RunningIn
 	total = p2p.Resources{Cores: int64(s.d.Hardware.CPUs) * 10 * int64(s.d.Limits.CPULimit), MemoryMB: s.d.Limits.MemoryLimit,
 		DiskMB: s.d.Limits.DiskLimit, GPUs: int64(len(s.d.Limits.GPUs)), Slots: int64(s.d.Limits.MaxConcurrentJobs)}
 	free = total
+	free.DiskMB = max(0, total.DiskMB-s.diskUsedMB())
 	jobs := map[string]*ledger.Job{}
 	s.d.Ledger.View(func(st *ledger.State) {
 		for id, j := range st.Jobs {

@@ -207,6 +207,7 @@ type Scheduler struct {
 	planIn    smartshare.Input
 	wake      chan struct{}      // closed and replaced on every change
 	inUse     map[*instance]caps // what each run going on may use (caps.go)
+	disk      diskUse            // what cshare's files use of the data dir's disk (stats.go)
 	beatDue   bool
 	beatDueAt time.Time // when beatDue last became true
 

@@ -2,8 +2,11 @@ package sched
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"time"
 
+	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/runtime"
@@ -21,27 +24,49 @@ const statsEvery = 5 * time.Second
 type use struct {
 	CPUMilli    int64 // millicores: 1000 is one core busy
 	MemoryBytes int64
-	OOMKilled   bool // the instance's last run was killed at its memory cap
+	DiskBytes   int64 // what the run has written (writable layer, work dir)
+	OOMKilled   bool  // the instance's last run was killed at its memory cap
+}
+
+// diskError is the error recorded for a run stopped for writing more than
+// its job's --disk.
+func diskError(diskMB, wrote int64) string {
+	return fmt.Sprintf("disk: stopped after writing %s to its writable layer or work directory, past its disk request of %s (job submit --disk)",
+		jobspec.FormatBytes(float64(wrote)), jobspec.FormatMB(diskMB))
 }
 
 // Use is an instance's run's last sampled use, as the read view shows it.
 type Use use
 
-// sample samples run's use into in until done is closed or ctx ends.
-func (s *Scheduler) sample(ctx context.Context, in *instance, run runtime.RunID, done <-chan struct{}) {
+// sample samples run's use into in until done is closed or ctx ends. With
+// a disk request (diskMB > 0) it also measures what the run has written
+// (its writable layer or work directory) and, past the request, stops the
+// run and records the size in over: its item fails naming the disk.
+func (s *Scheduler) sample(ctx context.Context, in *instance, run runtime.RunID, done <-chan struct{}, diskMB int64, over *atomic.Int64) {
 	t := time.NewTicker(statsEvery)
 	defer t.Stop()
 	for {
 		sctx, cancel := context.WithTimeout(ctx, statsEvery)
 		st, err := in.drv.Stats(sctx, run)
+		var disk int64
+		if du, ok := in.drv.(runtime.DiskUser); ok {
+			disk, _ = du.DiskUsage(sctx, run)
+		}
 		cancel()
 		if err == nil {
 			in.mu.Lock()
-			in.use = use{CPUMilli: int64(st.CPUPercent * 10), MemoryBytes: max(st.MemoryBytes, 0), OOMKilled: in.use.OOMKilled}
+			in.use = use{CPUMilli: int64(st.CPUPercent * 10), MemoryBytes: max(st.MemoryBytes, 0), DiskBytes: max(disk, 0), OOMKilled: in.use.OOMKilled}
 			in.mu.Unlock()
 			s.mu.Lock()
 			s.publish()
 			s.mu.Unlock()
+		}
+		if diskMB > 0 && disk > diskMB<<20 && over.Load() == 0 {
+			over.Store(disk)
+			s.d.Log.Info("run stopped: it wrote more than its disk request", "job", in.job, "instance", in.id, "bytes", disk, "disk_mb", diskMB)
+			sctx, c := context.WithTimeout(context.Background(), timeoutGrace+30*time.Second)
+			_ = in.drv.Stop(sctx, run, timeoutGrace)
+			c()
 		}
 		select {
 		case <-done:
@@ -72,4 +97,41 @@ func MachineUse(hb p2p.Heartbeat) *api.MachineUsage {
 	}
 	u.CPUPercent = float64(cpu) / 10
 	return u
+}
+
+// diskUse is what cshare's runs, outputs and datasets use of the disk:
+// the data dir (ledger, dataset blocks and trees, logs, exec runs' work
+// dirs), walked at most every diskEvery on a goroutine of its own, plus
+// the writable layers of the docker runs going on as last sampled.
+type diskUse struct {
+	bytes   atomic.Int64 // the data dir, at the last walk
+	at      atomic.Int64 // unix ms of the last walk's start
+	walking atomic.Bool
+}
+
+// diskEvery is how often the data dir is walked for its size.
+const diskEvery = 30 * time.Second
+
+// diskUsedMB is what cshare uses of the disk, in MB, as last measured
+// (and starts a new measure when that is older than diskEvery).
+func (s *Scheduler) diskUsedMB() int64 {
+	now := s.now()
+	if now.UnixMilli()-s.disk.at.Load() >= diskEvery.Milliseconds() && s.disk.walking.CompareAndSwap(false, true) {
+		s.disk.at.Store(now.UnixMilli())
+		s.d.Spawn(func() {
+			defer s.disk.walking.Store(false)
+			s.disk.bytes.Store(runtime.DirSize(s.ctx, s.d.DataDir))
+		})
+	}
+	used := s.disk.bytes.Load()
+	s.mu.Lock()
+	for _, in := range s.slots {
+		if in.drv.Name() == "docker" { // exec runs write into the data dir
+			in.mu.Lock()
+			used += in.use.DiskBytes
+			in.mu.Unlock()
+		}
+	}
+	s.mu.Unlock()
+	return (used + 1<<20 - 1) >> 20
 }
