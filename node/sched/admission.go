@@ -46,10 +46,22 @@ func Unfit(st *ledger.State, spec ledger.JobSpec) string {
 			continue
 		}
 		if mc := machineCapacity(m); mc.Slots > 0 {
+			if spec.GPUMemoryMB > 0 && m.HasLimits { // only its GPUs with the memory asked for count
+				mc.GPUs = 0
+				for _, g := range m.Limits.GPUs {
+					if g.MemoryMB >= spec.GPUMemoryMB {
+						mc.GPUs++
+					}
+				}
+			}
 			ms = append(ms, mc)
 		}
 	}
-	return unfitOn(ms, spec.Cores, spec.MemoryMB, spec.GPUs)
+	why := unfitOn(ms, spec.Cores, spec.MemoryMB, spec.GPUs)
+	if why != "" && spec.GPUMemoryMB > 0 && strings.Contains(why, "GPU") {
+		why += " with at least " + jobspec.FormatMB(spec.GPUMemoryMB) + " of memory each"
+	}
+	return why
 }
 
 // unfitOn is Unfit over the balancer's machines, by its own rule

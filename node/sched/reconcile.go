@@ -89,15 +89,17 @@ func (s *Scheduler) reconcile(now time.Time) {
 			if j.State == ledger.JobActive {
 				c := *j
 				active[id] = &c
-				di.Active[id] = plandiff.Job{Driver: j.Spec.Driver, GPUs: int(j.Spec.GPUs)}
+				di.Active[id] = plandiff.Job{Driver: j.Spec.Driver, GPUs: int(j.Spec.GPUs), GPUMemoryMB: j.Spec.GPUMemoryMB}
 				if _, ok := s.d.Drivers.Get(j.Spec.Driver); ok {
 					di.Drivers[j.Spec.Driver] = true
 				}
 			}
 		}
 	})
+	di.GPUMemory = map[int]int64{}
 	for _, g := range s.d.Limits.GPUs {
 		di.GPUs = append(di.GPUs, int(g.Device))
+		di.GPUMemory[int(g.Device)] = g.MemoryMB
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
