@@ -50,11 +50,13 @@ type RunningInstance struct {
 	Instance string `cbor:"instance" json:"instance"`
 	Started  int64  `cbor:"started" json:"started"`
 	// What the instance's run uses, as its driver last sampled it: CPU in
-	// millicores (1000 is one core busy) and memory in bytes; OOMKilled:
-	// its last run was killed at its memory cap. Omitted when zero.
-	CPUMilli    int64 `cbor:"cpu,omitempty" json:"cpu_milli,omitempty"`
-	MemoryBytes int64 `cbor:"mem,omitempty" json:"memory_bytes,omitempty"`
-	OOMKilled   bool  `cbor:"oom,omitempty" json:"oom_killed,omitempty"`
+	// millicores (1000 is one core busy) and memory in MiB (rounded up);
+	// OOMKilled: its last run was killed at its memory cap. Omitted when
+	// zero; one-letter keys keep the largest heartbeat under the gossip
+	// limit (TestLargestHeartbeatFits).
+	CPUMilli  int64 `cbor:"c,omitempty" json:"cpu_milli,omitempty"`
+	MemoryMB  int64 `cbor:"m,omitempty" json:"memory_mb,omitempty"`
+	OOMKilled bool  `cbor:"o,omitempty" json:"oom_killed,omitempty"`
 }
 
 // DatasetFetch is a dataset a machine is fetching for its jobs' instances:
@@ -213,8 +215,8 @@ func DecodeHeartbeat(data []byte) (Heartbeat, error) {
 		return Heartbeat{}, fmt.Errorf("%w: %d fetches; allowed: at most %d", ErrMalformed, len(hb.Fetches), MaxFetches)
 	}
 	for _, ri := range hb.Instances {
-		if ri.CPUMilli < 0 || ri.MemoryBytes < 0 {
-			return Heartbeat{}, fmt.Errorf("%w: instance %q uses %d millicores, %d bytes; allowed: 0 or more", ErrMalformed, ri.Instance, ri.CPUMilli, ri.MemoryBytes)
+		if ri.CPUMilli < 0 || ri.MemoryMB < 0 || ri.CPUMilli > 1<<40 || ri.MemoryMB > 1<<40 {
+			return Heartbeat{}, fmt.Errorf("%w: instance %q uses %d millicores, %d MiB; allowed: 0 to 2^40", ErrMalformed, ri.Instance, ri.CPUMilli, ri.MemoryMB)
 		}
 	}
 	for _, f := range hb.Fetches {

@@ -53,7 +53,7 @@ func (s *Service) jobInfo(j *ledger.Job) api.JobInfo {
 	for _, seen := range s.d.Peers.OnlinePeers(s.now()) {
 		for _, ri := range sched.ActiveInstances(seen.Heartbeat) {
 			if ri.Job == j.ID {
-				running[key{seen.Heartbeat.Machine, int(ri.Slot)}] = live{ri.Item, sched.Use{CPUMilli: ri.CPUMilli, MemoryBytes: ri.MemoryBytes, OOMKilled: ri.OOMKilled}}
+				running[key{seen.Heartbeat.Machine, int(ri.Slot)}] = live{ri.Item, sched.Use{CPUMilli: ri.CPUMilli, MemoryBytes: ri.MemoryMB << 20, OOMKilled: ri.OOMKilled}}
 			}
 		}
 	}

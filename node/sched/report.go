@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/p2p"
 )
 
@@ -32,7 +33,7 @@ func (s *Scheduler) Report() (total, free p2p.Resources, running []p2p.RunningIn
 		u := in.use
 		in.mu.Unlock()
 		running = append(running, p2p.RunningInstance{Job: in.job, Slot: int64(in.slot), Kind: in.kind, Item: it, Instance: in.id, Started: in.started,
-			CPUMilli: u.CPUMilli, MemoryBytes: u.MemoryBytes, OOMKilled: u.OOMKilled})
+			CPUMilli: u.CPUMilli, MemoryMB: jobspec.BytesToMB(u.MemoryBytes), OOMKilled: u.OOMKilled})
 		free.Slots--
 		if c, ok := s.inUse[in]; ok { // its run's caps (caps.go)
 			free.Cores -= c.cores

@@ -93,7 +93,7 @@ func MachineUse(hb p2p.Heartbeat) *api.MachineUsage {
 	for _, ri := range ActiveInstances(hb) {
 		u.Instances++
 		cpu += ri.CPUMilli
-		u.MemoryBytes += ri.MemoryBytes
+		u.MemoryBytes += ri.MemoryMB << 20
 	}
 	u.CPUPercent = float64(cpu) / 10
 	return u
