@@ -112,7 +112,13 @@ func TestDefaultCapsInDocker(t *testing.T) {
 	p := startNode(t, "caps", "--config", writeConf(t, "resources: {memory_limit: 1024, max_concurrent_jobs: 4}\ndiscovery: {mdns: false}\n"))
 	p.must("org", "create", "--name", "e2e")
 	id := lastLine(p.must("job", "submit", "--range", "1-40", "--cpus", "4", "--", "sleep", "60"))
-	t.Cleanup(func() { p.cli("job", "cancel", id) })
+	t.Cleanup(func() {
+		p.cli("job", "cancel", id)
+		// The node stops right after: remove what it had no time to.
+		if out, err := exec.Command("docker", "ps", "-aq", "--filter", "label=cshare.job="+id).Output(); err == nil && len(strings.Fields(string(out))) > 0 {
+			_ = exec.Command("docker", append([]string{"rm", "-f"}, strings.Fields(string(out))...)...).Run()
+		}
+	})
 	var ids []string
 	// Created is enough: the caps are the container's HostConfig, set at
 	// creation (starting four containers takes long on a loaded host).
