@@ -56,6 +56,9 @@ func ValidateJobSpec(s JobSpec) error {
 		jobspec.CheckCores(s.Cores),
 		jobspec.CheckMemoryMB(s.MemoryMB),
 		jobspec.CheckGPUs(s.GPUs),
+		jobspec.CheckDiskMB(s.DiskMB),
+		jobspec.CheckGPUMemoryMB(s.GPUMemoryMB, s.GPUs),
+		jobspec.CheckItemTimeoutMS(s.ItemTimeoutMS),
 	} {
 		if err != nil {
 			return err
@@ -109,7 +112,7 @@ func ownJob(st *State, person, id, what string) (*Job, error) {
 // stopped is a duplicate: work done again.
 func addRun(j *Job, machine string, r ItemResult, counted bool) {
 	j.Runs.Add(Run{Item: r.Item, Machine: machine, Instance: r.Instance, Started: r.Started,
-		DurationMS: r.DurationMS, Code: r.Code, Counted: counted, Stopped: r.Stopped})
+		DurationMS: r.DurationMS, Code: r.Code, Counted: counted, Stopped: r.Stopped, OOMKilled: r.OOMKilled, TimedOut: r.TimedOut})
 	if !counted && !r.Stopped {
 		j.Duplicates++
 	}

@@ -65,7 +65,7 @@ var policyKinds = map[string]policyKind{
 	PolicyMaxConcurrentJobs:  {"count", 1 << 20},
 	PolicyMaxJobRuntime:      {"ms", market.MaxDuration},
 	PolicyMaxJobMemory:       {"MB", jobspec.MaxMemoryMB},
-	PolicyDefaultItemTimeout: {"ms", market.MaxDuration},
+	PolicyDefaultItemTimeout: {"ms", jobspec.MaxItemTimeoutMS},
 }
 
 // PolicyUnit is how policy name's stored value reads: "count", "ms" or

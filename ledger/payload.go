@@ -173,7 +173,15 @@ type JobSpec struct {
 	CPUs       int64             `cbor:"cpus" json:"cpus"`
 	MaxCPUs    *int64            `cbor:"max_cpus,omitempty" json:"max_cpus,omitempty"` // nil: org default; -1: "*"
 	Retries    int64             `cbor:"retries,omitempty" json:"retries,omitempty"`
-	Nonce      []byte            `cbor:"nonce,omitempty" json:"-"`
+	// DiskMB is the disk an instance may fill (its writable layer or work
+	// directory); placement counts it against the machine's disk_limit.
+	DiskMB int64 `cbor:"disk_mb,omitempty" json:"disk_mb,omitempty"`
+	// GPUMemoryMB: only GPUs with at least this much memory are used.
+	GPUMemoryMB int64 `cbor:"gpu_memory_mb,omitempty" json:"gpu_memory_mb,omitempty"`
+	// ItemTimeoutMS: a run of an item that lasts longer is stopped and
+	// fails (0: the org's policy.default_item_timeout, if any).
+	ItemTimeoutMS int64  `cbor:"item_timeout_ms,omitempty" json:"item_timeout_ms,omitempty"`
+	Nonce         []byte `cbor:"nonce,omitempty" json:"-"`
 	// Datasets are mounted read-only into every instance (dataset.go).
 	Datasets []DatasetMount `cbor:"datasets,omitempty" json:"datasets,omitempty"`
 }
@@ -208,4 +216,8 @@ type ItemResult struct {
 	// Stopped: the run was stopped before it ended (preempted, its job
 	// cancelled, ...): a real run, but no result; the item stays pending.
 	Stopped bool `cbor:"stopped,omitempty"`
+	// OOMKilled: the run was killed at its memory cap. TimedOut: it was
+	// stopped at its item timeout. Both are failures like any other.
+	OOMKilled bool `cbor:"oom,omitempty"`
+	TimedOut  bool `cbor:"timeout,omitempty"`
 }

@@ -225,6 +225,8 @@ type Run struct {
 	Code       int64  `cbor:"c"`
 	Counted    bool   `cbor:"k"`           // the ledger took this run's result for the item
 	Stopped    bool   `cbor:"x,omitempty"` // stopped before it ended (preempted, cancelled): no result
+	OOMKilled  bool   `cbor:"o,omitempty"` // killed at its memory cap
+	TimedOut   bool   `cbor:"t,omitempty"` // stopped at its item timeout
 }
 
 // Revocation records how a member lost a role, for conflict resolution.

@@ -8,8 +8,10 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/p2p"
+	"github.com/cshare/cshare/runtime"
 )
 
 // TestLyingHeartbeatsLoseNoItem: a member machine lies in its heartbeats,
@@ -165,4 +168,56 @@ func TestLeaseClaimsOutsideThePlan(t *testing.T) {
 			t.Errorf("item %d is done by the lying machine, which the plan gives no instance of the job", item)
 		}
 	}
+}
+
+// TestItemTimeoutEndsALyingHold: a member machine takes items and never
+// runs them (its driver's Start never returns), while its heartbeats go on
+// claiming them in the slots the plan gives it: a hold no plan check can
+// tell from a slow item. The job has an item timeout, so every node lets
+// those claims lapse the timeout plus one heartbeat interval after it
+// first saw them: the honest machines take the items, and the job ends
+// with every item done once, by them. Without the timeout those items
+// would stay leased until the machine went offline.
+func TestItemTimeoutEndsALyingHold(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 3, interval: 250 * time.Millisecond, slots: 2, runFor: 50 * time.Millisecond})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before the mesh closes (cleanups run last first)
+	m.formOrg()
+	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
+	const liar = 2
+	lid := m.nodes[liar].ID().String()
+	m.nodes[liar].drv.OnStart(func(runtime.Spec) { <-release })
+
+	j := submit(t, m.nodes[0].Node, api.JobSubmit{Name: "held", CPUs: 2, MaxCPUs: ptr(int64(-1)), RangeStart: ptr[int64](1), RangeEnd: ptr[int64](30),
+		Priority: 5, ItemTimeoutMS: 2000})
+	held := map[int64]bool{}
+	eventually(t, 30*time.Second, "the liar's claims seen", func() string {
+		for _, s := range m.nodes[0].peers.All() {
+			if s.Heartbeat.Machine != lid {
+				continue
+			}
+			for _, ri := range s.Heartbeat.Instances {
+				if ri.Job == j.ID && ri.Item >= 0 {
+					held[ri.Item] = true
+				}
+			}
+		}
+		if len(held) == 0 {
+			return "none yet"
+		}
+		return ""
+	})
+	m.waitJobDone(90*time.Second, j.ID)
+	done := m.checkDoneOnce(j.ID)
+	for item, by := range done {
+		if by == lid {
+			t.Errorf("item %d is done by the lying machine, whose runs never start", item)
+		}
+	}
+	for item := range held {
+		if done[item] == "" {
+			t.Errorf("item %d, held by the liar, is not done", item)
+		}
+	}
+	t.Logf("the liar claimed items %v; all done by honest machines", slices.Sorted(maps.Keys(held)))
 }

@@ -24,7 +24,8 @@ func TestLargestHeartbeatFits(t *testing.T) {
 	hb.Free = hb.Total
 	for i := 0; i < config.MaxConcurrentJobsLimit; i++ {
 		hb.Instances = append(hb.Instances, p2p.RunningInstance{Job: "0123456789ab", Slot: int64(i), Kind: "secondary", Item: 1 << 40,
-			Instance: fmt.Sprintf("0123456789ab-s%d-%d", i, 999999999), Started: 1 << 42})
+			Instance: fmt.Sprintf("0123456789ab-s%d-%d", i, 999999999), Started: 1 << 42,
+			CPUMilli: 1 << 20, MemoryMB: 1 << 22, OOMKilled: true})
 	}
 	for i := 0; i < sched.MaxFinishedInBeat; i++ {
 		hb.Instances = append(hb.Instances, p2p.RunningInstance{Job: "0123456789ab", Slot: -1, Kind: sched.KindFinished, Item: 1 << 40,

@@ -32,6 +32,7 @@ func (n *Node) machineInfo(st *ledger.State, m *ledger.Machine, now time.Time) a
 		}
 		mi.RunningJobs = len(jobs)
 		mi.DiskFull = hb.DiskFull
+		mi.Usage = sched.MachineUse(hb)
 	}
 	if m.ID == n.idStr {
 		mi.DiskFull = n.disk.g.Full()

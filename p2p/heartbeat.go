@@ -49,6 +49,14 @@ type RunningInstance struct {
 	Item     int64  `cbor:"item" json:"item"`
 	Instance string `cbor:"instance" json:"instance"`
 	Started  int64  `cbor:"started" json:"started"`
+	// What the instance's run uses, as its driver last sampled it: CPU in
+	// millicores (1000 is one core busy) and memory in MiB (rounded up);
+	// OOMKilled: its last run was killed at its memory cap. Omitted when
+	// zero; one-letter keys keep the largest heartbeat under the gossip
+	// limit (TestLargestHeartbeatFits).
+	CPUMilli  int64 `cbor:"c,omitempty" json:"cpu_milli,omitempty"`
+	MemoryMB  int64 `cbor:"m,omitempty" json:"memory_mb,omitempty"`
+	OOMKilled bool  `cbor:"o,omitempty" json:"oom_killed,omitempty"`
 }
 
 // DatasetFetch is a dataset a machine is fetching for its jobs' instances:
@@ -205,6 +213,11 @@ func DecodeHeartbeat(data []byte) (Heartbeat, error) {
 	}
 	if len(hb.Fetches) > MaxFetches {
 		return Heartbeat{}, fmt.Errorf("%w: %d fetches; allowed: at most %d", ErrMalformed, len(hb.Fetches), MaxFetches)
+	}
+	for _, ri := range hb.Instances {
+		if ri.CPUMilli < 0 || ri.MemoryMB < 0 || ri.CPUMilli > 1<<40 || ri.MemoryMB > 1<<40 {
+			return Heartbeat{}, fmt.Errorf("%w: instance %q uses %d millicores, %d MiB; allowed: 0 to 2^40", ErrMalformed, ri.Instance, ri.CPUMilli, ri.MemoryMB)
+		}
 	}
 	for _, f := range hb.Fetches {
 		if len(f.CID) == 0 || len(f.CID) > 128 || f.Have < 0 || f.Size < 0 || f.Have > f.Size {

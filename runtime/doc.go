@@ -28,7 +28,8 @@
 //     file, so a node that was killed and restarted can still report exit
 //     codes of the runs it started (see [Exec] for the on-disk layout). Limits
 //     are enforced with a cgroup v2 child group where the cgroup tree is
-//     writable, and otherwise a single warning says they are not.
+//     writable, with cgroup v1 groups where the host has only v1, and
+//     otherwise a single warning says they are not.
 //   - [Fake] is in memory, for in-process mesh tests and benchmarks.
 //
 // Errors callers branch on are sentinels: [ErrNotFound], [ErrImageNotFound],

@@ -39,6 +39,7 @@ type DockerAPI interface {
 	ContainerLogs(ctx context.Context, container string, options container.LogsOptions) (io.ReadCloser, error)
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
 	ContainerInspect(ctx context.Context, container string) (container.InspectResponse, error)
+	ContainerInspectWithRaw(ctx context.Context, container string, getSize bool) (container.InspectResponse, []byte, error)
 	ContainerStats(ctx context.Context, container string, stream bool) (container.StatsResponseReader, error)
 	ContainerRemove(ctx context.Context, container string, options container.RemoveOptions) error
 }

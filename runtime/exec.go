@@ -62,9 +62,11 @@ import (
 // cgroup.controllers and the driver can create CgroupParent and a child in
 // it), each run gets a child group with memory.max (MemoryBytes), memory.low
 // (MemoryReservationBytes), cpu.max (NanoCPUs) and pids.max (PidsLimit), and
-// the wrapper joins it before starting the command. Otherwise limits are not
-// enforced and the driver logs one warning, the first time a run asks for
-// any. ShmBytes is never enforced. GPUs are passed as CUDA_VISIBLE_DEVICES
+// the wrapper joins it before starting the command. Where the host has only
+// cgroup v1 for those controllers (the hybrid layout), each run gets a
+// group in each v1 hierarchy instead, under the node's own (exec_cgv1.go).
+// Otherwise limits are not enforced and the driver logs one warning, the
+// first time a run asks for any. ShmBytes is never enforced. GPUs are passed as CUDA_VISIBLE_DEVICES
 // (empty when the run has none). Each mount appears as a symlink at
 // WorkDir/<Target> to Source; ReadOnly ones are read-only binds in a mount
 // namespace of the run's own when the node is root (see exec_ro.go).
@@ -80,7 +82,8 @@ type Exec struct {
 	children map[RunID]*execChild // runs this value started and still reaps
 
 	cgOnce   sync.Once
-	cgBase   string // "" when limits cannot be enforced
+	cgBase   string // "" when limits cannot be enforced with cgroup v2
+	cgV1     []cgV1 // else the cgroup v1 controllers, if any (exec_cgv1.go)
 	cgReason string
 	warnOnce sync.Once
 }
@@ -102,6 +105,7 @@ type execState struct {
 	PidStart  uint64            `json:"pid_start"` // /proc/<pid>/stat starttime, 0 if unknown
 	StartedAt time.Time         `json:"started_at"`
 	Cgroup    string            `json:"cgroup,omitempty"`
+	CgroupsV1 map[string]string `json:"cgroups_v1,omitempty"` // the run's group by v1 controller
 }
 
 const (
@@ -114,15 +118,19 @@ const (
 )
 
 // wrapperScript runs "$@" and records its exit code. $1 is the exit file, $2
-// the cgroup.procs file to join ("" for none).
+// the cgroup.procs files to join, separated by ":" ("" for none).
 const wrapperScript = `f=$1; g=$2; shift 2
 trap : HUP INT TERM
 if [ -n "$g" ]; then
-  if ! echo $$ > "$g"; then
-    echo "cshare: cannot join cgroup $g" >&2
-    echo 125 > "$f.tmp" && mv -f "$f.tmp" "$f"
-    exit 125
-  fi
+  set -f; ifs=$IFS; IFS=:
+  for p in $g; do
+    if ! echo $$ > "$p"; then
+      echo "cshare: cannot join cgroup $p" >&2
+      echo 125 > "$f.tmp" && mv -f "$f.tmp" "$f"
+      exit 125
+    fi
+  done
+  IFS=$ifs; set +f
 fi
 "$@"
 c=$?
@@ -156,7 +164,7 @@ func (e *Exec) statePath(id RunID) string { return filepath.Join(e.runDir(id), e
 // limits, and if not, why.
 func (e *Exec) LimitsEnforced() (bool, string) {
 	e.cgOnce.Do(e.setupCgroups)
-	return e.cgBase != "", e.cgReason
+	return e.cgBase != "" || len(e.cgV1) > 0, e.cgReason
 }
 
 func hasLimits(s Spec) bool {
@@ -206,9 +214,14 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 	}
 
 	cg := ""
+	var cgv1 map[string]string
 	if base, _ := e.cgroupBase(); base != "" {
 		cg, err = createRunCgroup(base, id, s)
 		if err != nil {
+			return "", fmt.Errorf("runtime: exec: %w", err)
+		}
+	} else if len(e.cgV1) > 0 {
+		if cgv1, err = createRunCgroupV1(e.cgV1, id, s); err != nil {
 			return "", fmt.Errorf("runtime: exec: %w", err)
 		}
 	} else if hasLimits(s) {
@@ -219,6 +232,9 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 	defer func() {
 		if !ok && cg != "" {
 			_ = os.Remove(cg)
+		}
+		if !ok {
+			removeCgroupV1(cgv1)
 		}
 	}()
 
@@ -235,6 +251,7 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 		WorkDir:   workDir,
 		StartedAt: time.Now().UTC(),
 		Cgroup:    cg,
+		CgroupsV1: cgv1,
 	}
 	if err := writeJSONAtomic(e.statePath(id), st); err != nil {
 		return "", err
@@ -243,6 +260,12 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 	procs := ""
 	if cg != "" {
 		procs = filepath.Join(cg, "cgroup.procs")
+	}
+	for _, d := range v1Groups(cgv1) {
+		if procs != "" {
+			procs += ":"
+		}
+		procs += filepath.Join(d, "cgroup.procs")
 	}
 	args, attr, err := wrapperArgs(e.exitPath(id), procs, readOnlySources(s), s.Cmd)
 	if err != nil {
@@ -405,6 +428,9 @@ func (e *Exec) readExit(st execState) (ExitStatus, time.Time, bool) {
 	es := ExitStatus{Code: code}
 	if st.Cgroup != "" {
 		es.OOMKilled = cgroupOOMKilled(st.Cgroup)
+	}
+	if len(st.CgroupsV1) > 0 {
+		es.OOMKilled = cgroupV1OOMKilled(st.CgroupsV1)
 	}
 	return es, fin, true
 }

@@ -210,6 +210,11 @@ func (e *Exec) Stats(ctx context.Context, id RunID) (Stats, error) {
 				return c, m
 			}
 		}
+		if len(st.CgroupsV1) > 0 {
+			if c, m, err := cgroupV1Usage(st.CgroupsV1); err == nil {
+				return c, m
+			}
+		}
 		return groupUsage(st.Pid)
 	}
 	c0, _ := sample()
@@ -246,5 +251,6 @@ func (e *Exec) Remove(ctx context.Context, id RunID) error {
 	if st.Cgroup != "" {
 		removeCgroup(st.Cgroup)
 	}
+	removeCgroupV1(st.CgroupsV1)
 	return nil
 }

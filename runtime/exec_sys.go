@@ -30,10 +30,12 @@ func (e *Exec) setupCgroups() {
 	ctrl, err := os.ReadFile(filepath.Join(parent, "cgroup.controllers"))
 	if err != nil {
 		fail("no cgroup v2 hierarchy at %s (%v)", parent, err)
+		e.setupCgroupsV1()
 		return
 	}
 	if !hasWords(string(ctrl), "cpu", "memory") {
 		fail("cgroup v2 at %s lacks the cpu or memory controller (has %q)", parent, strings.TrimSpace(string(ctrl)))
+		e.setupCgroupsV1()
 		return
 	}
 	// Let base's children use cpu and memory (and pids where present). The

@@ -27,6 +27,7 @@ type Fake struct {
 	seq      int
 	runs     map[RunID]*fakeRun
 	ctrs     map[RunID]*fakeContract // contract instances (fake_contracts.go)
+	disk     map[RunID]int64         // SetDiskUsage
 }
 
 type fakeRun struct {

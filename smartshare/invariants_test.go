@@ -88,13 +88,14 @@ func newView(in Input, res Result) *view {
 }
 
 func isConstrained(in Input) bool {
-	cores, mem := false, false
+	cores, mem, disk := false, false, false
 	for _, m := range in.Machines {
 		cores = cores || m.Cores > 0
 		mem = mem || m.MemoryMB > 0
+		disk = disk || m.DiskMB > 0
 	}
 	for _, j := range in.Jobs {
-		if j.GPUs > 0 || (cores && j.Cores > 0) || (mem && j.MemoryMB > 0) {
+		if j.GPUs > 0 || (cores && j.Cores > 0) || (mem && j.MemoryMB > 0) || (disk && j.DiskMB > 0) {
 			return true
 		}
 	}
@@ -120,6 +121,18 @@ func (v *view) remaining(m *Machine, without int) (free int, c, mem int64, g int
 	return
 }
 
+// remainingDisk is the disk machine m has left in the target layout,
+// without the instance in slot `without` (-1: none).
+func (v *view) remainingDisk(m *Machine, without int) int64 {
+	d := m.DiskMB
+	for s := 0; s < m.Slots; s++ {
+		if x, ok := v.target[slotKey{m.ID, s}]; ok && s != without {
+			d -= v.job[x.Job].DiskMB
+		}
+	}
+	return d
+}
+
 // fitsRemaining: would one more instance of j fit m (with slot `without`
 // emptied first)?
 func (v *view) fitsRemaining(j *Job, m *Machine, without int) bool {
@@ -137,6 +150,9 @@ func (v *view) fitsRemaining(j *Job, m *Machine, without int) bool {
 		return false
 	}
 	if j.MemoryMB > 0 && m.MemoryMB > 0 && mem < j.MemoryMB {
+		return false
+	}
+	if j.DiskMB > 0 && m.DiskMB > 0 && v.remainingDisk(m, without) < j.DiskMB {
 		return false
 	}
 	return true
@@ -175,6 +191,9 @@ func checkCapacity(v *view) error {
 		free, c, mem, g := v.remaining(&m, -1)
 		if free < 0 || (m.Cores > 0 && c < 0 && v.constrained) || (m.MemoryMB > 0 && mem < 0 && v.constrained) || (g < 0 && v.constrained) {
 			return fmt.Errorf("capacity: machine %s over capacity: free=%d cores=%d mem=%d gpus=%d", m.ID, free, c, mem, g)
+		}
+		if d := v.remainingDisk(&m, -1); m.DiskMB > 0 && d < 0 && v.constrained {
+			return fmt.Errorf("capacity: machine %s over its disk by %d MB", m.ID, -d)
 		}
 	}
 	for i, x := range v.res.Preempt {

@@ -31,9 +31,10 @@ type jobState struct {
 	in               int32 // index in Input.Jobs
 	shape            int32 // index of the (cores, memory, gpus) need; 0 when unconstrained
 	cores, mem, gpus int64
-	primWant         int // min(cpus, items), clamped to the slot count
-	secWant          int // secondaries the job can use, clamped to the slot count
-	wanted           int // reported want (not clamped)
+	disk             int64 // MB of disk per instance
+	primWant         int   // min(cpus, items), clamped to the slot count
+	secWant          int   // secondaries the job can use, clamped to the slot count
+	wanted           int   // reported want (not clamped)
 	ssOff            bool
 	listOff, listLen int32 // its kept running instances: p.jobList[listOff:listOff+listLen]
 	rp, rs           int   // kept running primaries, secondaries
@@ -49,8 +50,10 @@ type machState struct {
 	off, slots          int32 // its slots are p.slot*[off:off+slots]
 	capC, capM, capG    int64
 	remC, remM, remG    int64
+	capD, remD          int64 // disk
 	primCnt             int32
 	primC, primM, primG int64
+	primD               int64
 	freeCnt             int32 // free slots
 	nextFree            int32 // no slot below off+nextFree is free
 }
@@ -144,7 +147,7 @@ func (p *planner) init() {
 	})
 	p.mach = make([]machState, len(mo))
 	total := 0
-	anyCoresCap, anyMemCap := false, false
+	anyCoresCap, anyMemCap, anyDiskCap := false, false, false
 	for r, i := range mo {
 		m := &in.Machines[i]
 		slots := clampInt(m.Slots, 0, MaxSlotsPerMachine)
@@ -159,7 +162,10 @@ func (p *planner) init() {
 		ms.capM = clamp64(m.MemoryMB, 0, MaxResource)
 		ms.capG = clamp64(int64(m.GPUs), 0, MaxGPUs)
 		ms.remC, ms.remM, ms.remG = ms.capC, ms.capM, ms.capG
+		ms.capD = clamp64(m.DiskMB, 0, MaxResource)
+		ms.remD = ms.capD
 		anyCoresCap = anyCoresCap || ms.capC > 0
+		anyDiskCap = anyDiskCap || ms.capD > 0
 		anyMemCap = anyMemCap || ms.capM > 0
 		total += slots
 	}
@@ -186,6 +192,9 @@ func (p *planner) init() {
 			return c
 		}
 		if c := cmp.Compare(unl(x.capM), unl(y.capM)); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(unl(x.capD), unl(y.capD)); c != 0 {
 			return c
 		}
 		return cmp.Compare(a, b)
@@ -263,7 +272,8 @@ func (p *planner) init() {
 		js.cores = clamp64(j.Cores, 0, MaxResource)
 		js.mem = clamp64(j.MemoryMB, 0, MaxResource)
 		js.gpus = clamp64(int64(j.GPUs), 0, MaxGPUs)
-		if js.gpus > 0 || (anyCoresCap && js.cores > 0) || (anyMemCap && js.mem > 0) {
+		js.disk = clamp64(j.DiskMB, 0, MaxResource)
+		if js.gpus > 0 || (anyCoresCap && js.cores > 0) || (anyMemCap && js.mem > 0) || (anyDiskCap && js.disk > 0) {
 			anyNeed = true
 		}
 		cpus := max(j.CPUs, 0)
@@ -282,11 +292,11 @@ func (p *planner) init() {
 	p.constrained = anyNeed
 	p.nShapes = 1
 	if p.constrained {
-		type shapeKey struct{ c, m, g int64 }
+		type shapeKey struct{ c, m, g, d int64 }
 		shapes := make(map[shapeKey]int32)
 		for r := range p.jobs {
 			js := &p.jobs[r]
-			k := shapeKey{js.cores, js.mem, js.gpus}
+			k := shapeKey{js.cores, js.mem, js.gpus, js.disk}
 			s, ok := shapes[k]
 			if !ok {
 				s = int32(len(shapes))
@@ -300,7 +310,7 @@ func (p *planner) init() {
 		// Needs that no machine constrains are irrelevant.
 		for r := range p.jobs {
 			js := &p.jobs[r]
-			js.cores, js.mem, js.gpus = 0, 0, 0
+			js.cores, js.mem, js.gpus, js.disk = 0, 0, 0, 0
 		}
 	}
 	if p.shapeJob == nil {

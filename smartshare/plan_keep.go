@@ -194,11 +194,13 @@ func (p *planner) accountMachine(g int32, j *jobState, kind uint8, d int) {
 	m.remC -= d64 * j.cores
 	m.remM -= d64 * j.mem
 	m.remG -= d64 * j.gpus
+	m.remD -= d64 * j.disk
 	if kind == kPrimary {
 		m.primCnt += int32(d)
 		m.primC += d64 * j.cores
 		m.primM += d64 * j.mem
 		m.primG += d64 * j.gpus
+		m.primD += d64 * j.disk
 	}
 }
 
@@ -209,7 +211,7 @@ func (p *planner) enforceCapacity() {
 	var dirty []int32
 	for r := range p.mach {
 		m := &p.mach[r]
-		if (m.capC == 0 || m.remC >= 0) && (m.capM == 0 || m.remM >= 0) && m.remG >= 0 {
+		if (m.capC == 0 || m.remC >= 0) && (m.capM == 0 || m.remM >= 0) && m.remG >= 0 && (m.capD == 0 || m.remD >= 0) {
 			continue
 		}
 		var list []int32
@@ -225,7 +227,7 @@ func (p *planner) enforceCapacity() {
 		})
 		for _, g := range list {
 			jr := p.slotJob[g] - 1
-			if p.fits(&p.jobs[jr], m, 0, 0, 0) {
+			if p.fits(&p.jobs[jr], m, 0, 0, 0, 0) {
 				p.account(g, jr, p.slotKind[g], 1)
 				continue
 			}
@@ -286,13 +288,13 @@ func (p *planner) finishKeep() {
 func fitsCap(rem, cap, need int64) bool { return need == 0 || cap == 0 || rem >= need }
 
 // fits reports whether one instance of j fits machine m's remaining
-// capacity plus (c, mem, gp) (resources a victim would give back). Slots
-// are not checked.
-func (p *planner) fits(j *jobState, m *machState, c, mem, gp int64) bool {
+// capacity plus (c, mem, gp, dk) (resources a victim would give back).
+// Slots are not checked.
+func (p *planner) fits(j *jobState, m *machState, c, mem, gp, dk int64) bool {
 	if j.gpus > 0 && m.remG+gp < j.gpus {
 		return false
 	}
-	return fitsCap(m.remC+c, m.capC, j.cores) && fitsCap(m.remM+mem, m.capM, j.mem)
+	return fitsCap(m.remC+c, m.capC, j.cores) && fitsCap(m.remM+mem, m.capM, j.mem) && fitsCap(m.remD+dk, m.capD, j.disk)
 }
 
 // pcFits reports whether one more primary of j could ever fit m, counting
@@ -304,5 +306,5 @@ func (p *planner) pcFits(j *jobState, m *machState) bool {
 	if j.gpus > 0 && m.capG-m.primG < j.gpus {
 		return false
 	}
-	return fitsCap(m.capC-m.primC, m.capC, j.cores) && fitsCap(m.capM-m.primM, m.capM, j.mem)
+	return fitsCap(m.capC-m.primC, m.capC, j.cores) && fitsCap(m.capM-m.primM, m.capM, j.mem) && fitsCap(m.capD-m.primD, m.capD, j.disk)
 }

@@ -246,7 +246,7 @@ func (p *planner) freeFit(r int32) int32 {
 	c := p.fcur[j.shape]
 	for ; int(c) < len(p.bf); c++ {
 		m := &p.mach[p.bf[c]]
-		if m.freeCnt > 0 && (!p.constrained || p.fits(j, m, 0, 0, 0)) {
+		if m.freeCnt > 0 && (!p.constrained || p.fits(j, m, 0, 0, 0, 0)) {
 			break
 		}
 	}
@@ -330,25 +330,25 @@ func (p *planner) preemptOn(r, mr int32) int32 {
 		return cmp.Or(cmp.Compare(tb, ta), cmp.Compare(p.slotJob[b], p.slotJob[a]),
 			cmp.Compare(p.started(b), p.started(a)), cmp.Compare(b, a))
 	})
-	need := func(g int32) (int64, int64, int64) {
+	need := func(g int32) (int64, int64, int64, int64) {
 		v := &p.jobs[p.slotJob[g]-1]
-		return v.cores, v.mem, v.gpus
+		return v.cores, v.mem, v.gpus, v.disk
 	}
-	var c, mem, gp int64
+	var c, mem, gp, dk int64
 	k := 0
-	for k < len(cands) && !(int(m.freeCnt)+k >= 1 && p.fits(j, m, c, mem, gp)) {
-		vc, vm, vg := need(cands[k])
-		c, mem, gp = c+vc, mem+vm, gp+vg
+	for k < len(cands) && !(int(m.freeCnt)+k >= 1 && p.fits(j, m, c, mem, gp, dk)) {
+		vc, vm, vg, vd := need(cands[k])
+		c, mem, gp, dk = c+vc, mem+vm, gp+vg, dk+vd
 		k++
 	}
-	if !(int(m.freeCnt)+k >= 1 && p.fits(j, m, c, mem, gp)) {
+	if !(int(m.freeCnt)+k >= 1 && p.fits(j, m, c, mem, gp, dk)) {
 		return -1 // not reached: pcFits(j, m) holds
 	}
 	chosen := cands[:k]
 	for i := len(chosen) - 1; i >= 0; i-- {
-		vc, vm, vg := need(chosen[i])
-		if int(m.freeCnt)+len(chosen)-1 >= 1 && p.fits(j, m, c-vc, mem-vm, gp-vg) {
-			c, mem, gp = c-vc, mem-vm, gp-vg
+		vc, vm, vg, vd := need(chosen[i])
+		if int(m.freeCnt)+len(chosen)-1 >= 1 && p.fits(j, m, c-vc, mem-vm, gp-vg, dk-vd) {
+			c, mem, gp, dk = c-vc, mem-vm, gp-vg, dk-vd
 			chosen = slices.Delete(chosen, i, i+1)
 		}
 	}

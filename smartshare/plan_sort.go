@@ -64,13 +64,13 @@ func (p *planner) effectiveMax(m MaxCPUs) int {
 
 func cmpMachineRest(x, y *Machine) int {
 	return cmp.Or(cmp.Compare(x.Slots, y.Slots), cmp.Compare(x.Cores, y.Cores),
-		cmp.Compare(x.MemoryMB, y.MemoryMB), cmp.Compare(x.GPUs, y.GPUs))
+		cmp.Compare(x.MemoryMB, y.MemoryMB), cmp.Compare(x.GPUs, y.GPUs), cmp.Compare(x.DiskMB, y.DiskMB))
 }
 
 func cmpJobRest(x, y *Job) int {
 	return cmp.Or(cmp.Compare(x.CPUs, y.CPUs), cmp.Compare(x.MaxCPUs.N, y.MaxCPUs.N),
 		cmpBool(x.MaxCPUs.Set, y.MaxCPUs.Set), cmp.Compare(x.ItemsRemaining, y.ItemsRemaining),
-		cmp.Compare(x.Cores, y.Cores), cmp.Compare(x.MemoryMB, y.MemoryMB), cmp.Compare(x.GPUs, y.GPUs))
+		cmp.Compare(x.Cores, y.Cores), cmp.Compare(x.MemoryMB, y.MemoryMB), cmp.Compare(x.GPUs, y.GPUs), cmp.Compare(x.DiskMB, y.DiskMB))
 }
 
 func cmpBool(a, b bool) int {

@@ -29,6 +29,7 @@ func genSized(constrained bool, maxM, maxS, maxJ int) *rapid.Generator[Input] {
 				m.Cores = rapid.SampledFrom([]int64{0, 1000, 2000, 4000, 8000}).Draw(t, "m.cores")
 				m.MemoryMB = rapid.SampledFrom([]int64{0, 0, 1024, 4096}).Draw(t, "m.mem")
 				m.GPUs = rapid.SampledFrom([]int{0, 0, 1, 2, 4}).Draw(t, "m.gpus")
+				m.DiskMB = rapid.SampledFrom([]int64{0, 0, 0, 1024, 4096}).Draw(t, "m.disk")
 			}
 			in.Machines = append(in.Machines, m)
 		}
@@ -52,6 +53,7 @@ func genSized(constrained bool, maxM, maxS, maxJ int) *rapid.Generator[Input] {
 				j.Cores = rapid.SampledFrom([]int64{0, 0, 500, 1000, 3000}).Draw(t, "j.cores")
 				j.MemoryMB = rapid.SampledFrom([]int64{0, 0, 512, 2048}).Draw(t, "j.mem")
 				j.GPUs = rapid.SampledFrom([]int{0, 0, 0, 1, 2}).Draw(t, "j.gpus")
+				j.DiskMB = rapid.SampledFrom([]int64{0, 0, 0, 512, 2048}).Draw(t, "j.disk")
 			}
 			in.Jobs = append(in.Jobs, j)
 		}

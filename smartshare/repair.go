@@ -155,7 +155,7 @@ func (p *planner) tryGrow(r int32) bool {
 	if p.policy != polDisabled {
 		if g := p.findSwap(r); g >= 0 {
 			v := &p.jobs[p.slotJob[g]-1]
-			gained := v.cores > j.cores || v.mem > j.mem || v.gpus > j.gpus
+			gained := v.cores > j.cores || v.mem > j.mem || v.gpus > j.gpus || v.disk > j.disk
 			p.vacate(g)
 			p.occupy(g, r, kSecondary)
 			if gained {
@@ -181,7 +181,7 @@ func (p *planner) findSwap(r int32) int32 {
 	if s.vict.len() == 0 || p.jobs[s.vict.items[0]].S < b+2 {
 		return -1
 	}
-	if j.cores == 0 && j.mem == 0 && j.gpus == 0 {
+	if j.cores == 0 && j.mem == 0 && j.gpus == 0 && j.disk == 0 {
 		return p.bestVictim(s.vict.items[0], j)
 	}
 	// Look at the machines this shape could ever take a slot of (those it
@@ -199,7 +199,7 @@ func (p *planner) findSwap(r int32) int32 {
 			}
 			i := p.slotJob[g] - 1
 			v := &p.jobs[i]
-			if v.S < b+2 || !p.fits(j, m, v.cores, v.mem, v.gpus) {
+			if v.S < b+2 || !p.fits(j, m, v.cores, v.mem, v.gpus, v.disk) {
 				continue
 			}
 			if best >= 0 {
@@ -241,7 +241,7 @@ func (p *planner) bestVictim(i int32, j *jobState) int32 {
 	best := int32(-1)
 	for x := s.secHead[i]; x != 0; x = s.secNext[x-1] {
 		g := x - 1
-		if !p.fits(j, &p.mach[p.slotMach[g]], v.cores, v.mem, v.gpus) {
+		if !p.fits(j, &p.mach[p.slotMach[g]], v.cores, v.mem, v.gpus, v.disk) {
 			continue
 		}
 		if best < 0 || p.victimBefore(g, best) {

@@ -118,7 +118,7 @@ func (p *planner) everFits(j *jobState, memo []int8) bool {
 		memo[j.shape] = -1
 		for r := range p.mach {
 			m := &p.mach[r]
-			if m.slots > 0 && (j.gpus == 0 || m.capG >= j.gpus) && fitsCap(m.capC, m.capC, j.cores) && fitsCap(m.capM, m.capM, j.mem) {
+			if m.slots > 0 && (j.gpus == 0 || m.capG >= j.gpus) && fitsCap(m.capC, m.capC, j.cores) && fitsCap(m.capM, m.capM, j.mem) && fitsCap(m.capD, m.capD, j.disk) {
 				memo[j.shape] = 1
 				break
 			}

@@ -66,6 +66,7 @@ type Machine struct {
 	Cores    int64  `json:"cores,omitempty"`
 	MemoryMB int64  `json:"memory_mb,omitempty"`
 	GPUs     int    `json:"gpus,omitempty"`
+	DiskMB   int64  `json:"disk_mb,omitempty"`
 }
 
 // Job is an agenda-based job as SmartShare sees it. Cores, MemoryMB and
@@ -80,6 +81,7 @@ type Job struct {
 	Cores          int64   `json:"cores,omitempty"`
 	MemoryMB       int64   `json:"memory_mb,omitempty"`
 	GPUs           int     `json:"gpus,omitempty"`
+	DiskMB         int64   `json:"disk_mb,omitempty"`
 }
 
 // MaxCPUs is a job's max_cpus: unset (Set false: the config default

@@ -285,3 +285,20 @@ func TestLargeInput(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDiskCountsAgainstTheMachine: a job asking 512 MB of disk per
+// instance gets two of a machine's four slots when it offers 1024 MB of
+// disk, and the reason names the resource limits.
+func TestDiskCountsAgainstTheMachine(t *testing.T) {
+	in := Input{Config: DefaultConfig(),
+		Machines: []Machine{{ID: "m", Slots: 4, DiskMB: 1024}},
+		Jobs:     []Job{{ID: "j", Priority: 1, CPUs: 4, ItemsRemaining: 10, DiskMB: 512}}}
+	res := Plan(in)
+	if len(res.Instances) != 2 {
+		t.Fatalf("%d instances, want 2: %+v", len(res.Instances), res.Instances)
+	}
+	in.Jobs[0].DiskMB = 0
+	if res := Plan(in); len(res.Instances) != 4 {
+		t.Fatalf("without disk: %d instances, want 4", len(res.Instances))
+	}
+}

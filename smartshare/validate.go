@@ -59,6 +59,9 @@ func (in *Input) Validate() error {
 		if err := checkRange(f("gpus"), int64(m.GPUs), MaxGPUs); err != nil {
 			return err
 		}
+		if err := checkRange(f("disk_mb"), m.DiskMB, MaxResource); err != nil {
+			return err
+		}
 	}
 
 	jobs := make(map[string]int, len(in.Jobs))
@@ -87,6 +90,9 @@ func (in *Input) Validate() error {
 			return err
 		}
 		if err := checkRange(f("gpus"), int64(j.GPUs), MaxGPUs); err != nil {
+			return err
+		}
+		if err := checkRange(f("disk_mb"), j.DiskMB, MaxResource); err != nil {
 			return err
 		}
 	}
@@ -155,6 +161,7 @@ type wireJob struct {
 	Cores          int64   `json:"cores"`
 	MemoryMB       int64   `json:"memory_mb"`
 	GPUs           int     `json:"gpus"`
+	DiskMB         int64   `json:"disk_mb"`
 }
 
 type wireInput struct {
@@ -206,7 +213,7 @@ func DecodeInput(data []byte) (Input, error) {
 			return Input{}, decodeErr(fmt.Sprintf("jobs[%d]", i), err)
 		}
 		job := Job{ID: j.ID, Priority: DefaultPriority, CPUs: 1, MaxCPUs: j.MaxCPUs, Submitted: j.Submitted,
-			ItemsRemaining: j.ItemsRemaining, Cores: j.Cores, MemoryMB: j.MemoryMB, GPUs: j.GPUs}
+			ItemsRemaining: j.ItemsRemaining, Cores: j.Cores, MemoryMB: j.MemoryMB, GPUs: j.GPUs, DiskMB: j.DiskMB}
 		if j.Priority != nil && *j.Priority != 0 {
 			job.Priority = *j.Priority
 		}

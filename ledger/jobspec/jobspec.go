@@ -25,6 +25,10 @@
 // maximum 4096". A value out of range says "is above the maximum N" or "is
 // below the minimum N".
 //   - a range is "START-END" or "N", numbers >= 0, at most MaxItems items.
+//   - an item timeout is a Go duration ("90s", "2h"), whole ms rounded up,
+//     1s to a year, 0 or "none" for none.
+//   - disk and GPU memory are sizes, 1 MiB to 16 TiB; GPU memory only with
+//     GPUs.
 //   - max_cpus is a number >= 0, or -1 / "*" for the org's max_cpus_limit.
 //
 // Every error is an *Error: one line naming the field, the value and what
@@ -48,6 +52,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/distribution/reference"
 	units "github.com/docker/go-units"
@@ -577,4 +582,95 @@ func CheckImage(ref string) error {
 		return fail("image", quote(ref), problem, imageAllowed)
 	}
 	return nil
+}
+
+// Bounds of the item timeout, in ms.
+const (
+	MinItemTimeoutMS = 1000                   // 1s
+	MaxItemTimeoutMS = 366 * 24 * 3600 * 1000 // a year
+)
+
+const itemTimeoutAllowed = "allowed: a duration like 90s, 30m or 2h, from 1s to 8784h (a year), or 0 for none"
+
+// FormatMS renders ms as a Go duration, as a user writes it: 90000 is
+// "1m30s".
+func FormatMS(ms int64) string {
+	if ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
+		return strconv.FormatInt(ms, 10) + "ms"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+// ParseItemTimeout reads an item timeout (a Go duration: "90s", "2h"; "0"
+// or "none" for none) into ms, rounded up to whole ms.
+func ParseItemTimeout(field, s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "0" || s == "none" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fail(field, quote(s), "is not a duration", itemTimeoutAllowed)
+	}
+	ms := int64((d + time.Millisecond - 1) / time.Millisecond)
+	if d <= 0 {
+		return 0, fail(field, clip(s), below("1s"), itemTimeoutAllowed)
+	}
+	return ms, Rename(CheckItemTimeoutMS(ms), field)
+}
+
+// CheckItemTimeoutMS checks an item timeout in ms: 0 (none) or
+// MinItemTimeoutMS..MaxItemTimeoutMS.
+func CheckItemTimeoutMS(ms int64) error {
+	if ms == 0 {
+		return nil
+	}
+	return inRange("item_timeout", ms, MinItemTimeoutMS, MaxItemTimeoutMS, FormatMS, itemTimeoutAllowed)
+}
+
+const diskAllowed = "allowed: a size like 512m, 20g or 1TiB, from 1 MiB to 16 TiB"
+
+// ParseDisk reads the disk an instance may fill (its container's writable
+// layer or its work directory: "20g") into MB.
+func ParseDisk(s string) (int64, error) { return parseSizeMB("disk", s, diskAllowed) }
+
+// parseSizeMB is ParseSizeMB of a size of at least 1 MiB, errors naming
+// field and allowed.
+func parseSizeMB(field, s, allowed string) (int64, error) {
+	mb, err := ParseSizeMB(field, s)
+	if err != nil {
+		e := err.(*Error)
+		return 0, fail(field, e.Value, e.Problem, allowed)
+	}
+	if mb < 1 {
+		return 0, fail(field, clip(strings.TrimSpace(s)), below("1 MiB"), allowed)
+	}
+	return mb, nil
+}
+
+// CheckDiskMB checks disk per instance in MB: 0 (none asked) or
+// 1..MaxMemoryMB.
+func CheckDiskMB(mb int64) error {
+	if mb == 0 {
+		return nil
+	}
+	return inRange("disk", mb, 1, MaxMemoryMB, FormatMB, diskAllowed)
+}
+
+const gpuMemoryAllowed = "allowed: a size like 16g or 80GiB, from 1 MiB to 16 TiB, with --gpus 1 or more"
+
+// ParseGPUMemory reads the least memory a GPU given to an instance must
+// have ("24g") into MB.
+func ParseGPUMemory(s string) (int64, error) { return parseSizeMB("gpu_memory", s, gpuMemoryAllowed) }
+
+// CheckGPUMemoryMB checks the least memory per GPU in MB: 0 (any GPU) or
+// 1..MaxMemoryMB, and only with gpus > 0.
+func CheckGPUMemoryMB(mb, gpus int64) error {
+	if mb == 0 {
+		return nil
+	}
+	if gpus <= 0 {
+		return fail("gpu_memory", FormatMB(mb), "asks for GPU memory of a job that asks for no GPU", gpuMemoryAllowed)
+	}
+	return inRange("gpu_memory", mb, 1, MaxMemoryMB, FormatMB, gpuMemoryAllowed)
 }

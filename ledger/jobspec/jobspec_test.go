@@ -216,7 +216,7 @@ func TestRename(t *testing.T) {
 // accepts too (the API is never stricter than the CLI, nor looser); every
 // error is one line naming its field.
 func FuzzParsers(f *testing.F) {
-	for _, s := range []string{"0.5", "0.0001", "1e9", "512m", "17179869184g", "1-100", "7", "*", "-1", "NaN", "1.5g", "0x1p4m", "A=1", "=x"} {
+	for _, s := range []string{"0.5", "0.0001", "1e9", "512m", "17179869184g", "1-100", "7", "*", "-1", "NaN", "1.5g", "0x1p4m", "A=1", "=x", "90s", "1ns", "9223372036s", "none"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -229,19 +229,25 @@ func FuzzParsers(f *testing.F) {
 				t.Fatalf("%s %q: error %q", field, s, err)
 			}
 		}
-		if m, err := ParseCores(s); err == nil {
-			if cerr := CheckCores(m); cerr != nil || m == 0 {
-				t.Fatalf("cores %q -> %d, check %v", s, m, cerr)
+		for _, c := range []struct {
+			field   string
+			parse   func(string) (int64, error)
+			check   func(int64) error
+			nonzero bool // the parser never gives 0 (which means "none")
+		}{
+			{"cores", ParseCores, CheckCores, true},
+			{"memory", ParseMemory, CheckMemoryMB, true},
+			{"item_timeout", parseItemTimeout, CheckItemTimeoutMS, false},
+			{"disk", ParseDisk, CheckDiskMB, true},
+			{"gpu_memory", ParseGPUMemory, func(mb int64) error { return CheckGPUMemoryMB(mb, 1) }, true},
+		} {
+			if v, err := c.parse(s); err == nil {
+				if cerr := c.check(v); cerr != nil || (c.nonzero && v == 0) {
+					t.Fatalf("%s %q -> %d, check %v", c.field, s, v, cerr)
+				}
+			} else {
+				oneLine(c.field, err)
 			}
-		} else {
-			oneLine("cores", err)
-		}
-		if mb, err := ParseMemory(s); err == nil {
-			if cerr := CheckMemoryMB(mb); cerr != nil || mb == 0 {
-				t.Fatalf("memory %q -> %d, check %v", s, mb, cerr)
-			}
-		} else {
-			oneLine("memory", err)
 		}
 		if a, b, err := ParseRange(s); err == nil {
 			if cerr := CheckRange(a, b); cerr != nil {
@@ -269,6 +275,8 @@ func FuzzParsers(f *testing.F) {
 	})
 }
 
+func parseItemTimeout(s string) (int64, error) { return ParseItemTimeout("item_timeout", s) }
+
 // TestParseWhole: counts are read as a user may write them, and a number
 // out of range names the range, never strconv's text.
 func TestParseWhole(t *testing.T) {
@@ -291,6 +299,21 @@ func TestParseWhole(t *testing.T) {
 		{ParseCPUs, "cpus", "1e7", 0, "10000000 is above the maximum 1048576"},
 		{ParseRetries, "retries", "101", 0, "101 is above the maximum 100"},
 		{ParseMaxCPUs, "max_cpus", "1e30", 0, "1e30 is above the maximum 1048576"},
+		{parseItemTimeout, "item_timeout", "90s", 90_000, ""},
+		{parseItemTimeout, "item_timeout", " 2h ", 7_200_000, ""},
+		{parseItemTimeout, "item_timeout", "1500us", 0, "2ms is below the minimum 1s"},
+		{parseItemTimeout, "item_timeout", "none", 0, ""},
+		{parseItemTimeout, "item_timeout", "0", 0, ""},
+		{parseItemTimeout, "item_timeout", "-5s", 0, "-5s is below the minimum 1s"},
+		{parseItemTimeout, "item_timeout", "10", 0, `"10" is not a duration`},
+		{parseItemTimeout, "item_timeout", "9000h", 0, "9000h0m0s is above the maximum 8784h0m0s"},
+		{ParseDisk, "disk", "20g", 20 << 10, ""},
+		{ParseDisk, "disk", "1", 1, ""},
+		{ParseDisk, "disk", "0", 0, "0 is below the minimum 1 MiB"},
+		{ParseDisk, "disk", "lots", 0, `"lots" is not a size`},
+		{ParseDisk, "disk", "17t", 0, "is above the maximum 16 TiB"},
+		{ParseGPUMemory, "gpu_memory", "24GiB", 24 << 10, ""},
+		{ParseGPUMemory, "gpu_memory", "x", 0, `"x" is not a size`},
 	} {
 		got, err := c.parse(c.in)
 		if c.err != "" {
@@ -320,4 +343,12 @@ func TestFormat(t *testing.T) {
 	if got := FormatBytes(2048); got != "2 KiB" {
 		t.Errorf("FormatBytes(2048) = %q", got)
 	}
+}
+
+func TestCheckLimits(t *testing.T) {
+	wantErr(t, "gpu memory without gpus", CheckGPUMemoryMB(1024, 0), "gpu_memory", "asks for GPU memory of a job that asks for no GPU")
+	if err := CheckGPUMemoryMB(1024, 1); err != nil {
+		t.Error(err)
+	}
+	wantErr(t, "timeout in ms", CheckItemTimeoutMS(999), "item_timeout", "999ms is below the minimum 1s")
 }

@@ -153,40 +153,6 @@ type LeftOrg struct {
 	Warning string `json:"warning,omitempty"`
 }
 
-// MachineInfo is one row of `cshare machine ls --json`.
-type MachineInfo struct {
-	ID            string          `json:"id"`
-	Name          string          `json:"name"`
-	Status        string          `json:"status"`
-	Owner         string          `json:"owner"`
-	OwnerName     string          `json:"owner_name,omitempty"`
-	LastHeartbeat string          `json:"last_heartbeat"`
-	RunningJobs   int             `json:"running_jobs"`
-	TotalJobs     int64           `json:"total_jobs"`
-	Hardware      ledger.Hardware `json:"hardware"`
-	Limits        ledger.Limits   `json:"limits"`
-	Addrs         []string        `json:"addrs,omitempty"`
-	Version       string          `json:"version,omitempty"`
-	Registered    string          `json:"registered,omitempty"`
-	Free          *Resources      `json:"free,omitempty"`
-	// DiskFull: the machine's data dir is below its disk reserve, as its
-	// last heartbeat says: it refuses writes and takes no new item until
-	// there is room again.
-	DiskFull bool `json:"disk_full,omitempty"`
-	// History is every change of its ledger status, oldest first (machine
-	// show only).
-	History []MachineEvent `json:"history,omitempty"`
-}
-
-// MachineEvent is one change of a machine's ledger status: the status, when
-// (RFC 3339) and by which person.
-type MachineEvent struct {
-	Status string `json:"status"`
-	Time   string `json:"time"`
-	By     string `json:"by,omitempty"`      // the person who made the change
-	ByName string `json:"by_name,omitempty"` // their name
-}
-
 // Resources is a machine's free or total capacity as heartbeats report it.
 type Resources struct {
 	Cores    int64 `json:"cores"`
@@ -242,6 +208,13 @@ type JobSubmit struct {
 	CPUs       int64             `json:"cpus,omitempty"`        // primary instances; 0 = 1
 	MaxCPUs    *int64            `json:"max_cpus,omitempty"`    // nil = the org's default; -1 = "*"
 	Retries    int64             `json:"retries,omitempty"`
+	// DiskMB is the disk each instance may fill, MB; 0 = none asked.
+	DiskMB int64 `json:"disk_mb,omitempty"`
+	// GPUMemoryMB: only GPUs with at least this much memory (MB) are used.
+	GPUMemoryMB int64 `json:"gpu_memory_mb,omitempty"`
+	// ItemTimeoutMS: a run of an item lasting longer is stopped and fails;
+	// 0 = the org's policy.default_item_timeout.
+	ItemTimeoutMS int64 `json:"item_timeout_ms,omitempty"`
 	// Datasets are "NAME|CID:/path" mounts, read-only in every instance.
 	Datasets []string `json:"datasets,omitempty"`
 }
@@ -278,6 +251,13 @@ type InstanceInfo struct {
 	Kind        string `json:"kind"`
 	State       string `json:"state"`
 	Item        int64  `json:"item,omitempty"`
+	// CPUPercent (100 per busy core) and MemoryBytes are what its run
+	// uses, as the driver last sampled it (docker stats, the exec run's
+	// cgroup or /proc); OOMKilled: its last run was killed at its memory
+	// cap.
+	CPUPercent  float64 `json:"cpu_percent"`
+	MemoryBytes int64   `json:"memory_bytes"`
+	OOMKilled   bool    `json:"oom_killed,omitempty"`
 }
 
 // JobInfo is `cshare job show --json`.
@@ -297,7 +277,12 @@ type JobInfo struct {
 	MemoryMB  int64    `json:"memory_mb,omitempty"`
 	GPUs      int64    `json:"gpus,omitempty"`
 	Retries   int64    `json:"retries"`
-	Items     Items    `json:"items"`
+	// DiskMB, GPUMemoryMB: as submitted. ItemTimeoutMS is the timeout in
+	// force: the job's own, or else the org's default (0: none).
+	DiskMB        int64 `json:"disk_mb,omitempty"`
+	GPUMemoryMB   int64 `json:"gpu_memory_mb,omitempty"`
+	ItemTimeoutMS int64 `json:"item_timeout_ms,omitempty"`
+	Items         Items `json:"items"`
 	// DuplicateRuns counts runs of items the ledger had already counted
 	// (work done twice).
 	DuplicateRuns int64          `json:"duplicate_runs"`
@@ -340,6 +325,10 @@ type RunInfo struct {
 	ExitCode int64  `json:"exit_code"`
 	Counted  bool   `json:"counted"`           // the ledger took this run's result
 	Stopped  bool   `json:"stopped,omitempty"` // stopped before it ended (preempted, cancelled): no result
+	// OOMKilled: killed at its memory cap. TimedOut: stopped at its item
+	// timeout (job submit --item-timeout).
+	OOMKilled bool `json:"oom_killed,omitempty"`
+	TimedOut  bool `json:"timed_out,omitempty"`
 }
 
 // Error is the body of every non-2xx answer, unknown routes and methods

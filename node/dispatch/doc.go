@@ -37,6 +37,8 @@
 //   - A machine's claim on an item that the plan never places lapses
 //     grace after it was first seen, however often it is dropped and made
 //     again; a claim the plan placed while it was held counts until it is
-//     dropped (Leases.Counts).
+//     dropped (Leases.Counts); with an item timeout, no claim counts once
+//     the timeout plus one heartbeat interval has passed since it was
+//     first seen, until the item's runs in the ledger change.
 //   - Results do not depend on map iteration order.
 package dispatch

@@ -45,10 +45,14 @@ type Leases struct {
 	claims map[string]map[Lease]claim
 }
 
-// claim is what Counts knows of one claim of one machine.
+// claim is what Counts knows of one claim of one machine: when it was
+// first seen, whether the plan placed it, the item's runs in the ledger
+// then (-1: not known yet), and whether it outlived its item timeout.
 type claim struct {
-	since  time.Time
-	vetted bool
+	since    time.Time
+	vetted   bool
+	attempts int64
+	lapsed   bool
 }
 
 // Observe records another machine's heartbeat: the items it holds (those
@@ -88,15 +92,16 @@ func (l *Leases) Observe(machine string, held []Lease, heads []string) {
 	}
 	l.held[machine] = cur
 	// A dropped claim the plan placed is forgotten (a new claim on the item
-	// starts afresh); one it never placed is remembered, so that dropping
-	// and claiming an item again buys no new grace. Past maxReleased of
-	// those the machine loses that memory (sets only: no map order).
+	// starts afresh); one it never placed, or one that outlived its item
+	// timeout, is remembered, so that dropping and claiming an item again
+	// buys no new grace. Past maxReleased of those the machine loses that
+	// memory (sets only: no map order).
 	cs := l.claims[machine]
 	doubts := 0
 	for k, c := range cs {
 		switch {
 		case cur[k]:
-		case c.vetted:
+		case c.vetted && !c.lapsed:
 			delete(cs, k)
 		default:
 			doubts++
@@ -104,7 +109,7 @@ func (l *Leases) Observe(machine string, held []Lease, heads []string) {
 	}
 	if doubts > maxReleased {
 		for k, c := range cs {
-			if !cur[k] && !c.vetted {
+			if !cur[k] && (!c.vetted || c.lapsed) {
 				delete(cs, k)
 			}
 		}
@@ -121,7 +126,16 @@ func (l *Leases) Observe(machine string, held []Lease, heads []string) {
 // machine that claims items the plan never gives it holds them for grace
 // only, even if it drops and claims them again: they go elsewhere. An
 // honest instance the plan stops finishes its item under a vetted lease.
-func (l *Leases) Counts(machine string, k Lease, planned bool, now time.Time, grace time.Duration) bool {
+//
+// With an item timeout (limit, the job's timeout plus one heartbeat
+// interval; 0 for none), no claim counts once limit has passed since it
+// was first seen: an honest machine stops its run at the timeout and its
+// claim ends with the result, so only a machine that claims an item and
+// never finishes it holds it that long, and after that the item goes
+// elsewhere. Such a claim stays lapsed though it is dropped and made
+// again, until the item's runs in the ledger (attempts; -1: not known
+// here) change: a new attempt starts a new claim.
+func (l *Leases) Counts(machine string, k Lease, planned bool, now time.Time, grace, limit time.Duration, attempts int64) bool {
 	if l.claims == nil {
 		l.claims = map[string]map[Lease]claim{}
 	}
@@ -131,11 +145,24 @@ func (l *Leases) Counts(machine string, k Lease, planned bool, now time.Time, gr
 		l.claims[machine] = cs
 	}
 	c, ok := cs[k]
-	if !ok {
-		c.since = now
+	switch {
+	case !ok:
+		c = claim{since: now, attempts: attempts}
+	case attempts >= 0 && c.attempts < 0:
+		c.attempts = attempts
+	case attempts >= 0 && c.attempts != attempts:
+		// The item ran (and ended) since this claim was first seen: a
+		// claim of the next attempt.
+		c = claim{since: now, attempts: attempts}
 	}
 	c.vetted = c.vetted || planned
+	if limit > 0 && now.Sub(c.since) >= limit {
+		c.lapsed = true
+	}
 	cs[k] = c
+	if c.lapsed {
+		return false
+	}
 	return c.vetted || now.Sub(c.since) < grace
 }
 

@@ -21,6 +21,7 @@ func (s *Service) jobInfo(j *ledger.Job) api.JobInfo {
 	ji := api.JobInfo{ID: j.ID, Name: j.Spec.Name, Submitter: j.Submitter, Priority: j.Priority, CPUs: j.Spec.CPUs,
 		Driver: j.Spec.Driver, Image: j.Spec.Image, Cmd: j.Spec.Cmd, Range: fmt.Sprintf("%d-%d", j.Spec.RangeStart, j.Spec.RangeEnd),
 		Cores: j.Spec.Cores, MemoryMB: j.Spec.MemoryMB, GPUs: j.Spec.GPUs, Retries: j.Spec.Retries, Error: j.Error,
+		DiskMB: j.Spec.DiskMB, GPUMemoryMB: j.Spec.GPUMemoryMB,
 		Submitted: api.FormatTime(time.UnixMilli(j.Submitted)), Instances: []api.InstanceInfo{}}
 	ji.MaxCPUs = "default"
 	if j.MaxCPUs != nil {
@@ -44,19 +45,30 @@ func (s *Service) jobInfo(j *ledger.Job) api.JobInfo {
 		m string
 		s int
 	}
-	running := map[key]int64{}
+	type live struct {
+		item int64
+		use  sched.Use
+	}
+	running := map[key]live{}
 	me := s.d.Machine
 	for _, seen := range s.d.Peers.OnlinePeers(s.now()) {
 		for _, ri := range sched.ActiveInstances(seen.Heartbeat) {
 			if ri.Job == j.ID {
-				running[key{seen.Heartbeat.Machine, int(ri.Slot)}] = ri.Item
+				running[key{seen.Heartbeat.Machine, int(ri.Slot)}] = live{ri.Item, sched.Use{CPUMilli: ri.CPUMilli, MemoryBytes: ri.MemoryMB << 20, OOMKilled: ri.OOMKilled}}
 			}
 		}
 	}
 	for _, in := range view.Instances {
 		if in.Job == j.ID {
-			running[key{me, in.Slot}] = in.Item
+			running[key{me, in.Slot}] = live{in.Item, in.Use}
 		}
+	}
+	withUse := func(ii api.InstanceInfo, l live) api.InstanceInfo {
+		if l.item >= 0 {
+			ii.Item = l.item
+		}
+		ii.CPUPercent, ii.MemoryBytes, ii.OOMKilled = float64(l.use.CPUMilli)/10, l.use.MemoryBytes, l.use.OOMKilled
+		return ii
 	}
 	names := map[string]string{}
 	s.snapshot(func(st *ledger.State) {
@@ -64,6 +76,7 @@ func (s *Service) jobInfo(j *ledger.Job) api.JobInfo {
 			names[id] = m.Name
 		}
 		ji.SubmitterName = st.PersonName(j.Submitter)
+		ji.ItemTimeoutMS = sched.ItemTimeout(st, j).Milliseconds()
 	})
 	if j.State == ledger.JobActive {
 		preempt := map[key]string{}
@@ -80,17 +93,17 @@ func (s *Service) jobInfo(j *ledger.Job) api.JobInfo {
 			k := key{pi.Machine, pi.Slot}
 			seen[k] = true
 			state := "starting"
-			item, ok := running[k]
+			l, ok := running[k]
 			if ok {
 				state = "running"
 			}
 			ii := api.InstanceInfo{Machine: pi.Machine, MachineName: names[pi.Machine], Slot: pi.Slot, Kind: pi.Kind, State: state}
-			if ok && item >= 0 {
-				ii.Item = item
+			if ok {
+				ii = withUse(ii, l)
 			}
 			ji.Instances = append(ji.Instances, ii)
 		}
-		for k, item := range running {
+		for k, l := range running {
 			if seen[k] {
 				continue
 			}
@@ -98,11 +111,7 @@ func (s *Service) jobInfo(j *ledger.Job) api.JobInfo {
 			if m := preempt[k]; m != "" {
 				state = "preempting (" + m + ")"
 			}
-			ii := api.InstanceInfo{Machine: k.m, MachineName: names[k.m], Slot: k.s, Kind: "secondary", State: state}
-			if item >= 0 {
-				ii.Item = item
-			}
-			ji.Instances = append(ji.Instances, ii)
+			ji.Instances = append(ji.Instances, withUse(api.InstanceInfo{Machine: k.m, MachineName: names[k.m], Slot: k.s, Kind: "secondary", State: state}, l))
 		}
 		sort.Slice(ji.Instances, func(a, b int) bool {
 			if ji.Instances[a].Machine != ji.Instances[b].Machine {
@@ -110,8 +119,8 @@ func (s *Service) jobInfo(j *ledger.Job) api.JobInfo {
 			}
 			return ji.Instances[a].Slot < ji.Instances[b].Slot
 		})
-		for _, item := range running {
-			if item >= 0 {
+		for _, l := range running {
+			if l.item >= 0 {
 				ji.Items.Running++
 			}
 		}

@@ -125,7 +125,8 @@ func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit
 
 // runInfo renders a run.
 func runInfo(r *ledger.Run) api.RunInfo {
-	ri := api.RunInfo{Machine: r.Machine, Instance: r.Instance, ExitCode: r.Code, Counted: r.Counted, Stopped: r.Stopped}
+	ri := api.RunInfo{Machine: r.Machine, Instance: r.Instance, ExitCode: r.Code, Counted: r.Counted, Stopped: r.Stopped,
+		OOMKilled: r.OOMKilled, TimedOut: r.TimedOut}
 	if r.Started != 0 {
 		ri.Start = api.FormatTimeMS(time.UnixMilli(r.Started))
 		ri.End = api.FormatTimeMS(time.UnixMilli(r.Started + r.DurationMS))

@@ -14,7 +14,8 @@
 //     preemption, or that the plan no longer has, finishes its item;
 //   - an instance the plan keeps takes the plan's kind;
 //   - a planned slot with no instance starts one, if this machine has the
-//     job's driver and enough free GPUs (allocated lowest device first, in
+//     job's driver and enough free GPUs with the memory the job asks for
+//     (allocated lowest device first, in
 //     slot order, never one a running or stopping instance holds).
 //
 // Actions come sorted by slot, then kind, so the same input gives the same
@@ -61,10 +62,12 @@ type Running struct {
 	Preempted string // the preemption already counted for it, or ""
 }
 
-// Job is what Diff needs of an active job.
+// Job is what Diff needs of an active job: its driver, GPUs per instance
+// and the least memory (MB) each of them must have (0: any).
 type Job struct {
-	Driver string
-	GPUs   int
+	Driver      string
+	GPUs        int
+	GPUMemoryMB int64
 }
 
 // Input is everything Diff reads.
@@ -75,6 +78,10 @@ type Input struct {
 	Active  map[string]Job    // the active jobs, by ID
 	Drivers map[string]bool   // the driver names this machine has
 	GPUs    []int             // this machine's GPU devices, in allocation order
+	// GPUMemory is the memory (MB) this machine offers on each of its GPU
+	// devices (node.yaml's or NVML's); a job's gpu_memory_mb leaves out
+	// the devices with less.
+	GPUMemory map[int]int64
 }
 
 // Diff returns the actions that make this machine follow in.Plan.
@@ -144,11 +151,26 @@ func Diff(in Input) []Action {
 		if !ok || !in.Drivers[j.Driver] {
 			continue
 		}
-		gpus, ok := alloc(in.GPUs, used, j.GPUs)
+		gpus, ok := alloc(eligible(in.GPUs, in.GPUMemory, j.GPUMemoryMB), used, j.GPUs)
 		if !ok {
 			continue
 		}
 		out = append(out, Action{Kind: Start, Slot: slot, Job: t.Job, InstanceKind: t.Kind, GPUs: gpus, Reason: "planned " + t.Kind})
+	}
+	return out
+}
+
+// eligible are the devices of all with at least minMB of memory (all of
+// them when minMB is 0), in all's order.
+func eligible(all []int, mem map[int]int64, minMB int64) []int {
+	if minMB <= 0 {
+		return all
+	}
+	var out []int
+	for _, g := range all {
+		if mem[g] >= minMB {
+			out = append(out, g)
+		}
 	}
 	return out
 }

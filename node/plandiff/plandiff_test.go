@@ -184,3 +184,21 @@ func TestDiffProperties(t *testing.T) {
 		}
 	})
 }
+
+// TestDiffGPUMemory: a job asking for GPUs with at least 16 GiB gets only
+// devices that offer that much, lowest first, and does not start where
+// none is free.
+func TestDiffGPUMemory(t *testing.T) {
+	h := newHarness()
+	h.in.GPUs = []int{0, 1, 2}
+	h.in.GPUMemory = map[int]int64{0: 8 << 10, 1: 40 << 10, 2: 16 << 10}
+	h.in.Active["big"] = Job{Driver: "docker", GPUs: 1, GPUMemoryMB: 16 << 10}
+	h.job("any", 1)
+	h.plan("m1", 0, "big", "primary").plan("m1", 1, "big", "secondary").plan("m1", 2, "big", "secondary").plan("m1", 3, "any", "primary")
+	want := "start slot=0 job=big kind=primary gpus=[1] (planned primary)\n" +
+		"start slot=1 job=big kind=secondary gpus=[2] (planned secondary)\n" +
+		"start slot=3 job=any kind=primary gpus=[0] (planned primary)\n"
+	if got := h.actions(); got != want {
+		t.Errorf("actions:\n%s\nwant:\n%s", got, want)
+	}
+}

@@ -29,6 +29,7 @@ func machineCapacity(m *ledger.Machine) smartshare.Machine {
 		mc.Cores = m.Hardware.CPUs * 1000 * m.Limits.CPULimit / 100
 		mc.MemoryMB = m.Limits.MemoryLimit
 		mc.GPUs = len(m.Limits.GPUs)
+		mc.DiskMB = m.Limits.DiskLimit // jobs' --disk counts against it
 	}
 	return mc
 }
@@ -45,10 +46,22 @@ func Unfit(st *ledger.State, spec ledger.JobSpec) string {
 			continue
 		}
 		if mc := machineCapacity(m); mc.Slots > 0 {
+			if spec.GPUMemoryMB > 0 && m.HasLimits { // only its GPUs with the memory asked for count
+				mc.GPUs = 0
+				for _, g := range m.Limits.GPUs {
+					if g.MemoryMB >= spec.GPUMemoryMB {
+						mc.GPUs++
+					}
+				}
+			}
 			ms = append(ms, mc)
 		}
 	}
-	return unfitOn(ms, spec.Cores, spec.MemoryMB, spec.GPUs)
+	why := unfitOn(ms, spec.Cores, spec.MemoryMB, spec.GPUs)
+	if why != "" && spec.GPUMemoryMB > 0 && strings.Contains(why, "GPU") {
+		why += " with at least " + jobspec.FormatMB(spec.GPUMemoryMB) + " of memory each"
+	}
+	return why
 }
 
 // unfitOn is Unfit over the balancer's machines, by its own rule

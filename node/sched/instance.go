@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/cshare/cshare/internal/diskguard"
@@ -18,6 +19,7 @@ import (
 func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adoptRun runtime.RunID) {
 	defer func() {
 		s.mu.Lock()
+		delete(s.inUse, in)
 		if s.slots[in.slot] == in {
 			delete(s.slots, in.slot)
 		}
@@ -41,11 +43,13 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		}
 		var item int64
 		var run runtime.RunID
-		var began time.Time
+		var began, ranFrom time.Time // ranFrom: when the run was running (its item timeout counts from then)
 		if adoptRun != "" {
 			run, adoptRun = adoptRun, ""
 			it, _ := in.current()
 			item, began = it, time.UnixMilli(in.started) // adopted: the run's own start
+			ranFrom = began
+			s.admit(in, s.capsFor(j), true)
 		} else {
 			// Items wait until this machine holds every dataset the job
 			// mounts (the fetch starts with the job's first instance here);
@@ -60,8 +64,13 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 				continue
 			}
 			var ok bool
-			if !s.d.Gate.Closed() && s.d.Disk.MayStartItem() { // catching up, or the disk full (node/disk.go): no new item
-				item, ok = s.nextItem(in)
+			c := s.capsFor(j)
+			// catching up, or the disk full (node/disk.go): no new item;
+			// nor while its caps do not fit beside the runs going on.
+			if !s.d.Gate.Closed() && s.d.Disk.MayStartItem() && s.admit(in, c, false) {
+				if item, ok = s.nextItem(in); !ok {
+					s.release(in)
+				}
 			}
 			if !ok {
 				// Nothing free now: wait for a change, then look again.
@@ -79,15 +88,17 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			began = s.now()
 			err := unmountable
 			if err == nil {
-				run, err = in.drv.Start(ctx, s.spec(in, j, item))
+				run, err = in.drv.Start(ctx, s.spec(in, j, item, c))
 			}
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
 				s.record(in, item, ledger.ItemResult{Item: item, Code: -1, DurationMS: s.now().Sub(began).Milliseconds(), Instance: in.id, Error: err.Error(), Started: began.UnixMilli()})
+				s.release(in)
 				continue
 			}
+			ranFrom = s.now()
 		}
 		in.mu.Lock()
 		in.run = run
@@ -100,7 +111,27 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			c()
 		}
 		s.d.Metrics.Started.Inc()
+		limit := s.itemTimeout(in.job)
+		var timedOut atomic.Bool
+		var timer *time.Timer
+		if limit > 0 {
+			// Stopped, not killed: the run fails (and is retried per
+			// --retries) with an error naming the timeout.
+			timer = time.AfterFunc(max(0, limit-s.now().Sub(ranFrom)), func() {
+				timedOut.Store(true)
+				sctx, c := context.WithTimeout(context.Background(), timeoutGrace+30*time.Second)
+				defer c()
+				_ = in.drv.Stop(sctx, run, timeoutGrace)
+			})
+		}
+		sampled := make(chan struct{})
+		var diskOver atomic.Int64
+		s.d.Spawn(func() { s.sample(ctx, in, run, sampled, j.Spec.DiskMB, &diskOver) })
 		st, err := in.drv.Wait(ctx, run)
+		close(sampled)
+		if timer != nil {
+			timer.Stop()
+		}
 		if ctx.Err() != nil {
 			// The node is stopping: the run goes on (a container outlives
 			// its node) and the restarted node adopts it; nothing to record.
@@ -122,12 +153,25 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		if err != nil {
 			res.Code, res.Error = -1, err.Error()
 		}
+		if st.OOMKilled && !killed {
+			res.OOMKilled = true
+			res.Error = oomError(res.Error)
+		}
+		endUse(in, res.OOMKilled)
+		if wrote := diskOver.Load(); wrote > 0 && !killed && (err != nil || st.Code != 0) {
+			res.Error = diskError(j.Spec.DiskMB, wrote)
+		}
+		if timedOut.Load() && !killed && (err != nil || st.Code != 0) {
+			res.TimedOut, res.Error = true, timeoutError(limit)
+			s.d.Log.Info("item stopped at its timeout", "job", in.job, "item", item, "timeout", limit)
+		}
 		// The result is durable before the run is removed: a kill in
 		// between leaves the run for adoption, which finds the record. A
 		// stopped run's "result" only tells the ledger it ran (the item goes
 		// back to the agenda).
 		s.record(in, item, res)
 		_ = in.drv.Remove(context.Background(), run)
+		s.release(in)
 		in.mu.Lock()
 		in.run = "" // only now: until removed, the run is this instance's (see sweep)
 		if killed {
@@ -296,7 +340,8 @@ func (s *Scheduler) flush(ctx context.Context) {
 	}
 }
 
-func (s *Scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
+// spec is the run of item by in, with caps c (capsFor).
+func (s *Scheduler) spec(in *instance, j *ledger.Job, item int64, c caps) runtime.Spec {
 	sp := runtime.Spec{Org: s.d.Ledger.Org(), Job: j.ID, Instance: in.id, Machine: s.d.Machine, Item: int(item),
 		Image: j.Spec.Image, Cmd: j.Spec.Cmd, Env: j.Spec.Env, PidsLimit: 4096,
 		WorkDir: filepath.Join(s.d.DataDir, "work", in.id)}
@@ -310,11 +355,8 @@ func (s *Scheduler) spec(in *instance, j *ledger.Job, item int64) runtime.Spec {
 		}
 		maps.Copy(sp.Env, env)
 	}
-	if j.Spec.Cores > 0 {
-		sp.NanoCPUs = j.Spec.Cores * 1_000_000
-	}
+	applyCaps(&sp, c)
 	if j.Spec.MemoryMB > 0 {
-		sp.MemoryBytes = j.Spec.MemoryMB << 20
 		sp.MemoryReservationBytes = sp.MemoryBytes
 		sp.ShmBytes = sp.MemoryBytes / 4
 	}

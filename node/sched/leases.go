@@ -28,9 +28,10 @@ type leaseBook struct {
 // it does not have, several in one slot, or more finished items than a
 // node lists, holds nothing by those claims: the items go elsewhere. A
 // claim the plan does not place lapses after leaseGrace (see
-// placements.counts). (A machine that holds an item the plan gave it and
-// never finishes it holds that item until it goes offline or is removed:
-// it looks like a slow item, and items have no time limit.)
+// placements.counts). A machine that holds an item the plan gave it and
+// never finishes it holds that item until it goes offline or is removed,
+// or, when the job has an item timeout, for the timeout plus one heartbeat
+// interval (claimLimit).
 func leaseClaims(hb p2p.Heartbeat) []p2p.RunningInstance {
 	out := make([]p2p.RunningInstance, 0, len(hb.Instances))
 	taken := map[int64]bool{}
@@ -67,17 +68,29 @@ func (b *leaseBook) observe(hb p2p.Heartbeat, pl placements, now time.Time) {
 	b.l.Observe(hb.Machine, held, hb.Heads)
 	for _, ri := range claims {
 		if ri.Item >= 0 {
-			b.l.Counts(hb.Machine, dispatch.Lease{Job: ri.Job, Item: ri.Item}, pl.places(hb.Machine, ri), now, pl.grace)
+			b.l.Counts(hb.Machine, dispatch.Lease{Job: ri.Job, Item: ri.Item}, pl.places(hb.Machine, ri), now, pl.grace, 0, -1)
 		}
 	}
 }
 
 // counts reports whether machine's claim ri (one of leaseClaims) holds its
-// item now (see dispatch.Leases.Counts).
-func (b *leaseBook) counts(machine string, ri p2p.RunningInstance, pl placements, now time.Time) bool {
+// item now (see dispatch.Leases.Counts): limit is the job's claimLimit,
+// attempts the item's runs in the ledger.
+func (b *leaseBook) counts(machine string, ri p2p.RunningInstance, pl placements, now time.Time, limit time.Duration, attempts int64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.l.Counts(machine, dispatch.Lease{Job: ri.Job, Item: ri.Item}, pl.places(machine, ri), now, pl.grace)
+	return b.l.Counts(machine, dispatch.Lease{Job: ri.Job, Item: ri.Item}, pl.places(machine, ri), now, pl.grace, limit, attempts)
+}
+
+// claimLimit is how long any machine's claim on an item of a job with item
+// timeout d counts here: d plus one heartbeat interval (this node's), so
+// that a machine that claims an item in its heartbeats and never finishes
+// it holds it no longer (0: no limit).
+func claimLimit(d, interval time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return d + interval
 }
 
 // released adds to leased the items of job that machine released and

@@ -54,15 +54,16 @@ func (s *Scheduler) nextItem(in *instance) (int64, bool) {
 		}
 	}
 	s.mu.Unlock()
-	rv := s.cache.remoteView(in.job, myPlan, jo.Slots, s.placed.at(now), now)
 	lg, unlock := s.d.Ledger.ReadLog()
 	defer unlock()
-	for _, id := range rv.online {
-		s.leases.released(id, in.job, lg.Has, leased)
-	}
 	j := lg.State().Jobs[in.job]
 	if j == nil || j.State != ledger.JobActive || len(j.Items) == 0 {
 		return 0, false
+	}
+	jl := jobLeases{limit: claimLimit(ItemTimeout(lg.State(), j), s.d.Interval), items: j.Items, start: j.Spec.RangeStart}
+	rv := s.cache.remoteView(in.job, myPlan, jo.Slots, s.placed.at(now), now, jl)
+	for _, id := range rv.online {
+		s.leases.released(id, in.job, lg.Has, leased)
 	}
 	v := dispatch.View{
 		Items:      j.Items,
@@ -180,9 +181,28 @@ type remoteView struct {
 
 const remoteViewTTL = 100 * time.Millisecond
 
+// jobLeases is what vets claims on a job's items beside the plan: the
+// claim limit of its item timeout (claimLimit) and its items, whose runs
+// in the ledger start a claim afresh. Read under the ledger's read lock.
+type jobLeases struct {
+	limit time.Duration
+	items []ledger.Item
+	start int64 // the item number of items[0]
+}
+
+// attempts returns the runs the ledger knows of item, -1 if it is no item
+// of the job.
+func (jl jobLeases) attempts(item int64) int64 {
+	if i := item - jl.start; i >= 0 && i < int64(len(jl.items)) {
+		return jl.items[i].Attempts
+	}
+	return -1
+}
+
 // remoteView returns the job's remote view under plan, whose owners are
-// the job's planned instances; pl vets the lease claims (see placements).
-func (s *dispatchCache) remoteView(job, plan string, owners []dispatch.Slot, pl placements, now time.Time) *remoteView {
+// the job's planned instances; pl and jl vet the lease claims (see
+// placements, jobLeases). The caller holds the ledger's read lock.
+func (s *dispatchCache) remoteView(job, plan string, owners []dispatch.Slot, pl placements, now time.Time, jl jobLeases) *remoteView {
 	gen := s.peers.Gen()
 	s.viewMu.Lock()
 	if v, _ := s.views.get(job); v != nil && v.plan == plan && v.gen == gen && now.Sub(v.at) < remoteViewTTL && now.Sub(v.at) >= 0 {
@@ -215,10 +235,16 @@ func (s *dispatchCache) remoteView(job, plan string, owners []dispatch.Slot, pl 
 			if ri.Job != job {
 				continue
 			}
-			if ri.Item >= 0 && s.leases.counts(id, ri, pl, now) {
+			counts := ri.Item < 0 || s.leases.counts(id, ri, pl, now, jl.limit, jl.attempts(ri.Item))
+			if ri.Item >= 0 && counts {
 				v.leased[ri.Item] = true
 			}
-			if ri.Kind != KindFinished {
+			// A slot whose claim no longer counts (it outlived the item
+			// timeout, or the plan never placed it) is not a running owner
+			// either: its items are orphans, which any running owner
+			// takes. Counted alive, it would keep its items reserved, and
+			// an item it backs up would wait for it forever.
+			if ri.Kind != KindFinished && counts {
 				v.alive[dispatch.Slot{Machine: id, Slot: int(ri.Slot)}] = true
 			}
 		}

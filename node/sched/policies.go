@@ -1,9 +1,13 @@
 package sched
 
 import (
+	"context"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/smartshare"
 )
 
 // The org's policies on this machine's side (ledger/fold_policies.go,
@@ -21,21 +25,25 @@ import (
 // policyWrite is a ledger entry the runtime policy calls for.
 type policyWrite struct{ kind, job string }
 
-// runtimeWrites lists the job.start and job.expire entries this machine
-// is to write at now, each once per process. s.mu must be held.
-func (s *Scheduler) runtimeWrites(now time.Time) []policyWrite {
-	mine := map[string]bool{}
-	for _, in := range s.slots {
-		mine[in.job] = true
-	}
+// policyWrites are the runtime policy's entries this machine has written
+// or is writing, each once per process (see due).
+type policyWrites struct {
+	mu   sync.Mutex
+	done map[policyWrite]bool
+}
+
+// due lists the job.start and job.expire entries machine me is to write
+// at now, running instances of the jobs in mine, under plan; each is
+// listed once until write finds it without effect.
+func (p *policyWrites) due(lg Ledger, now time.Time, me string, mine map[string]bool, plan smartshare.Result) []policyWrite {
 	first := map[string]string{} // job -> the machine of its first instance in the plan
-	for _, pi := range s.plan.Instances {
+	for _, pi := range plan.Instances {
 		if _, ok := first[pi.Job]; !ok {
 			first[pi.Job] = pi.Machine
 		}
 	}
 	var out []policyWrite
-	s.d.Ledger.View(func(st *ledger.State) {
+	lg.View(func(st *ledger.State) {
 		if st.Settings.Policies.MaxJobRuntimeMS == 0 {
 			return
 		}
@@ -46,34 +54,39 @@ func (s *Scheduler) runtimeWrites(now time.Time) []policyWrite {
 			switch dl := st.RuntimeDeadline(j); {
 			case j.Started == 0 && mine[j.ID]:
 				out = append(out, policyWrite{ledger.KindJobStart, j.ID})
-			case dl != 0 && now.UnixMilli() >= dl && first[j.ID] == s.d.Machine:
+			case dl != 0 && now.UnixMilli() >= dl && first[j.ID] == me:
 				out = append(out, policyWrite{ledger.KindJobExpire, j.ID})
 			}
 		}
 	})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil {
+		p.done = map[policyWrite]bool{}
+	}
 	kept := out[:0]
 	for _, w := range out {
-		if !s.policyDone[w] {
-			s.policyDone[w] = true
+		if !p.done[w] {
+			p.done[w] = true
 			kept = append(kept, w)
 		}
 	}
 	return kept
 }
 
-// writePolicy writes the entries runtimeWrites listed. An entry the fold
-// keeps without effect (another machine's came first) is not written
-// again; one not written at all (a full disk) is, at a later plan.
-func (s *Scheduler) writePolicy(ws []policyWrite) {
+// write writes the entries due listed. An entry the fold keeps without
+// effect (another machine's came first) is not written again; one not
+// written at all (a full disk) is, at a later plan.
+func (p *policyWrites) write(ctx context.Context, lg Ledger, log *slog.Logger, ws []policyWrite) {
 	for _, w := range ws {
-		e, err := s.d.Ledger.Write(s.ctx, w.kind, ledger.JobRef{Job: w.job})
+		e, err := lg.Write(ctx, w.kind, ledger.JobRef{Job: w.job})
 		if e == nil {
-			s.mu.Lock()
-			delete(s.policyDone, w)
-			s.mu.Unlock()
+			p.mu.Lock()
+			delete(p.done, w)
+			p.mu.Unlock()
 		}
-		if err != nil && s.ctx.Err() == nil {
-			s.d.Log.Info("job runtime policy entry not written or without effect", "kind", w.kind, "job", w.job, "err", err)
+		if err != nil && ctx.Err() == nil {
+			log.Info("job runtime policy entry not written or without effect", "kind", w.kind, "job", w.job, "err", err)
 		}
 	}
 }

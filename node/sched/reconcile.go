@@ -45,7 +45,7 @@ func (s *Scheduler) buildInput(now time.Time) smartshare.Input {
 		}
 		remaining := len(j.Items) - int(j.Done) - int(j.Failed)
 		sj := smartshare.Job{ID: j.ID, Priority: int(j.Priority), CPUs: int(j.Spec.CPUs), Submitted: j.Seq,
-			ItemsRemaining: remaining, Cores: j.Spec.Cores, MemoryMB: j.Spec.MemoryMB, GPUs: int(j.Spec.GPUs)}
+			ItemsRemaining: remaining, Cores: j.Spec.Cores, MemoryMB: j.Spec.MemoryMB, GPUs: int(j.Spec.GPUs), DiskMB: j.Spec.DiskMB}
 		if j.MaxCPUs != nil {
 			sj.MaxCPUs = smartshare.MaxCPUs{N: int(*j.MaxCPUs), Set: true}
 		}
@@ -89,15 +89,17 @@ func (s *Scheduler) reconcile(now time.Time) {
 			if j.State == ledger.JobActive {
 				c := *j
 				active[id] = &c
-				di.Active[id] = plandiff.Job{Driver: j.Spec.Driver, GPUs: int(j.Spec.GPUs)}
+				di.Active[id] = plandiff.Job{Driver: j.Spec.Driver, GPUs: int(j.Spec.GPUs), GPUMemoryMB: j.Spec.GPUMemoryMB}
 				if _, ok := s.d.Drivers.Get(j.Spec.Driver); ok {
 					di.Drivers[j.Spec.Driver] = true
 				}
 			}
 		}
 	})
+	di.GPUMemory = map[int]int64{}
 	for _, g := range s.d.Limits.GPUs {
 		di.GPUs = append(di.GPUs, int(g.Device))
+		di.GPUMemory[int(g.Device)] = g.MemoryMB
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -117,8 +119,12 @@ func (s *Scheduler) reconcile(now time.Time) {
 	}
 	s.publish()
 	s.d.Metrics.PlanInstances.Set(float64(len(plan.Instances)))
-	if ws := s.runtimeWrites(now); len(ws) > 0 {
-		s.d.Spawn(func() { s.writePolicy(ws) })
+	mine := map[string]bool{}
+	for _, in := range s.slots {
+		mine[in.job] = true
+	}
+	if ws := s.policies.due(s.d.Ledger, now, s.d.Machine, mine, s.plan); len(ws) > 0 {
+		s.d.Spawn(func() { s.policies.write(s.ctx, s.d.Ledger, s.d.Log, ws) })
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/p2p"
 )
 
@@ -24,17 +25,29 @@ func (s *Scheduler) Report() (total, free p2p.Resources, running []p2p.RunningIn
 	})
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var layers int64 // the docker runs' writable layers
 	for _, k := range slices.Sorted(maps.Keys(s.slots)) {
 		in := s.slots[k]
 		it, _ := in.current()
-		running = append(running, p2p.RunningInstance{Job: in.job, Slot: int64(in.slot), Kind: in.kind, Item: it, Instance: in.id, Started: in.started})
+		in.mu.Lock()
+		u := in.use
+		in.mu.Unlock()
+		if in.drv.Name() == "docker" { // exec runs write into the data dir
+			layers += u.DiskBytes
+		}
+		running = append(running, p2p.RunningInstance{Job: in.job, Slot: int64(in.slot), Kind: in.kind, Item: it, Instance: in.id, Started: in.started,
+			CPUMilli: u.CPUMilli, MemoryMB: jobspec.BytesToMB(u.MemoryBytes), OOMKilled: u.OOMKilled})
 		free.Slots--
-		if j := jobs[in.job]; j != nil {
+		if c, ok := s.inUse[in]; ok { // its run's caps (caps.go)
+			free.Cores -= c.cores
+			free.MemoryMB -= c.memMB
+		} else if j := jobs[in.job]; j != nil {
 			free.Cores -= j.Spec.Cores
 			free.MemoryMB -= j.Spec.MemoryMB
 		}
 		free.GPUs -= int64(len(in.gpus))
 	}
+	free.DiskMB = max(0, total.DiskMB-s.disk.usedMB(s.ctx, s.now(), s.d.DataDir, s.d.Spawn, layers))
 	// Finished items not yet in the ledger stay leased (slot -1), so no other
 	// machine picks them up in the meantime.
 	jobIDs := make([]string, 0, len(s.results))

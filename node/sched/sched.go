@@ -179,6 +179,7 @@ type instance struct {
 	stopAfter bool   // passive: finish the current item, then stop
 	killed    bool   // aggressive: the current item goes back to the agenda
 	preempted string // the preemption mode that stopped it, once counted
+	use       use    // its run's last sampled use (stats.go)
 
 	// Agenda position, used only by the instance's own work goroutine (see
 	// nextItem and dispatch.Cursor).
@@ -208,7 +209,9 @@ type Scheduler struct {
 	results   map[string][]ledger.ItemResult // finished, not yet in the ledger
 	plan      smartshare.Result
 	planIn    smartshare.Input
-	wake      chan struct{} // closed and replaced on every change
+	wake      chan struct{}      // closed and replaced on every change
+	inUse     map[*instance]caps // what each run going on may use (caps.go)
+	disk      diskUse            // what cshare's files use of the data dir's disk (stats.go)
 	beatDue   bool
 	beatDueAt time.Time // when beatDue last became true
 
@@ -222,14 +225,14 @@ type Scheduler struct {
 
 	view atomic.Pointer[View] // the read view for the API (see view.go)
 
-	policyDone map[policyWrite]bool // runtime policy entries written (policies.go); under mu
+	policies policyWrites // runtime policy entries written (policies.go)
 }
 
 // New builds the scheduler; it starts nothing. ctx is the node's: it ends
 // the loop (Run) and every instance's supervision.
 func New(ctx context.Context, d Deps) *Scheduler {
 	s := &Scheduler{d: d, ctx: ctx, slots: map[int]*instance{}, results: map[string][]ledger.ItemResult{}, wake: make(chan struct{}),
-		policyDone: map[policyWrite]bool{}}
+		inUse: map[*instance]caps{}}
 	s.cache = dispatchCache{peers: d.Peers, leases: &s.leases, me: d.Machine}
 	s.placed = places{interval: d.Interval}
 	s.wal = resultLog{rec: d.Records, log: d.Log}

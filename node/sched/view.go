@@ -24,6 +24,8 @@ type InstanceView struct {
 	Slot    int
 	Item    int64 // -1 between items
 	Started int64 // unix ms
+	// Use is its run's last sampled use (CPU, memory, killed at its cap).
+	Use Use
 }
 
 var emptyView = &View{}
@@ -42,7 +44,10 @@ func (s *Scheduler) publish() {
 	v := &View{Plan: s.plan, Instances: make([]InstanceView, 0, len(s.slots))}
 	for _, in := range s.slots {
 		it, _ := in.current()
-		v.Instances = append(v.Instances, InstanceView{ID: in.id, Job: in.job, Kind: in.kind, Slot: in.slot, Item: it, Started: in.started})
+		in.mu.Lock()
+		u := in.use
+		in.mu.Unlock()
+		v.Instances = append(v.Instances, InstanceView{ID: in.id, Job: in.job, Kind: in.kind, Slot: in.slot, Item: it, Started: in.started, Use: Use(u)})
 	}
 	sort.Slice(v.Instances, func(a, b int) bool { return v.Instances[a].Slot < v.Instances[b].Slot })
 	s.view.Store(v)

@@ -82,6 +82,7 @@ func aliased[T comparable](cmd *cobra.Command, name, alias string, v, av T) (T, 
 type submitFlags struct {
 	image, driver, cores, memory, rng, maxCPUs, maxInstances, name string
 	gpus, priority, cpus, instances, retries                       string
+	disk, gpuMemory, itemTimeout                                   string
 	env                                                            []string
 	datasets                                                       []string
 }
@@ -173,6 +174,24 @@ func (s *submitFlags) request(cmd *cobra.Command, args []string) (submission, er
 	if req.Retries, err = jobspec.ParseRetries(s.retries); err != nil {
 		return sub, flagErr(err, "--retries")
 	}
+	if f.Changed("disk") {
+		if req.DiskMB, err = jobspec.ParseDisk(s.disk); err != nil {
+			return sub, flagErr(err, "--disk")
+		}
+	}
+	if f.Changed("gpu-memory") {
+		if req.GPUMemoryMB, err = jobspec.ParseGPUMemory(s.gpuMemory); err != nil {
+			return sub, flagErr(err, "--gpu-memory")
+		}
+		if err := jobspec.CheckGPUMemoryMB(req.GPUMemoryMB, req.GPUs); err != nil {
+			return sub, flagErr(err, "--gpu-memory")
+		}
+	}
+	if f.Changed("item-timeout") {
+		if req.ItemTimeoutMS, err = jobspec.ParseItemTimeout("item_timeout", s.itemTimeout); err != nil {
+			return sub, flagErr(err, "--item-timeout")
+		}
+	}
 	if req.Env, err = jobspec.ParseEnv(s.env); err != nil {
 		return sub, flagErr(err, "--env")
 	}
@@ -222,6 +241,9 @@ SmartShare adds secondary ones up to --max-cpus.
 	f.StringVar(&s.maxCPUs, "max-cpus", "", "most instances, primaries included: N, -1 or * = the org's max_cpus_limit, 0 = no secondaries (default: the org's default_max_cpus; alias --max-instances)")
 	f.StringVar(&s.maxInstances, "max-instances", "", "same as --max-cpus")
 	f.StringVar(&s.retries, "retries", "0", "how many times a failed item is retried, 0 to 100")
+	f.StringVar(&s.disk, "disk", "", "disk each instance may fill (its writable layer or work dir), e.g. 20g; counted against the machines' disk_limit")
+	f.StringVar(&s.gpuMemory, "gpu-memory", "", "use only GPUs with at least this much memory, e.g. 24g (with --gpus)")
+	f.StringVar(&s.itemTimeout, "item-timeout", "", "stop and fail a run of an item lasting longer, e.g. 30m (retried per --retries; default: the org's policy.default_item_timeout)")
 	f.StringVar(&s.name, "name", "", "the job's name")
 	f.StringArrayVar(&s.env, "env", nil, "NAME=VALUE for the instances' environment, repeatable")
 	f.StringArrayVar(&s.datasets, "dataset", nil, "NAME|CID:/path: mount a dataset read-only at /path in every instance, repeatable")
@@ -317,6 +339,12 @@ func printJob(a *app, j api.JobInfo) error {
 	if j.GPUs > 0 {
 		res = append(res, fmt.Sprintf("%d gpus", j.GPUs))
 	}
+	if j.GPUMemoryMB > 0 {
+		res = append(res, mib(j.GPUMemoryMB)+" or more per gpu")
+	}
+	if j.DiskMB > 0 {
+		res = append(res, mib(j.DiskMB)+" disk")
+	}
 	it := j.Items
 	pairs := [][2]string{
 		{"id", j.ID},
@@ -331,6 +359,7 @@ func printJob(a *app, j api.JobInfo) error {
 		{"range", orDash(j.Range)},
 		{"per instance", orDash(strings.Join(res, ", "))},
 		{"retries", itoa(j.Retries)},
+		{"item timeout", msOrNone(j.ItemTimeoutMS)},
 		{"items", fmt.Sprintf("%d/%d done, %d failed, %d running, %d pending", it.Done, it.Total, it.Failed, it.Running, it.Pending)},
 		{"duplicate runs", itoa(j.DuplicateRuns)},
 		{"instances", instances(j) + " (running/primaries+secondaries)"},
@@ -357,13 +386,20 @@ func printJob(a *app, j api.JobInfo) error {
 	}
 	fmt.Fprintln(a.stdout)
 	var t table
-	t.row("MACHINE", "NAME", "SLOT", "KIND", "STATE", "ITEM")
+	t.row("MACHINE", "NAME", "SLOT", "KIND", "STATE", "ITEM", "CPU", "MEMORY")
 	for _, in := range j.Instances {
 		item := "-"
 		if in.Item != 0 {
 			item = itoa(in.Item)
 		}
-		t.row(short(in.Machine), orDash(in.MachineName), fmt.Sprint(in.Slot), in.Kind, in.State, item)
+		cpu, mem := "-", "-"
+		if in.CPUPercent > 0 || in.MemoryBytes > 0 {
+			cpu, mem = fmt.Sprintf("%.1f%%", in.CPUPercent), jobspec.FormatBytes(float64(in.MemoryBytes))
+		}
+		if in.OOMKilled {
+			mem += " (last run oom_killed)"
+		}
+		t.row(short(in.Machine), orDash(in.MachineName), fmt.Sprint(in.Slot), in.Kind, in.State, item, cpu, mem)
 	}
 	return t.write(a.stdout)
 }

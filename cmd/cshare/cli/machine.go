@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cshare/cshare/internal/text"
+	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
 )
 
@@ -86,6 +87,10 @@ func printMachine(a *app, m api.MachineInfo) error {
 	if f := m.Free; f != nil {
 		pairs = append(pairs, [2]string{"free", fmt.Sprintf("%s cores, %s memory, %s disk, %d gpus, %d slots",
 			cores(f.Cores), mib(f.MemoryMB), mib(f.DiskMB), f.GPUs, f.Slots)})
+	}
+	if u := m.Usage; u != nil {
+		pairs = append(pairs, [2]string{"in use", fmt.Sprintf("%.1f%% cpu, %s memory, %s disk, by %d instances",
+			u.CPUPercent, jobspec.FormatBytes(float64(u.MemoryBytes)), mib(u.DiskUsedMB), u.Instances)})
 	}
 	if err := kv(a.stdout, pairs...); err != nil {
 		return err

@@ -338,3 +338,11 @@ characters) or name, as cshare member ls shows them.`,
 			return err
 		})
 }
+
+// msOrNone renders a duration in ms as a user writes it, "none" for 0.
+func msOrNone(ms int64) string {
+	if ms == 0 {
+		return "none"
+	}
+	return jobspec.FormatMS(ms)
+}
