@@ -101,12 +101,16 @@ func MarketHardware(h Hardware) market.Hardware {
 }
 
 // ContractSpec is what the renter runs: an image, its environment, a
-// command (empty: the image's own), and a command run at start.
+// command (empty: the image's own), and a command run at start. SSHKey is
+// a public key (canonical authorized_keys form, see CheckSSHKey) that
+// enters this contract alone through the SSH gateway, beside the
+// renter's own keys.
 type ContractSpec struct {
 	Image   string            `cbor:"image" json:"image"`
 	Env     map[string]string `cbor:"env,omitempty" json:"env,omitempty"`
 	Cmd     []string          `cbor:"cmd,omitempty" json:"cmd,omitempty"`
 	OnStart string            `cbor:"onstart,omitempty" json:"onstart,omitempty"`
+	SSHKey  string            `cbor:"ssh_key,omitempty" json:"ssh_key,omitempty"`
 }
 
 // ContractRequest is a renter's request for part of an offer.

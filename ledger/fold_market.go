@@ -50,6 +50,15 @@ func ValidateContractSpec(s ContractSpec) error {
 	if strings.ContainsRune(s.OnStart, 0) || !utf8.ValidString(s.OnStart) {
 		return fmt.Errorf("onstart: %s holds a NUL byte or bytes that are not UTF-8; allowed: UTF-8 text without NUL bytes", text.Echo(s.OnStart))
 	}
+	if s.SSHKey != "" {
+		k, err := CheckSSHKey("ssh_key", s.SSHKey)
+		if err != nil {
+			return err
+		}
+		if k.Line != s.SSHKey {
+			return fmt.Errorf("ssh_key: not in canonical form (type, base64, comment, single spaces)")
+		}
+	}
 	return nil
 }
 

@@ -104,7 +104,7 @@ func FuzzApply(f *testing.F) {
 		KindMachineRemove, KindMachineUpdate, KindMemberRole, KindMemberRemove, KindJobSubmit, KindJobModify,
 		KindJobCancel, KindJobResults, "no.such.kind",
 		KindContractRequest, KindContractAccept, KindContractReject, KindContractStop, KindContractStart, KindContractExtend, KindContractRm,
-		KindDatasetAdd, KindDatasetRm, KindOrgTransfer, KindOrgDelete}
+		KindDatasetAdd, KindDatasetRm, KindOrgTransfer, KindOrgDelete, KindSSHKeyAdd, KindSSHKeyRm}
 	seed := func(k int, who int, p any) {
 		b, err := EncodePayload(p)
 		if err != nil {
@@ -137,6 +137,9 @@ func FuzzApply(f *testing.F) {
 	seed(24, 1, OrgTransfer{To: mem.id})
 	seed(25, 0, OrgDelete{Name: "acme"})
 	seed(25, 1, OrgDelete{Name: "acme"})
+	seed(26, 2, SSHKeyAdd{Key: scenarioSSHKey("k")})
+	seed(27, 2, SSHKeyRef{Fingerprint: "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"})
+	w.ok(mem, KindSSHKeyAdd, SSHKeyAdd{Key: scenarioSSHKey("m")})
 	base := w.log.State()
 	heads := w.heads()
 	f.Fuzz(func(t *testing.T, kind, who uint8, payload []byte) {

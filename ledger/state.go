@@ -253,6 +253,9 @@ type State struct {
 	ContractSeq int64                `cbor:"contract_seq"`
 	// Datasets by name (nil until the first dataset.add).
 	Datasets map[string]*Dataset `cbor:"datasets,omitempty"`
+	// SSHKeys are persons' SSH public keys by person, in the order added
+	// (nil until the first sshkey.add; fold_sshkeys.go).
+	SSHKeys map[string][]SSHKey `cbor:"ssh_keys,omitempty"`
 }
 
 // NewState is the empty state before genesis.
@@ -315,6 +318,7 @@ func (s *State) Clone() *State {
 	}
 	c.Contracts = cloneContracts(s.Contracts)
 	c.Datasets = cloneDatasets(s.Datasets)
+	c.SSHKeys = cloneSSHKeys(s.SSHKeys)
 	return &c
 }
 
@@ -367,7 +371,7 @@ func (s *State) SortedJobs() []*Job {
 
 // weight estimates the cost of cloning the state, in items.
 func (s *State) weight() int {
-	w := len(s.Members) + len(s.Machines) + len(s.Revoked) + len(s.CapUses) + len(s.Contracts)
+	w := len(s.Members) + len(s.Machines) + len(s.Revoked) + len(s.CapUses) + len(s.Contracts) + len(s.SSHKeys)
 	for _, j := range s.Jobs {
 		w += 1 + len(j.Items) + len(j.Machines)
 	}
