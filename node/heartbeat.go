@@ -77,6 +77,7 @@ func (n *Node) beat(ctx context.Context) {
 	hb.Total, hb.Free, hb.Instances, hb.PlanHash = total, free, running, planHash
 	hb.Fetches = n.fetchReport()
 	hb.DiskFull = n.disk.g.Full()
+	hb.SSH = n.gw.Announce()
 	if n.opts.heartbeatLie != nil {
 		n.opts.heartbeatLie(&hb)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/node/datasetsvc"
+	"github.com/cshare/cshare/node/gateway"
 	"github.com/cshare/cshare/node/jobsvc"
 	"github.com/cshare/cshare/node/logs"
 	"github.com/cshare/cshare/node/marketsvc"
@@ -137,6 +138,7 @@ type Node struct {
 	market *marketsvc.Service  // offers, contracts as renter and host (market.go)
 	jobs   *jobsvc.Service     // the jobs API: submit, list, show, modify, cancel, items, logs (jobs.go)
 	ds     *datasetsvc.Service // datasets: their API, blocks, exchange, mounts for jobs (datasets.go)
+	gw     *gateway.Service    // the SSH gateway and the SSH keys' API (gateway.go)
 
 	disk diskState // the reserve on the data dir's filesystem (disk.go)
 }
@@ -301,6 +303,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.sched = n.newScheduler()
 	n.market = n.newMarket()
 	n.jobs = n.newJobs()
+	if n.gw, err = n.newGateway(); err != nil {
+		return nil, err
+	}
 	n.spawn(n.orgs.Leaving().RemoveForeignRuns)
 	if org := n.orgID(); org != "" {
 		if err := n.joinTopics(org); err != nil {
@@ -309,6 +314,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 	n.loadKnownPeers()
 	if err := n.serveAPI(); err != nil {
+		return nil, err
+	}
+	if err := n.gw.Start(n.ctx); err != nil {
 		return nil, err
 	}
 	n.holdDispatch("start") // no new item before catching up with a peer (catchup.go)
@@ -356,6 +364,9 @@ func (n *Node) Close() error {
 		_ = n.apiSrv.Shutdown(sctx)
 		c()
 		_ = os.Remove(filepath.Join(n.opts.DataDir, api.AddrFile))
+	}
+	if n.gw != nil {
+		n.gw.Close()
 	}
 	n.wg.Wait()
 	n.bgMu.Lock()

@@ -21,6 +21,9 @@ type ContractCreate struct {
 	Env     map[string]string `json:"env,omitempty"`
 	OnStart string            `json:"onstart,omitempty"`
 	Cmd     []string          `json:"cmd,omitempty"`
+	// SSHKey is a public key (a FILE.pub's line) that enters this
+	// contract alone through the SSH gateway, beside the renter's keys.
+	SSHKey string `json:"ssh_key,omitempty"`
 }
 
 // ContractExtendRequest is POST /v1/contracts/{id}/extend (the host's).

@@ -76,6 +76,9 @@ func Handler(svc Service, token string) Mux {
 	mux := Mux{http.NewServeMux()}
 	mux.handle(token, routes(svc)...)
 	mux.handle(token, contractRoutes(svc)...)
+	if g, ok := svc.(GatewayService); ok {
+		mux.handle(token, gatewayRoutes(g)...)
+	}
 	return mux
 }
 

@@ -57,6 +57,10 @@ type NodeStatus struct {
 	API             string   `json:"api"`
 	Addrs           []string `json:"addrs"`
 	DataDir         string   `json:"data_dir"`
+	// SSHAddr is the SSH gateway's listen address and SSHHostKey its host
+	// key's SHA256 fingerprint; both empty when node.yaml has no ssh.
+	SSHAddr    string `json:"ssh_addr,omitempty"`
+	SSHHostKey string `json:"ssh_host_key,omitempty"`
 }
 
 // OrgInfo is `cshare org show --json`.

@@ -33,6 +33,13 @@ func (s *Service) CreateContract(ctx context.Context, req api.ContractCreate) (a
 		return api.ContractInfo{}, err
 	}
 	spec := ledger.ContractSpec{Image: strings.TrimSpace(req.Image), Env: req.Env, Cmd: req.Cmd, OnStart: req.OnStart}
+	if req.SSHKey != "" {
+		k, err := ledger.CheckSSHKey("ssh_key", req.SSHKey)
+		if err != nil {
+			return api.ContractInfo{}, api.FieldErrorf(http.StatusBadRequest, "ssh_key", "%v", err)
+		}
+		spec.SSHKey = k.Line // the one form the fold takes
+	}
 	if err := ledger.ValidateContractSpec(spec); err != nil {
 		return api.ContractInfo{}, api.FieldErrorf(http.StatusBadRequest, strings.SplitN(err.Error(), ":", 2)[0], "%v", err)
 	}

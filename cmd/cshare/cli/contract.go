@@ -24,12 +24,12 @@ func (a *app) contractCmd() *cobra.Command {
 }
 
 func (a *app) contractCreateCmd() *cobra.Command {
-	var image, disk, forS, onstart string
+	var image, disk, forS, onstart, sshKey string
 	var env []string
 	var gpus, cpus int64
 	var req api.ContractCreate
 	c := &cobra.Command{
-		Use:   "create OFFER_ID --image IMG [--gpus N] [--cpus N] [--disk SIZE] [--for DURATION] [--env K=V]... [--onstart CMD] [-- CMD ARGS...]",
+		Use:   "create OFFER_ID --image IMG [--gpus N] [--cpus N] [--disk SIZE] [--for DURATION] [--env K=V]... [--onstart CMD] [--ssh-key FILE.pub] [-- CMD ARGS...]",
 		Short: "Request part of an offer; the host's node accepts or rejects it. Prints the contract's ID",
 		Args:  cobra.ArbitraryArgs,
 		PreRunE: func(cmd *cobra.Command, args []string) error {
@@ -44,6 +44,12 @@ func (a *app) contractCreateCmd() *cobra.Command {
 				return usagef(cmd, "--image is required: the Docker image the contract runs")
 			}
 			req = api.ContractCreate{Offer: args[0], Image: image, GPUs: gpus, CPUs: cpus, OnStart: onstart, Cmd: cmdArgs}
+			if sshKey != "" {
+				var err error
+				if req.SSHKey, err = readSSHKey(cmd, "--ssh-key", sshKey); err != nil {
+					return err
+				}
+			}
 			// The node's checks (ledger.ValidateContractSpec), said here
 			// naming the flags: JSON would turn a byte that is not UTF-8
 			// into U+FFFD on the way.
@@ -91,6 +97,7 @@ func (a *app) contractCreateCmd() *cobra.Command {
 	f.StringVar(&forS, "for", "", "how long, like 2h or 7d (default: until the offer ends)")
 	f.StringArrayVar(&env, "env", nil, "NAME=VALUE for the instance's environment, repeatable")
 	f.StringVar(&onstart, "onstart", "", "a shell command run when the instance starts")
+	f.StringVar(&sshKey, "ssh-key", "", "FILE.pub: a public key that enters this contract alone through the SSH gateway (your own keys do too: cshare user ssh-key add)")
 	return viewCmd(a, c, "print the contract as JSON",
 		func(ctx context.Context, cl *api.Client, _ []string) (api.ContractInfo, error) {
 			return cl.CreateContract(ctx, req)
