@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"io"
 	"net"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -16,7 +17,7 @@ import (
 // parts: after the replica, the runtime and the scheduler. It listens
 // only once started, and only when node.yaml has ssh.listen.
 func (n *Node) newGateway() (*gateway.Service, error) {
-	return gateway.New(gateway.Deps{Ledger: n.rep, Drivers: n.drivers, Machines: gatewayMachines{n},
+	return gateway.New(gateway.Deps{Ledger: n.rep, Drivers: n.drivers, Machines: gatewayMachines{n}, Streams: n.host.LibP2P(),
 		Machine: n.idStr, Person: n.person, DataDir: n.opts.DataDir, Listen: n.cfg.SSH.Listen, Now: n.opts.Now, Log: n.log})
 }
 
@@ -113,4 +114,14 @@ func (n *Node) ContractSSH(ctx context.Context, ref string) (api.SSHTarget, erro
 // JobSSH is where to ssh into a running item of a job.
 func (n *Node) JobSSH(ctx context.Context, ref string, item int64) (api.SSHTarget, error) {
 	return n.gw.JobSSH(ctx, ref, item)
+}
+
+// PutArchive unpacks a tar archive into a container's directory.
+func (n *Node) PutArchive(ctx context.Context, t api.ArchiveTarget, body io.Reader) (api.ArchiveResult, error) {
+	return n.gw.PutArchive(ctx, t, body)
+}
+
+// GetArchive is a tar archive of a path in a container.
+func (n *Node) GetArchive(ctx context.Context, t api.ArchiveTarget) (io.ReadCloser, error) {
+	return n.gw.GetArchive(ctx, t)
 }

@@ -3,11 +3,17 @@ package node
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,53 +33,15 @@ import (
 // key), with Debian's OpenSSH; the host person's own key is refused with a
 // message; a removed key stops working once the host has the removal.
 func TestGatewayIntoContract(t *testing.T) {
-	d := runtimetest.Docker(t)
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Skip("skipping: no OpenSSH client (apt-get install -y openssh-client)")
 	}
-	m := newMesh(t, meshConfig{n: 2, interval: 300 * time.Millisecond, ssh: true})
-	m.formOrg()
-	host, renter := m.nodes[0], m.nodes[1]
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		runs, _ := d.ListContracts(ctx, "", host.ID().String())
-		for _, r := range runs {
-			_ = d.RemoveContract(ctx, r.ID)
-		}
-	})
+	host, renter, c := rentContainer(t)
 	ctx := ctxT(t)
 	st, err := host.Status(ctx)
 	if err != nil || st.SSHAddr == "" || !strings.HasPrefix(st.SSHHostKey, "SHA256:") {
 		t.Fatalf("node status: ssh_addr %q ssh_host_key %q, %v", st.SSHAddr, st.SSHHostKey, err)
 	}
-	one, mem, disk := int64(1), int64(64), int64(10)
-	offer, err := host.CreateOffer(ctx, api.OfferCreate{Price: "1", CPUs: &one, MemoryMB: &mem, DiskMB: &disk, ForMS: market.Day})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c api.ContractInfo
-	eventually(t, 30*time.Second, "the renter rents the offer", func() string {
-		c, err = renter.CreateContract(ctx, api.ContractCreate{Offer: offer.ID, Image: runtime.TestImage, CPUs: 1, ForMS: market.Hour,
-			Cmd: []string{"sleep", "3600"}})
-		if err != nil {
-			return err.Error()
-		}
-		return ""
-	})
-	eventually(t, 60*time.Second, "the contract's container runs", func() string {
-		runs, err := d.ListContracts(ctx, "", host.ID().String())
-		if err != nil {
-			return err.Error()
-		}
-		for _, r := range runs {
-			if r.Contract == c.ID && r.Running {
-				return ""
-			}
-		}
-		return fmt.Sprintf("runs %+v", runs)
-	})
-
 	dir := t.TempDir()
 	keygen := func(name string) (string, string) {
 		f := filepath.Join(dir, name)
@@ -155,4 +123,147 @@ func TestGatewayIntoContract(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// rentContainer starts two nodes with SSH gateways, the real runtime
+// drivers (Docker) and their own persons; the second rents a CPU of the
+// first, and once the contract's container runs it returns the host's
+// node, the renter's, and the contract.
+func rentContainer(t *testing.T) (host, renter *meshNode, c api.ContractInfo) {
+	t.Helper()
+	d := runtimetest.Docker(t)
+	m := newMesh(t, meshConfig{n: 2, interval: 300 * time.Millisecond, ssh: true})
+	m.formOrg()
+	host, renter = m.nodes[0], m.nodes[1]
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		runs, _ := d.ListContracts(ctx, "", host.ID().String())
+		for _, r := range runs {
+			_ = d.RemoveContract(ctx, r.ID)
+		}
+	})
+	ctx := ctxT(t)
+	one, mem, disk := int64(1), int64(64), int64(200)
+	offer, err := host.CreateOffer(ctx, api.OfferCreate{Price: "1", CPUs: &one, MemoryMB: &mem, DiskMB: &disk, ForMS: market.Day})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the renter rents the offer", func() string {
+		c, err = renter.CreateContract(ctx, api.ContractCreate{Offer: offer.ID, Image: runtime.TestImage, CPUs: 1, ForMS: market.Hour,
+			Cmd: []string{"sleep", "3600"}})
+		if err != nil {
+			return err.Error()
+		}
+		return ""
+	})
+	eventually(t, 60*time.Second, "the contract's container runs", func() string {
+		runs, err := d.ListContracts(ctx, "", host.ID().String())
+		if err != nil {
+			return err.Error()
+		}
+		for _, r := range runs {
+			if r.Contract == c.ID && r.Running {
+				return ""
+			}
+		}
+		return fmt.Sprintf("runs %+v", runs)
+	})
+	return host, renter, c
+}
+
+// TestContractCopy: `contract cp` through the renter's node API (HTTP,
+// the client the CLI calls), carried over ArchiveProtocol to the host
+// that runs the container and through Docker's archive API, round-trips a
+// directory of 100 files and a 100 MiB file byte for byte; the host's own
+// person, who is not the renter, may not copy.
+func TestContractCopy(t *testing.T) {
+	host, renter, c := rentContainer(t)
+	ctx := ctxT(t)
+	cl := api.NewClient(renter.APIAddr(), renter.Token())
+	src := filepath.Join(t.TempDir(), "src")
+	for i := 0; i < 100; i++ {
+		p := filepath.Join(src, fmt.Sprintf("d%d", i%7), fmt.Sprintf("f%03d", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, i*97)
+		_, _ = rand.Read(b)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cl.CopyIn(ctx, api.ArchiveTarget{Ref: c.ID, Path: "/root"}, src); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if _, err := cl.CopyOut(ctx, api.ArchiveTarget{Ref: c.ID, Path: "/root/src"}, filepath.Join(out, "back")); err != nil {
+		t.Fatal(err)
+	}
+	if want, got := treeOf(t, src), treeOf(t, filepath.Join(out, "back")); want != got {
+		t.Fatalf("the directory came back different:\nwant %s\ngot  %s", want, got)
+	}
+
+	big := filepath.Join(t.TempDir(), "big.bin")
+	f, err := os.Create(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	if _, err := io.CopyN(io.MultiWriter(f, h), rand.Reader, 100<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	sum := hex.EncodeToString(h.Sum(nil))
+	res, err := cl.CopyIn(ctx, api.ArchiveTarget{Ref: c.ID, Path: "/tmp/big.copy"}, big)
+	if err != nil || res.Bytes < 100<<20 {
+		t.Fatalf("copy in: %+v %v", res, err)
+	}
+	back := filepath.Join(out, "big.back")
+	if _, err := cl.CopyOut(ctx, api.ArchiveTarget{Ref: c.ID, Path: "/tmp/big.copy"}, back); err != nil {
+		t.Fatal(err)
+	}
+	g, err := os.Open(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2 := sha256.New()
+	n, _ := io.Copy(h2, g)
+	g.Close()
+	if got := hex.EncodeToString(h2.Sum(nil)); got != sum || n != 100<<20 {
+		t.Fatalf("100 MiB came back as %d bytes, sha256 %s; want %s", n, got, sum)
+	}
+
+	// Not the renter: the host's own person does not see the contract to copy.
+	hcl := api.NewClient(host.APIAddr(), host.Token())
+	if _, err := hcl.CopyOut(ctx, api.ArchiveTarget{Ref: c.ID, Path: "/root"}, t.TempDir()); statusCode(err) != 404 {
+		t.Fatalf("the host person's copy: %v", err)
+	}
+	if _, err := cl.CopyOut(ctx, api.ArchiveTarget{Ref: c.ID, Path: "/no/such"}, t.TempDir()); statusCode(err) != 404 {
+		t.Fatalf("a path that is not there: %v", err)
+	}
+}
+
+// treeOf is every file under dir with its bytes' hash, sorted.
+func treeOf(t *testing.T, dir string) string {
+	t.Helper()
+	var lines []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		sum := sha256.Sum256(b)
+		lines = append(lines, fmt.Sprintf("%s %d %x", rel, len(b), sum[:6]))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "; ")
 }

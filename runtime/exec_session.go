@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
@@ -13,10 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cshare/cshare/internal/tarcopy"
 )
 
 var _ Enterer = (*Exec)(nil)
@@ -213,7 +213,7 @@ func (e *Exec) runPath(id RunID, p string) (string, error) {
 }
 
 // CopyTo unpacks the tar archive r into dir (see runPath), as the node's
-// user; entries that would land outside dir are refused.
+// user; entries that would land outside dir are refused (tarcopy.Unpack).
 func (e *Exec) CopyTo(ctx context.Context, id RunID, dir string, r io.Reader) error {
 	dst, err := e.runPath(id, dir)
 	if err != nil {
@@ -222,60 +222,7 @@ func (e *Exec) CopyTo(ctx context.Context, id RunID, dir string, r io.Reader) er
 	if fi, err := os.Stat(dst); err != nil || !fi.IsDir() {
 		return fmt.Errorf("%w: %s is not a directory of run %s", ErrNotFound, dir, idShort(id))
 	}
-	return untar(ctx, dst, r)
-}
-
-// untar writes the regular files, directories and symlinks of tar r
-// under dst.
-func untar(ctx context.Context, dst string, r io.Reader) error {
-	tr := tar.NewReader(r)
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("runtime: copy: the archive: %w", err)
-		}
-		name := filepath.Clean(filepath.FromSlash(h.Name))
-		if name == "." {
-			continue
-		}
-		if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, ".."+string(filepath.Separator)) {
-			return fmt.Errorf("runtime: copy: %q leaves the destination", h.Name)
-		}
-		target := filepath.Join(dst, name)
-		mode := fs.FileMode(h.Mode).Perm()
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, mode|0o700); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(target, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(f, tr)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		case tar.TypeSymlink:
-			_ = os.Remove(target)
-			if err := os.Symlink(h.Linkname, target); err != nil {
-				return err
-			}
-		}
-	}
+	return tarcopy.Unpack(ctx, dst, r)
 }
 
 // CopyFrom is a tar archive of p (see runPath).
@@ -289,7 +236,7 @@ func (e *Exec) CopyFrom(ctx context.Context, id RunID, p string) (io.ReadCloser,
 		return nil, PathStat{}, err
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(tarTree(ctx, pw, src, st.Name)) }()
+	go func() { pw.CloseWithError(tarcopy.Pack(ctx, pw, src, st.Name)) }()
 	return pr, st, nil
 }
 
@@ -311,51 +258,4 @@ func statPath(p string) (PathStat, error) {
 		return PathStat{}, err
 	}
 	return PathStat{Name: filepath.Base(p), Size: fi.Size(), Dir: fi.IsDir()}, nil
-}
-
-// tarTree writes src and what is under it to w as a tar archive whose
-// names start with name.
-func tarTree(ctx context.Context, w io.Writer, src, name string) error {
-	tw := tar.NewWriter(w)
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		fi, err := d.Info()
-		if err != nil {
-			return err
-		}
-		link := ""
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
-				return err
-			}
-		}
-		h, err := tar.FileInfoHeader(fi, link)
-		if err != nil {
-			return nil // a socket or device: not copied
-		}
-		rel, _ := filepath.Rel(src, p)
-		h.Name = filepath.ToSlash(filepath.Join(name, rel))
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if !fi.Mode().IsRegular() {
-			return nil
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(tw, f)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return tw.Close()
 }

@@ -83,7 +83,7 @@ func TestExecEnter(t *testing.T) {
 		names = append(names, h.Name)
 	}
 	rc.Close()
-	if strings.Join(names, ",") != "d,d/f.txt" {
+	if strings.Join(names, ",") != "d/,d/f.txt" {
 		t.Fatalf("archive names %v", names)
 	}
 	var evil bytes.Buffer

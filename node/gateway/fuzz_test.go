@@ -51,3 +51,30 @@ func FuzzRequests(f *testing.F) {
 		}
 	})
 }
+
+// FuzzArchiveRequest: an ArchiveProtocol stream's first bytes (a frame and
+// the request in it) are read without a panic, within maxArchiveFrame, and
+// an accepted request has an org, an ID and a path of one line.
+func FuzzArchiveRequest(f *testing.F) {
+	var b strings.Builder
+	_ = writeFrame(&b, archiveRequest{Org: "o", ID: "c0123", Path: "/root", Put: true})
+	f.Add([]byte(b.String()))
+	f.Add([]byte{0, 0, 0, 2, '{', '}'})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		frame, err := readFrame(strings.NewReader(string(in)))
+		if err != nil {
+			return
+		}
+		if len(frame) > maxArchiveFrame {
+			t.Fatalf("a frame of %d bytes", len(frame))
+		}
+		req, err := decodeArchiveRequest(frame)
+		if err != nil {
+			return
+		}
+		if req.Org == "" || req.ID == "" || req.Path == "" || strings.ContainsAny(req.Path, "\x00\n\r") || req.Item < 0 {
+			t.Fatalf("accepted %+v", req)
+		}
+	})
+}

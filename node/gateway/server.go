@@ -77,33 +77,44 @@ func banner(err error) error {
 // findRun is the running run of g on this machine, and the driver that
 // enters it.
 func (s *Service) findRun(ctx context.Context, g Grant) (runtime.Enterer, runtime.RunID, error) {
-	d, ok := s.d.Drivers.Get(g.Driver)
+	en, run, err := s.locateRun(ctx, g.Driver, g.Job, g.ID, g.Item, true)
+	if err != nil {
+		return nil, "", refuse("cshare: %v", err)
+	}
+	return en, run, nil
+}
+
+// locateRun finds the run on this machine of a contract (its container,
+// running, or also stopped with anyState) or of a job's item (running),
+// and the driver that enters it.
+func (s *Service) locateRun(ctx context.Context, driver string, job bool, id string, item int64, anyState bool) (runtime.Enterer, runtime.RunID, error) {
+	d, ok := s.d.Drivers.Get(driver)
 	if !ok {
-		return nil, "", refuse("cshare: this machine has no %s driver to enter %s", g.Driver, g.Target)
+		return nil, "", fmt.Errorf("this machine has no %s driver", driver)
 	}
 	en, ok := d.(runtime.Enterer)
 	if !ok {
-		return nil, "", refuse("cshare: the %s driver of this machine cannot enter runs", g.Driver)
+		return nil, "", fmt.Errorf("the %s driver of this machine cannot enter runs", driver)
 	}
 	org := s.d.Ledger.Org()
-	if !g.Job {
+	if !job {
 		cd, ok := d.(runtime.ContractDriver)
 		if !ok {
-			return nil, "", refuse("cshare: the %s driver of this machine runs no contracts", g.Driver)
+			return nil, "", fmt.Errorf("the %s driver of this machine runs no contracts", driver)
 		}
 		runs, err := cd.ListContracts(ctx, org, s.d.Machine)
 		if err != nil {
 			return nil, "", err
 		}
 		for _, r := range runs {
-			if r.Contract == g.ID && r.Running {
+			if r.Contract == id && (r.Running || anyState) {
 				return en, r.ID, nil
 			}
 		}
-		return nil, "", refuse("cshare: contract %s has no running instance on this machine yet", g.ID)
+		return nil, "", fmt.Errorf("contract %s has no running container on this machine yet", id)
 	}
-	runs, err := d.List(ctx, map[string]string{runtime.LabelOrg: org, runtime.LabelJob: g.ID,
-		runtime.LabelItem: strconv.FormatInt(g.Item, 10), runtime.LabelMachine: s.d.Machine})
+	runs, err := d.List(ctx, map[string]string{runtime.LabelOrg: org, runtime.LabelJob: id,
+		runtime.LabelItem: strconv.FormatInt(item, 10), runtime.LabelMachine: s.d.Machine})
 	if err != nil {
 		return nil, "", err
 	}
@@ -112,7 +123,7 @@ func (s *Service) findRun(ctx context.Context, g Grant) (runtime.Enterer, runtim
 			return en, r.ID, nil
 		}
 	}
-	return nil, "", refuse("cshare: item %d of job %s is not running on this machine", g.Item, g.ID)
+	return nil, "", fmt.Errorf("item %d of job %s is not running on this machine", item, id)
 }
 
 // serve accepts connections until the listener closes.

@@ -10,8 +10,11 @@
 //   - who may enter what (Authorize): the keys the ledger holds, read at
 //     each connection, so a key added or removed takes effect at once;
 //   - the API of a person's SSH keys (add, list, remove: sshkey.* entries),
-//     where to ssh into a contract or a job's item (from the host
-//     machine's heartbeat), and copying files in and out of containers.
+//     and where to ssh into a contract or a job's item (from the host
+//     machine's heartbeat);
+//   - copying files in and out of containers (tar archives through the
+//     runtime's archive calls), and ArchiveProtocol, which carries a copy
+//     to the machine that runs the container.
 //
 // It reaches the node only through Deps; package node builds it, starts
 // its listener (Start) and closes it (Close).
@@ -63,7 +66,7 @@ type Machines interface {
 }
 
 // Deps is what the gateway needs from the node. Every field is required
-// but Listen.
+// but Listen and Streams.
 type Deps struct {
 	Ledger   Ledger
 	Drivers  Drivers
@@ -71,6 +74,9 @@ type Deps struct {
 	// Machine is this machine's ID; Person the person it acts for now.
 	Machine string
 	Person  func() string
+	// Streams serves ArchiveProtocol and opens it to other machines
+	// (the libp2p host); nil: copies only into this machine's containers.
+	Streams Streams
 	// DataDir holds the host key.
 	DataDir string
 	// Listen is node.yaml's ssh.listen ("" = no gateway).
@@ -133,9 +139,12 @@ func New(d Deps) (*Service, error) {
 	return s, nil
 }
 
-// Start listens on d.Listen and serves until ctx ends or Close. Without a
-// listener configured it does nothing.
+// Start serves ArchiveProtocol, and listens on d.Listen and serves SSH
+// until ctx ends or Close (without a listener configured, no SSH).
 func (s *Service) Start(ctx context.Context) error {
+	if s.d.Streams != nil {
+		s.d.Streams.SetStreamHandler(ArchiveProtocol, s.serveArchive)
+	}
 	if s.d.Listen == "" {
 		return nil
 	}

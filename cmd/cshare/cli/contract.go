@@ -20,7 +20,7 @@ func (a *app) contractCmd() *cobra.Command {
 		a.contractActionCmd(api.ContractStart, "Start a stopped contract's instance again, when its GPUs are free (the renter)"),
 		a.contractExtendCmd(),
 		a.contractActionCmd(api.ContractRm, "Delete a contract's instance and disk now (the renter or the host)"),
-		a.contractUsageCmd(), a.contractSSHCmd(), a.contractSSHURLCmd())
+		a.contractUsageCmd(), a.contractSSHCmd(), a.contractSSHURLCmd(), a.contractCpCmd())
 }
 
 func (a *app) contractCreateCmd() *cobra.Command {

@@ -17,7 +17,7 @@ import (
 func (a *app) jobCmd() *cobra.Command {
 	return group("job", "Submit, list, show, modify and cancel jobs; read their items and logs",
 		a.jobSubmitCmd(), a.jobLsCmd(), a.jobShowCmd(), a.jobModifyCmd(), a.jobCancelCmd(),
-		a.jobLogsCmd(), a.jobItemsCmd(), a.jobSSHCmd())
+		a.jobLogsCmd(), a.jobItemsCmd(), a.jobSSHCmd(), a.jobCpCmd())
 }
 
 // flagErr names a flag in a jobspec error instead of the spec's field.
