@@ -123,3 +123,33 @@ func FuzzCheckSSHKey(f *testing.F) {
 		}
 	})
 }
+
+// TestContractSpecModes: launch modes and entrypoints a contract request
+// may carry.
+func TestContractSpecModes(t *testing.T) {
+	for _, tc := range []struct {
+		s    ContractSpec
+		want string // "" accepted, else part of the error
+	}{
+		{ContractSpec{Image: "x"}, ""},
+		{ContractSpec{Image: "x", Mode: ModeEntrypoint, Entrypoint: "/app", Cmd: []string{"a"}}, ""},
+		{ContractSpec{Image: "x", Mode: ModeSSH, OnStart: "setup"}, ""},
+		{ContractSpec{Image: "x", Mode: ModeSSH, Cmd: []string{"a"}}, "mode: ssh runs no command"},
+		{ContractSpec{Image: "x", Mode: ModeSSH, Entrypoint: "/app"}, "mode: ssh runs no command"},
+		{ContractSpec{Image: "x", Mode: "vnc"}, `mode: "vnc"; allowed: entrypoint, ssh`},
+		{ContractSpec{Image: "x", Entrypoint: " "}, "entrypoint"},
+		{ContractSpec{Image: "x", SSHKey: scenarioSSHKey("k")}, ""},
+		{ContractSpec{Image: "x", SSHKey: "ssh-ed25519 AAAA"}, "ssh_key"},
+	} {
+		err := ValidateContractSpec(tc.s)
+		if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%+v: %v; want %q", tc.s, err, tc.want)
+		}
+	}
+	if err := ValidateJobSpec(JobSpec{Driver: "docker", Image: "x", Entrypoint: "/app", RangeStart: 1, RangeEnd: 1, Priority: 1, CPUs: 1}); err != nil {
+		t.Errorf("a job with an entrypoint and no arguments: %v", err)
+	}
+	if err := ValidateJobSpec(JobSpec{Driver: "docker", Image: "x", RangeStart: 1, RangeEnd: 1, Priority: 1, CPUs: 1}); err == nil {
+		t.Error("a job with no command and no entrypoint was accepted")
+	}
+}

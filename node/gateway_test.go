@@ -36,7 +36,7 @@ func TestGatewayIntoContract(t *testing.T) {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Skip("skipping: no OpenSSH client (apt-get install -y openssh-client)")
 	}
-	host, renter, c := rentContainer(t)
+	host, renter, c := rentContainer(t, api.ContractCreate{Cmd: []string{"sleep", "3600"}})
 	ctx := ctxT(t)
 	st, err := host.Status(ctx)
 	if err != nil || st.SSHAddr == "" || !strings.HasPrefix(st.SSHHostKey, "SHA256:") {
@@ -127,9 +127,10 @@ func TestGatewayIntoContract(t *testing.T) {
 
 // rentContainer starts two nodes with SSH gateways, the real runtime
 // drivers (Docker) and their own persons; the second rents a CPU of the
-// first, and once the contract's container runs it returns the host's
-// node, the renter's, and the contract.
-func rentContainer(t *testing.T) (host, renter *meshNode, c api.ContractInfo) {
+// first (req says how it runs: its command, its mode), and once the
+// contract's container runs it returns the host's node, the renter's, and
+// the contract.
+func rentContainer(t *testing.T, req api.ContractCreate) (host, renter *meshNode, c api.ContractInfo) {
 	t.Helper()
 	d := runtimetest.Docker(t)
 	m := newMesh(t, meshConfig{n: 2, interval: 300 * time.Millisecond, ssh: true})
@@ -150,8 +151,8 @@ func rentContainer(t *testing.T) (host, renter *meshNode, c api.ContractInfo) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the renter rents the offer", func() string {
-		c, err = renter.CreateContract(ctx, api.ContractCreate{Offer: offer.ID, Image: runtime.TestImage, CPUs: 1, ForMS: market.Hour,
-			Cmd: []string{"sleep", "3600"}})
+		req.Offer, req.Image, req.CPUs, req.ForMS = offer.ID, runtime.TestImage, 1, market.Hour
+		c, err = renter.CreateContract(ctx, req)
 		if err != nil {
 			return err.Error()
 		}
@@ -172,14 +173,18 @@ func rentContainer(t *testing.T) (host, renter *meshNode, c api.ContractInfo) {
 	return host, renter, c
 }
 
-// TestContractCopy: `contract cp` through the renter's node API (HTTP,
+// TestContractCopy: in a contract of mode ssh (no command: the instance
+// stays up by itself), `contract cp` through the renter's node API (HTTP,
 // the client the CLI calls), carried over ArchiveProtocol to the host
 // that runs the container and through Docker's archive API, round-trips a
 // directory of 100 files and a 100 MiB file byte for byte; the host's own
 // person, who is not the renter, may not copy.
 func TestContractCopy(t *testing.T) {
-	host, renter, c := rentContainer(t)
+	host, renter, c := rentContainer(t, api.ContractCreate{Mode: "ssh", OnStart: "mkdir -p /root/onstart"})
 	ctx := ctxT(t)
+	if c.Mode != "ssh" {
+		t.Fatalf("contract mode %q", c.Mode)
+	}
 	cl := api.NewClient(renter.APIAddr(), renter.Token())
 	src := filepath.Join(t.TempDir(), "src")
 	for i := 0; i < 100; i++ {

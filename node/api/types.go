@@ -234,6 +234,7 @@ type JobSubmit struct {
 	Driver     string            `json:"driver,omitempty"` // docker (default) or exec
 	Cmd        []string          `json:"cmd"`
 	Env        map[string]string `json:"env,omitempty"`
+	Entrypoint string            `json:"entrypoint,omitempty"`  // replaces the image's; Cmd are its arguments
 	CoresMilli int64             `json:"cores_milli,omitempty"` // millicores per instance; 0 = no limit
 	MemoryMB   int64             `json:"memory_mb,omitempty"`   // MB per instance; 0 = no limit
 	GPUs       int64             `json:"gpus,omitempty"`

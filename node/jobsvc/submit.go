@@ -33,7 +33,8 @@ func (s *Service) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobSubm
 		return api.JobSubmitted{}, api.Errorf(http.StatusForbidden, "%s yet: an admin must approve this machine first (cshare machine approve %s)", who, s.d.Machine)
 	}
 	spec := ledger.JobSpec{Name: strings.TrimSpace(req.Name), Image: req.Image, Driver: req.Driver, Cmd: req.Cmd, Env: req.Env,
-		Cores: req.CoresMilli, MemoryMB: req.MemoryMB, GPUs: req.GPUs, RangeStart: 1,
+		Entrypoint: req.Entrypoint,
+		Cores:      req.CoresMilli, MemoryMB: req.MemoryMB, GPUs: req.GPUs, RangeStart: 1,
 		Priority: req.Priority, CPUs: req.CPUs, Retries: req.Retries}
 	if req.RangeStart != nil {
 		spec.RangeStart = *req.RangeStart

@@ -32,7 +32,8 @@ func (s *Service) CreateContract(ctx context.Context, req api.ContractCreate) (a
 	if err != nil {
 		return api.ContractInfo{}, err
 	}
-	spec := ledger.ContractSpec{Image: strings.TrimSpace(req.Image), Env: req.Env, Cmd: req.Cmd, OnStart: req.OnStart}
+	spec := ledger.ContractSpec{Image: strings.TrimSpace(req.Image), Env: req.Env, Cmd: req.Cmd, OnStart: req.OnStart,
+		Mode: req.Mode, Entrypoint: req.Entrypoint}
 	if req.SSHKey != "" {
 		k, err := ledger.CheckSSHKey("ssh_key", req.SSHKey)
 		if err != nil {
@@ -281,7 +282,11 @@ func contractInfo(st *ledger.State, c *ledger.Contract, now int64, waiting map[s
 		CPUCeiling: float64(a.CPUCeilingMilli) / 1000, MemoryCeilingMB: a.MemoryCeilingMB, OOMRisk: a.OOMRisk(),
 		Requested: msTime(c.Requested), Price: dollars(c.Offer.Price), DiskPrice: dollars(c.Offer.DiskPrice),
 		Cost: dollars(cost.Total), ComputeCost: dollars(cost.Compute), StorageCost: dollars(cost.Storage),
-		Reason: c.Why(now, p), Image: c.Spec.Image, Env: c.Spec.Env, Cmd: c.Spec.Cmd, OnStart: c.Spec.OnStart}
+		Reason: c.Why(now, p), Image: c.Spec.Image, Env: c.Spec.Env, Cmd: c.Spec.Cmd, OnStart: c.Spec.OnStart,
+		Mode: c.Spec.Mode, Entrypoint: c.Spec.Entrypoint}
+	if info.Mode == "" {
+		info.Mode = ledger.ModeEntrypoint
+	}
 	if info.GPUDevices == nil {
 		info.GPUDevices = []int64{}
 	}
