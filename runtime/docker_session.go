@@ -185,9 +185,6 @@ func (d *Docker) DialRun(ctx context.Context, id RunID, port int) (net.Conn, err
 				break
 			}
 		}
-		if ip == "" {
-			ip = ns.IPAddress
-		}
 	}
 	if ip == "" {
 		return nil, fmt.Errorf("runtime: container %s has no network address (network mode %q)", idShort(id), hostNetMode(ins))

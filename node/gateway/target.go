@@ -3,7 +3,6 @@ package gateway
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -219,13 +218,4 @@ func refMessage(err error) string {
 		return se.Msg
 	}
 	return err.Error()
-}
-
-// statusOf is a refusal as an API error (403).
-func statusOf(err error) error {
-	var r *Refusal
-	if errors.As(err, &r) {
-		return api.Errorf(http.StatusForbidden, "%s", strings.TrimPrefix(r.Msg, "cshare: "))
-	}
-	return err
 }
