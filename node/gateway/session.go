@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -144,18 +145,23 @@ func (s *Service) session(ctx context.Context, e entry, sc *ssh.ServerConn, nch 
 	}
 }
 
-// enter starts p in the connection's run.
+// enter starts p in the connection's run, as authentication found it; if
+// that run is gone (a contract's instance made again), in the one there
+// is now.
 func (s *Service) enter(ctx context.Context, e entry, p runtime.Process, stdio runtime.Stdio) (runtime.Proc, error) {
+	if d, ok := s.d.Drivers.Get(e.Driver); ok {
+		if en, ok := d.(runtime.Enterer); ok {
+			pr, err := en.Enter(ctx, e.Run, p, stdio)
+			if !errors.Is(err, runtime.ErrNotFound) {
+				return pr, err
+			}
+		}
+	}
 	en, run, err := s.findRun(ctx, e.Grant)
 	if err != nil {
 		return nil, err
 	}
-	if run != e.Run {
-		// The instance was made again (a contract stopped and started):
-		// the run found now is the one to enter.
-		e.Run = run
-	}
-	return en.Enter(ctx, e.Run, p, stdio)
+	return en.Enter(ctx, run, p, stdio)
 }
 
 // sessionEnv is a session's environment: the client's variables, TERM
