@@ -103,13 +103,32 @@ func MarketHardware(h Hardware) market.Hardware {
 }
 
 // ContractSpec is what the renter runs: an image, its environment, a
-// command (empty: the image's own), and a command run at start.
+// command (empty: the image's own), and a command run at start. SSHKey is
+// a public key (canonical authorized_keys form, see CheckSSHKey) that
+// enters this contract alone through the SSH gateway, beside the
+// renter's own keys.
 type ContractSpec struct {
 	Image   string            `cbor:"image" json:"image"`
 	Env     map[string]string `cbor:"env,omitempty" json:"env,omitempty"`
 	Cmd     []string          `cbor:"cmd,omitempty" json:"cmd,omitempty"`
 	OnStart string            `cbor:"onstart,omitempty" json:"onstart,omitempty"`
+	SSHKey  string            `cbor:"ssh_key,omitempty" json:"ssh_key,omitempty"`
+	// Mode is how the instance runs (ModeEntrypoint, "" the same, or
+	// ModeSSH); Entrypoint replaces the image's entrypoint (Cmd are then
+	// its arguments), in the entrypoint mode.
+	Mode       string `cbor:"mode,omitempty" json:"mode,omitempty"`
+	Entrypoint string `cbor:"entrypoint,omitempty" json:"entrypoint,omitempty"`
 }
+
+// Contract launch modes (issue 31).
+const (
+	// ModeEntrypoint runs the image's entrypoint (or Entrypoint) with
+	// Cmd as its arguments, after OnStart if set.
+	ModeEntrypoint = "entrypoint"
+	// ModeSSH keeps the instance up by itself, for sessions through the
+	// SSH gateway: OnStart runs at each start, and no command.
+	ModeSSH = "ssh"
+)
 
 // ContractRequest is a renter's request for part of an offer.
 type ContractRequest struct {
@@ -203,7 +222,7 @@ func cloneContracts(in map[string]*Contract) map[string]*Contract {
 	for k, v := range in {
 		c := *v
 		c.Contract = v.Contract.Clone()
-		c.Spec.Cmd = append([]string(nil), v.Spec.Cmd...)
+		c.Spec.Cmd = append([]string(nil), v.Spec.Cmd...) // Mode, Entrypoint: strings
 		if v.Spec.Env != nil {
 			c.Spec.Env = make(map[string]string, len(v.Spec.Env))
 			for ek, ev := range v.Spec.Env {

@@ -44,6 +44,8 @@
 //     .extend, .rm (ValidateContractSpec), and endContracts;
 //     fold_datasets.go: dataset.add, dataset.rm (ValidateDatasetAdd), and
 //     which datasets a job may mount.
+//     fold_sshkeys.go: sshkey.add, sshkey.rm (CheckSSHKey, in sshkey.go):
+//     a person's SSH public keys, which the nodes' SSH gateways read.
 //     testdata/fold/*.txt are scenarios of each kind's authority rule
 //     (fold_scenario_test.go; regenerate with -rewrite).
 //   - Capability and Token: an org key or invite code is a capability signed

@@ -77,6 +77,9 @@ var folds = map[string]kindFold{
 	// fold_datasets.go
 	KindDatasetAdd: {true, foldDatasetAdd},
 	KindDatasetRm:  {true, foldDatasetRm},
+	// fold_sshkeys.go
+	KindSSHKeyAdd: {true, foldSSHKeyAdd},
+	KindSSHKeyRm:  {true, foldSSHKeyRm},
 }
 
 // Apply applies one entry to st, checking the author's authority against st.

@@ -34,8 +34,15 @@ func ValidateJobSpec(s JobSpec) error {
 			return err
 		}
 	}
-	if err := jobspec.CheckCmd(s.Cmd); err != nil {
-		return err
+	if s.Entrypoint != "" {
+		if err := jobspec.CheckCmd([]string{s.Entrypoint}); err != nil {
+			return jobspec.Rename(err, "entrypoint")
+		}
+	}
+	if s.Entrypoint == "" || len(s.Cmd) > 0 {
+		if err := jobspec.CheckCmd(s.Cmd); err != nil {
+			return err
+		}
 	}
 	if err := jobspec.CheckDriver(s.Driver); err != nil {
 		return err

@@ -50,6 +50,32 @@ func ValidateContractSpec(s ContractSpec) error {
 	if strings.ContainsRune(s.OnStart, 0) || !utf8.ValidString(s.OnStart) {
 		return fmt.Errorf("onstart: %s holds a NUL byte or bytes that are not UTF-8; allowed: UTF-8 text without NUL bytes", text.Echo(s.OnStart))
 	}
+	switch s.Mode {
+	case "", ModeEntrypoint:
+	case ModeSSH:
+		if len(s.Cmd) > 0 || s.Entrypoint != "" {
+			return fmt.Errorf("mode: ssh runs no command or entrypoint (it keeps the instance up itself); allowed: --onstart, or --mode entrypoint")
+		}
+	default:
+		return fmt.Errorf("mode: %s; allowed: entrypoint, ssh", text.Echo(s.Mode))
+	}
+	if s.Entrypoint != "" {
+		if err := jobspec.CheckCmd([]string{s.Entrypoint}); err != nil {
+			return jobspec.Rename(err, "entrypoint")
+		}
+		if len(s.Entrypoint) > 4096 {
+			return fmt.Errorf("entrypoint: %d bytes; at most 4096", len(s.Entrypoint))
+		}
+	}
+	if s.SSHKey != "" {
+		k, err := CheckSSHKey("ssh_key", s.SSHKey)
+		if err != nil {
+			return err
+		}
+		if k.Line != s.SSHKey {
+			return fmt.Errorf("ssh_key: not in canonical form (type, base64, comment, single spaces)")
+		}
+	}
 	return nil
 }
 

@@ -70,6 +70,7 @@ func foldMemberRemove(st *State, e *Entry, _, person string) error {
 	st.Revoked[m.ID] = &Revocation{Entry: e.Key(), By: person, ByRank: RoleRank(a.Role), ByGrant: a.Grant,
 		Target: m.ID, TargetRank: RoleRank(m.Role), TargetGrant: m.Grant, NewRank: 0}
 	delete(st.Members, m.ID)
+	dropSSHKeys(st, m.ID)
 	for _, mc := range st.Machines {
 		if mc.Owner == m.ID && mc.Status != MachineRemoved {
 			setStatus(mc, MachineRemoved, e, person)

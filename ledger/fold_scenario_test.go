@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"crypto/ed25519"
 	"crypto/sha256"
 	"fmt"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/cshare/cshare/market"
 )
@@ -66,6 +68,7 @@ type foldScenario struct {
 	names   []string          // actors in order of first mention
 	aliases map[string]string // job and contract names -> IDs
 	sets    []string          // dataset names, for their CIDs
+	keys    []string          // SSH key names, for their fingerprints
 	other   string            // another org's ID
 }
 
@@ -152,7 +155,31 @@ func (s *foldScenario) text(out string) string {
 	for _, n := range s.sets {
 		out = strings.ReplaceAll(out, datasetCID(n), "cid:"+n)
 	}
+	for _, n := range s.keys {
+		k, _ := CheckSSHKey("key", scenarioSSHKey(n))
+		out = strings.ReplaceAll(out, k.Fingerprint, "fp:"+n)
+	}
 	return out
+}
+
+// sshKey is the public key named name (see scenarioSSHKey), remembered
+// so that its fingerprint prints as fp:name.
+func (s *foldScenario) sshKey(name string) string {
+	if !slices.Contains(s.keys, name) {
+		s.keys = append(s.keys, name)
+	}
+	return scenarioSSHKey(name)
+}
+
+// scenarioSSHKey is a stand-in ed25519 public key derived from name, in
+// canonical authorized_keys form with name as its comment.
+func scenarioSSHKey(name string) string {
+	seed := sha256.Sum256([]byte("ssh:" + name))
+	pub, err := ssh.NewPublicKey(ed25519.NewKeyFromSeed(seed[:]).Public())
+	if err != nil {
+		panic(err)
+	}
+	return strings.TrimSuffix(string(ssh.MarshalAuthorizedKey(pub)), "\n") + " " + name
 }
 
 func (s *foldScenario) run(t *testing.T, d *datadriven.TestData) string {
@@ -360,8 +387,15 @@ func (s *foldScenario) payload(a *args, kind string) any {
 		}
 		o := host.s.SignOffer(s.w.org, market.Offer{GPUs: gpus, CPUs: 16, MemoryMB: 65536, DiskMB: 102400,
 			Price: 2_000_000, Created: s.w.now, Until: s.w.now + 100*market.Hour})
+		spec := ContractSpec{Image: "cshare-test:latest"}
+		if a.has("sshkey") {
+			spec.SSHKey = s.sshKey(a.str("sshkey", ""))
+		}
+		if a.has("raw-sshkey") {
+			spec.SSHKey = a.str("raw-sshkey", "")
+		}
 		return ContractRequest{Offer: o, Ask: market.Ask{GPUs: a.num("gpus", 1), Duration: 10 * market.Hour},
-			Spec: ContractSpec{Image: "cshare-test:latest"}, Nonce: []byte{byte(s.w.now)}}
+			Spec: spec, Nonce: []byte{byte(s.w.now)}}
 	case KindContractAccept, KindContractStop, KindContractStart, KindContractRm:
 		return ContractRef{Contract: s.id(a.str("contract", ""))}
 	case KindContractAck, KindContractWitness:
@@ -379,6 +413,29 @@ func (s *foldScenario) payload(a *args, kind string) any {
 		return DatasetAdd{Name: name, CID: s.datasetCID(name), Size: 1 << 20, Blocks: 4, Access: a.str("access", AccessOrg)}
 	case KindDatasetRm:
 		return DatasetRef{Name: a.str("name", "")}
+	case KindSSHKeyAdd:
+		if a.has("raw") {
+			return SSHKeyAdd{Key: a.str("raw", "")}
+		}
+		k := s.sshKey(a.str("key", ""))
+		switch m := a.str("mangle", ""); m {
+		case "":
+		case "double-space":
+			k = strings.Replace(k, " ", "  ", 1)
+		case "options":
+			k = "no-pty " + k
+		case "two-lines":
+			k += "\n" + k
+		default:
+			s.w.t.Fatalf("mangle=%s: want double-space, options or two-lines", m)
+		}
+		return SSHKeyAdd{Key: k}
+	case KindSSHKeyRm:
+		if a.has("fp") {
+			return SSHKeyRef{Fingerprint: a.str("fp", "")}
+		}
+		k, _ := CheckSSHKey("key", s.sshKey(a.str("key", "")))
+		return SSHKeyRef{Fingerprint: k.Fingerprint}
 	}
 	if !strings.Contains(kind, ".") {
 		s.w.t.Fatalf("unknown command %q", kind)
@@ -434,6 +491,13 @@ func (s *foldScenario) state() string {
 	}
 	for _, d := range st.Datasets {
 		rest = append(rest, s.text(fmt.Sprintf("dataset %s %s owner=%s", d.Name, d.Access, d.Owner)))
+	}
+	for _, p := range st.SSHKeyPersons() {
+		var fps []string
+		for _, k := range st.SSHKeysOf(p) {
+			fps = append(fps, k.Fingerprint)
+		}
+		rest = append(rest, s.text(fmt.Sprintf("sshkeys %s %s", p, strings.Join(fps, " "))))
 	}
 	slices.Sort(rest) // the maps' order is no order
 	lines = append(lines, rest...)

@@ -105,7 +105,7 @@ func FuzzApply(f *testing.F) {
 		KindJobCancel, KindJobResults, "no.such.kind",
 		KindContractRequest, KindContractAccept, KindContractReject, KindContractStop, KindContractStart, KindContractExtend, KindContractRm,
 		KindDatasetAdd, KindDatasetRm, KindOrgTransfer, KindOrgDelete,
-		KindJobStart, KindJobExpire, KindContractAck, KindContractWitness}
+		KindJobStart, KindJobExpire, KindContractAck, KindContractWitness, KindSSHKeyAdd, KindSSHKeyRm}
 	seed := func(k int, who int, p any) {
 		b, err := EncodePayload(p)
 		if err != nil {
@@ -143,6 +143,9 @@ func FuzzApply(f *testing.F) {
 	seed(27, 0, JobRef{Job: job})
 	seed(28, 0, ContractMarks{Contract: contract, Requests: []string{"x"}})
 	seed(29, 1, ContractMarks{Contract: contract, Requests: make([]string, 65)})
+	seed(30, 2, SSHKeyAdd{Key: scenarioSSHKey("k")})
+	seed(31, 2, SSHKeyRef{Fingerprint: "SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"})
+	w.ok(mem, KindSSHKeyAdd, SSHKeyAdd{Key: scenarioSSHKey("m")})
 	base := w.log.State()
 	heads := w.heads()
 	f.Fuzz(func(t *testing.T, kind, who uint8, payload []byte) {

@@ -184,6 +184,9 @@ type JobSpec struct {
 	Nonce         []byte `cbor:"nonce,omitempty" json:"-"`
 	// Datasets are mounted read-only into every instance (dataset.go).
 	Datasets []DatasetMount `cbor:"datasets,omitempty" json:"datasets,omitempty"`
+	// Entrypoint replaces the image's entrypoint (docker; exec: the
+	// program), with Cmd as its arguments, which may then be none.
+	Entrypoint string `cbor:"entrypoint,omitempty" json:"entrypoint,omitempty"`
 }
 
 // JobModify changes a job (qbmodify); nil fields are left alone.

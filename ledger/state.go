@@ -271,6 +271,9 @@ type State struct {
 	// DatasetsRemoved is every removed dataset's owner, size and life, in
 	// ledger order, for usage (usage.go); it only grows.
 	DatasetsRemoved []DatasetSpan `cbor:"datasets_removed,omitempty"`
+	// SSHKeys are persons' SSH public keys by person, in the order added
+	// (nil until the first sshkey.add; fold_sshkeys.go).
+	SSHKeys map[string][]SSHKey `cbor:"ssh_keys,omitempty"`
 }
 
 // NewState is the empty state before genesis.
@@ -334,6 +337,7 @@ func (s *State) Clone() *State {
 	c.Contracts = cloneContracts(s.Contracts)
 	c.Datasets = cloneDatasets(s.Datasets)
 	c.DatasetsRemoved = slices.Clip(s.DatasetsRemoved) // append-only: the copy's next append copies
+	c.SSHKeys = cloneSSHKeys(s.SSHKeys)
 	return &c
 }
 
@@ -386,7 +390,7 @@ func (s *State) SortedJobs() []*Job {
 
 // weight estimates the cost of cloning the state, in items.
 func (s *State) weight() int {
-	w := len(s.Members) + len(s.Machines) + len(s.Revoked) + len(s.CapUses) + len(s.Contracts)
+	w := len(s.Members) + len(s.Machines) + len(s.Revoked) + len(s.CapUses) + len(s.Contracts) + len(s.SSHKeys)
 	for _, j := range s.Jobs {
 		w += 1 + len(j.Items) + len(j.Machines)
 	}

@@ -37,6 +37,7 @@ import (
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/node/datasetsvc"
+	"github.com/cshare/cshare/node/gateway"
 	"github.com/cshare/cshare/node/jobsvc"
 	"github.com/cshare/cshare/node/logs"
 	"github.com/cshare/cshare/node/marketsvc"
@@ -78,6 +79,7 @@ type Node struct {
 	peers  *peersvc.Service    // addresses, heartbeats, liveness, healing, catch-up, merges (peers.go)
 	orgs   *orgsvc.Service     // persons, joining, witnessing, leaving, machines and members (orgs.go)
 	ds     *datasetsvc.Service // datasets: their API, blocks, exchange, mounts for jobs
+	gw     *gateway.Service    // the SSH gateway, SSH keys and file copy (node/gateway.go)
 	sched  *sched.Scheduler    // plan, instances, adoption, results, leases, the read view (sched.go)
 	market *marketsvc.Service  // offers, contracts as renter and host
 	jobs   *jobsvc.Service     // the jobs API: submit, list, show, modify, cancel, items, logs
@@ -225,6 +227,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.jobs = jobsvc.New(jobsvc.Deps{Ledger: n.rep, Scheduler: n.sched, Persons: n.orgs, Mounts: n.ds, Fetches: n.ds,
 		Peers: n.peers, Host: n.host, Logs: n.logs, Drivers: n.drivers, RegistryAuth: auth, Kick: n.kickScheduler,
 		Machine: n.idStr, Now: opts.Now, Log: log})
+	if n.gw, err = n.newGateway(); err != nil {
+		return nil, err
+	}
 
 	// The stream protocols the host serves, from the replica and the
 	// services.
@@ -245,6 +250,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 	// The API serves every service's routes (apiserve.go: services).
 	if err := n.serveAPI(); err != nil {
+		return nil, err
+	}
+	if err := n.gw.Start(n.ctx); err != nil {
 		return nil, err
 	}
 	n.peers.Hold("start") // no new item before catching up with a peer (node/peersvc/catchup.go)
@@ -291,6 +299,9 @@ func (n *Node) Close() error {
 		_ = n.apiSrv.Shutdown(sctx)
 		c()
 		_ = os.Remove(filepath.Join(n.opts.DataDir, api.AddrFile))
+	}
+	if n.gw != nil {
+		n.gw.Close()
 	}
 	n.wg.Wait()
 	n.bgMu.Lock()

@@ -35,6 +35,7 @@ func (w *peerWiring) Report(hb *p2p.Heartbeat) {
 	hb.Total, hb.Free, hb.Instances, hb.PlanHash = w.sched.Report()
 	hb.Fetches = w.ds.FetchReport()
 	hb.DiskFull = w.disk.g.Full()
+	hb.SSH = w.gw.Announce()
 	if w.opts.heartbeatLie != nil {
 		w.opts.heartbeatLie(hb)
 	}

@@ -91,9 +91,25 @@ type Heartbeat struct {
 	// DiskFull: the machine's data dir is below its reserve, so it takes
 	// no new item and refuses writes (internal/diskguard). Omitted when
 	// false, so a heartbeat of a machine with room is what it always was.
-	DiskFull bool   `cbor:"disk_full,omitempty" json:"disk_full,omitempty"`
-	Sig      []byte `cbor:"sig,omitempty" json:"sig,omitempty"`
+	DiskFull bool `cbor:"disk_full,omitempty" json:"disk_full,omitempty"`
+	// SSH is the machine's SSH gateway (node.yaml ssh.listen), nil when it
+	// has none: omitted then, so the heartbeat of a machine without one
+	// is what it always was. (A node older than the field refuses the
+	// heartbeat of a machine that has one: decoding is strict.)
+	SSH *SSHGateway `cbor:"ssh,omitempty" json:"ssh,omitempty"`
+	Sig []byte      `cbor:"sig,omitempty" json:"sig,omitempty"`
 }
+
+// SSHGateway is a machine's SSH gateway as its heartbeat announces it:
+// the TCP port it listens on (on the machine's addresses) and its host
+// key, in authorized_keys form ("ssh-ed25519 AAAA...").
+type SSHGateway struct {
+	Port    int64  `cbor:"port" json:"port"`
+	HostKey string `cbor:"host_key" json:"host_key"`
+}
+
+// MaxSSHHostKey bounds SSHGateway.HostKey.
+const MaxSSHHostKey = 1024
 
 var (
 	gossipEnc cbor.EncMode
@@ -223,6 +239,9 @@ func DecodeHeartbeat(data []byte) (Heartbeat, error) {
 		if len(f.CID) == 0 || len(f.CID) > 128 || f.Have < 0 || f.Size < 0 || f.Have > f.Size {
 			return Heartbeat{}, fmt.Errorf("%w: fetch of %q: have %d of %d bytes; allowed: a CID of 1 to 128 characters, 0 <= have <= size", ErrMalformed, f.CID, f.Have, f.Size)
 		}
+	}
+	if g := hb.SSH; g != nil && (g.Port < 1 || g.Port > 65535 || g.HostKey == "" || len(g.HostKey) > MaxSSHHostKey) {
+		return Heartbeat{}, fmt.Errorf("%w: ssh: port %d, host key of %d bytes; allowed: a port 1..65535 and a host key of 1..%d bytes", ErrMalformed, g.Port, len(g.HostKey), MaxSSHHostKey)
 	}
 	return hb, nil
 }

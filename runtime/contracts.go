@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +41,11 @@ type ContractSpec struct {
 	Env map[string]string
 	// OnStart is a shell command run at each start, before Cmd.
 	OnStart string
+	// Mode is the launch mode: "" or "entrypoint" (the image's entrypoint,
+	// or Entrypoint, with Cmd), or "ssh" (OnStart, then the instance stays
+	// up by itself). Entrypoint replaces the image's.
+	Mode       string
+	Entrypoint string
 	// GPUs are the device IDs (indices or UUIDs) held exclusively.
 	GPUs []string
 	// CPUShares weighs the instance's CPU under contention (its baseline:
@@ -106,6 +112,10 @@ func (s ContractSpec) Validate() error {
 		return specErr("cpus", "shares, nano-CPUs and disk may not be negative")
 	case strings.ContainsRune(s.OnStart, 0):
 		return specErr("onstart", "contains a NUL byte")
+	case strings.ContainsRune(s.Entrypoint, 0):
+		return specErr("entrypoint", "contains a NUL byte")
+	case s.Mode != "" && s.Mode != "entrypoint" && s.Mode != "ssh":
+		return specErr("mode", "%q; allowed: entrypoint, ssh", s.Mode)
 	}
 	return nil
 }
@@ -127,16 +137,32 @@ func (s ContractSpec) Environ() []string {
 	return out
 }
 
-// Entrypoint is what runs OnStart before the command: nil when there is
-// no OnStart (the image's own entrypoint and Cmd run). With OnStart, a
-// shell runs it, then the command if any, else it stays up (an instance
-// the renter uses interactively).
-func (s ContractSpec) Entrypoint() []string {
-	if s.OnStart == "" {
-		return nil
+// Launch is the container's entrypoint and command (nil: the image's):
+//   - mode ssh: a shell runs OnStart, then stays up (sessions come through
+//     the SSH gateway);
+//   - without OnStart: Entrypoint, if set, and Cmd;
+//   - with OnStart: a shell runs it, then Entrypoint and Cmd if there are
+//     any, else it stays up (an instance the renter uses interactively).
+func (s ContractSpec) Launch() (entrypoint, cmd []string) {
+	const stayUp = "while :; do sleep 3600; done"
+	if s.Mode == "ssh" {
+		return []string{"/bin/sh", "-c", s.OnStart + "\n" + stayUp, "onstart"}, nil
 	}
-	script := s.OnStart + "\nif [ $# -gt 0 ]; then exec \"$@\"; fi\nwhile :; do sleep 3600; done"
-	return []string{"/bin/sh", "-c", script, "onstart"}
+	argv := append([]string(nil), s.Cmd...)
+	if s.Entrypoint != "" {
+		argv = append([]string{s.Entrypoint}, argv...)
+	}
+	if s.OnStart == "" {
+		if s.Entrypoint != "" {
+			return []string{s.Entrypoint}, slices.Clone(s.Cmd)
+		}
+		if len(s.Cmd) > 0 {
+			return nil, slices.Clone(s.Cmd)
+		}
+		return nil, nil
+	}
+	script := s.OnStart + "\nif [ $# -gt 0 ]; then exec \"$@\"; fi\n" + stayUp
+	return append([]string{"/bin/sh", "-c", script, "onstart"}, argv...), nil
 }
 
 func contractRunOf(id RunID, labels map[string]string, running bool) ContractRun {

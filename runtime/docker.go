@@ -186,6 +186,9 @@ func (d *Docker) Start(ctx context.Context, s Spec) (RunID, error) {
 	if len(s.Cmd) > 0 {
 		cfg.Cmd = append([]string(nil), s.Cmd...)
 	}
+	if s.Entrypoint != "" {
+		cfg.Entrypoint = []string{s.Entrypoint}
+	}
 	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
 	if err != nil {
 		if isNotFound(err) {

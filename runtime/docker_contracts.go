@@ -57,10 +57,8 @@ func (d *Docker) CreateContract(ctx context.Context, s ContractSpec) (RunID, err
 	if err := d.ensureImage(ctx, s.Image, s.Auth); err != nil {
 		return "", err
 	}
-	cfg := &container.Config{Image: s.Image, Env: s.Environ(), Labels: labels, Entrypoint: s.Entrypoint()}
-	if len(s.Cmd) > 0 {
-		cfg.Cmd = append([]string(nil), s.Cmd...)
-	}
+	ep, cmd := s.Launch()
+	cfg := &container.Config{Image: s.Image, Env: s.Environ(), Labels: labels, Entrypoint: ep, Cmd: cmd}
 	name := "cshare-contract-" + s.Contract + "-" + s.Machine[max(0, len(s.Machine)-8):]
 	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil && hc.StorageOpt != nil && strings.Contains(err.Error(), "storage-opt") {

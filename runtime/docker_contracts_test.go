@@ -2,15 +2,11 @@ package runtime
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 )
 
 // TestContractHostConfig: baselines become CPU shares and a memory
@@ -43,17 +39,7 @@ func TestContractHostConfig(t *testing.T) {
 func TestDockerContractLifecycle(t *testing.T) {
 	d, cli := dockerForTest(t)
 	d.RecordGPUs(true)
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	org := "test-org-" + hex.EncodeToString(b[:])
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		list, _ := cli.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", LabelOrg+"="+org))})
-		for _, c := range list {
-			_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		}
-	})
+	org, b := testContractOrg(t, cli)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s := ContractSpec{Org: org, Machine: "m1", Contract: "c" + hex.EncodeToString(b[:]), Image: TestImage, GPUs: []string{"0", "1"},

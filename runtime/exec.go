@@ -176,6 +176,10 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 	if err := s.Validate(); err != nil {
 		return "", err
 	}
+	if s.Entrypoint != "" {
+		// The program first, then its arguments, as Docker runs them.
+		s.Cmd = append([]string{s.Entrypoint}, s.Cmd...)
+	}
 	if len(s.Cmd) == 0 || s.Cmd[0] == "" {
 		return "", specErr("cmd", "is required by the exec driver")
 	}

@@ -76,6 +76,9 @@ type Spec struct {
 	Image string
 	// Cmd is the argv. Docker: empty means the image's default command.
 	Cmd []string
+	// Entrypoint replaces the image's entrypoint (docker), Cmd being its
+	// arguments; exec: the program, run with Cmd as its arguments.
+	Entrypoint string
 	// Env is extra environment. The driver always adds CSHARE_JOB_ID,
 	// CSHARE_ITEM, CSHARE_INSTANCE and CSHARE_MACHINE, which Env may not set.
 	Env map[string]string
@@ -218,6 +221,9 @@ func (s Spec) Validate() error {
 		if strings.ContainsRune(a, 0) {
 			return specErr(fmt.Sprintf("cmd[%d]", i), "contains a NUL byte")
 		}
+	}
+	if strings.ContainsRune(s.Entrypoint, 0) {
+		return specErr("entrypoint", "contains a NUL byte")
 	}
 	for k, v := range s.Env {
 		switch {

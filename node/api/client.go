@@ -142,21 +142,25 @@ const maxAnswer = 64 << 20
 // send sends a request and returns the answer of a 2xx; any other status
 // is a *StatusError carrying the node's message and field.
 func (c *Client) send(ctx context.Context, method, path string, in any) (*http.Response, error) {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return nil, err
-		}
-		body = bytes.NewReader(b)
+	if in == nil {
+		return c.sendBody(ctx, method, path, nil, "")
 	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	return c.sendBody(ctx, method, path, bytes.NewReader(b), "application/json")
+}
+
+// sendBody is send with a body as it is (nil: none) of contentType.
+func (c *Client) sendBody(ctx context.Context, method, path string, body io.Reader, contentType string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -21,6 +21,13 @@ type ContractCreate struct {
 	Env     map[string]string `json:"env,omitempty"`
 	OnStart string            `json:"onstart,omitempty"`
 	Cmd     []string          `json:"cmd,omitempty"`
+	// SSHKey is a public key (a FILE.pub's line) that enters this
+	// contract alone through the SSH gateway, beside the renter's keys.
+	SSHKey string `json:"ssh_key,omitempty"`
+	// Mode is entrypoint ("" the same) or ssh; Entrypoint replaces the
+	// image's (Cmd are its arguments).
+	Mode       string `json:"mode,omitempty"`
+	Entrypoint string `json:"entrypoint,omitempty"`
 }
 
 // ContractExtendRequest is POST /v1/contracts/{id}/extend (the host's).
@@ -67,6 +74,8 @@ type ContractInfo struct {
 	Env            map[string]string `json:"env,omitempty"`
 	Cmd            []string          `json:"cmd,omitempty"`
 	OnStart        string            `json:"onstart,omitempty"`
+	Mode           string            `json:"mode"`
+	Entrypoint     string            `json:"entrypoint,omitempty"`
 }
 
 // UsageAccount is one person's sum over contracts in `contract usage`.

@@ -43,11 +43,13 @@ func Guard(h http.Handler, o GuardOptions) http.Handler {
 			writeJSON(w, http.StatusForbidden, Error{Error: sprintf("host %q is not this API's address; use %s or localhost", Ellipsize(r.Host), o.Addr)})
 			return
 		}
-		if r.ContentLength > MaxBodySize {
-			writeJSON(w, http.StatusRequestEntityTooLarge, Error{Error: sprintf("request body: larger than %d bytes", MaxBodySize)})
-			return
+		if !StreamsBody(r) { // an archive streams to its route (gateway.go)
+			if r.ContentLength > MaxBodySize {
+				writeJSON(w, http.StatusRequestEntityTooLarge, Error{Error: sprintf("request body: larger than %d bytes", MaxBodySize)})
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBodySize)
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodySize)
 		if strings.HasPrefix(r.URL.Path, "/v1/") {
 			h.ServeHTTP(w, r)
 			return

@@ -82,12 +82,16 @@ func serveRoute(token string, a answer) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+			closeStream(w, r)
 			writeJSON(w, http.StatusUnauthorized, Error{Error: "missing or wrong API token: the CLI reads it from <data-dir>/api.token"})
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBodySize)
+		if !StreamsBody(r) {
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBodySize)
+		}
 		v, err := a(r)
 		if err != nil {
+			closeStream(w, r)
 			writeError(w, err)
 			return
 		}

@@ -82,6 +82,9 @@ func Handler(svc Services, token string) Mux {
 	if svc.Usage != nil {
 		mux.handle(token, usageRoutes(svc.Usage)...)
 	}
+	if svc.Gateway != nil {
+		mux.handle(token, gatewayRoutes(svc.Gateway)...)
+	}
 	return mux
 }
 

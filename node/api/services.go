@@ -11,13 +11,14 @@ import "context"
 // A new service's routes come with a new interface here, its field in
 // Services and its part of Handler's table (server.go).
 type Services struct {
-	Node     NodeAPI      // the node itself (package node)
-	Org      OrgAPI       // node/orgsvc.Service
-	Leave    LeaveAPI     // node/orgsvc.Leaving
-	Jobs     JobsAPI      // node/jobsvc.Service
-	Market   MarketAPI    // node/marketsvc.Service
-	Datasets DatasetsAPI  // node/datasetsvc.Service
-	Usage    UsageService // node/orgsvc.Service: org usage (nil: not served)
+	Node     NodeAPI        // the node itself (package node)
+	Org      OrgAPI         // node/orgsvc.Service
+	Leave    LeaveAPI       // node/orgsvc.Leaving
+	Jobs     JobsAPI        // node/jobsvc.Service
+	Market   MarketAPI      // node/marketsvc.Service
+	Datasets DatasetsAPI    // node/datasetsvc.Service
+	Usage    UsageService   // node/orgsvc.Service: org usage (nil: not served)
+	Gateway  GatewayService // node/gateway.Service: SSH keys, file copy (nil: not served)
 }
 
 // NodeAPI is the node's own status, and the request to stop it.

@@ -57,6 +57,10 @@ type NodeStatus struct {
 	API             string   `json:"api"`
 	Addrs           []string `json:"addrs"`
 	DataDir         string   `json:"data_dir"`
+	// SSHAddr is the SSH gateway's listen address and SSHHostKey its host
+	// key's SHA256 fingerprint; both empty when node.yaml has no ssh.
+	SSHAddr    string `json:"ssh_addr,omitempty"`
+	SSHHostKey string `json:"ssh_host_key,omitempty"`
 }
 
 // OrgInfo is `cshare org show --json`.
@@ -199,6 +203,7 @@ type JobSubmit struct {
 	Driver     string            `json:"driver,omitempty"` // docker (default) or exec
 	Cmd        []string          `json:"cmd"`
 	Env        map[string]string `json:"env,omitempty"`
+	Entrypoint string            `json:"entrypoint,omitempty"`  // replaces the image's; Cmd are its arguments
 	CoresMilli int64             `json:"cores_milli,omitempty"` // millicores per instance; 0 = no limit
 	MemoryMB   int64             `json:"memory_mb,omitempty"`   // MB per instance; 0 = no limit
 	GPUs       int64             `json:"gpus,omitempty"`

@@ -44,6 +44,8 @@ type File struct {
 	Registries []Registry
 	// Disk is the disk: section (disk.go).
 	Disk Disk
+	// SSH is the ssh: section (ssh.go).
+	SSH SSH
 
 	src   string         // path given to Load, for error locations
 	lines map[string]int // key path -> line, for error locations
@@ -181,6 +183,9 @@ func strictDecode(src string, data []byte) error {
 		Disk *struct {
 			Reserve yaml.Node `yaml:"reserve"`
 		} `yaml:"disk"`
+		SSH *struct {
+			Listen yaml.Node `yaml:"listen"`
+		} `yaml:"ssh"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)

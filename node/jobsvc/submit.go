@@ -35,7 +35,8 @@ func (s *Service) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobSubm
 	spec := ledger.JobSpec{Name: strings.TrimSpace(req.Name), Image: req.Image, Driver: req.Driver, Cmd: req.Cmd, Env: req.Env,
 		Cores: req.CoresMilli, MemoryMB: req.MemoryMB, GPUs: req.GPUs, RangeStart: 1,
 		Priority: req.Priority, CPUs: req.CPUs, Retries: req.Retries,
-		DiskMB: req.DiskMB, GPUMemoryMB: req.GPUMemoryMB, ItemTimeoutMS: req.ItemTimeoutMS}
+		DiskMB: req.DiskMB, GPUMemoryMB: req.GPUMemoryMB, ItemTimeoutMS: req.ItemTimeoutMS,
+		Entrypoint: req.Entrypoint}
 	if req.RangeStart != nil {
 		spec.RangeStart = *req.RangeStart
 	}

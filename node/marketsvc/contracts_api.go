@@ -32,7 +32,15 @@ func (s *Service) CreateContract(ctx context.Context, req api.ContractCreate) (a
 	if err != nil {
 		return api.ContractInfo{}, err
 	}
-	spec := ledger.ContractSpec{Image: strings.TrimSpace(req.Image), Env: req.Env, Cmd: req.Cmd, OnStart: req.OnStart}
+	spec := ledger.ContractSpec{Image: strings.TrimSpace(req.Image), Env: req.Env, Cmd: req.Cmd, OnStart: req.OnStart,
+		Mode: req.Mode, Entrypoint: req.Entrypoint}
+	if req.SSHKey != "" {
+		k, err := ledger.CheckSSHKey("ssh_key", req.SSHKey)
+		if err != nil {
+			return api.ContractInfo{}, api.FieldErrorf(http.StatusBadRequest, "ssh_key", "%v", err)
+		}
+		spec.SSHKey = k.Line // the one form the fold takes
+	}
 	if err := ledger.ValidateContractSpec(spec); err != nil {
 		return api.ContractInfo{}, api.FieldErrorf(http.StatusBadRequest, strings.SplitN(err.Error(), ":", 2)[0], "%v", err)
 	}
@@ -275,7 +283,11 @@ func contractInfo(st *ledger.State, c *ledger.Contract, now int64, waiting map[s
 		CPUCeiling: float64(a.CPUCeilingMilli) / 1000, MemoryCeilingMB: a.MemoryCeilingMB, OOMRisk: a.OOMRisk(),
 		Requested: msTime(c.Requested), Price: dollars(c.Offer.Price), DiskPrice: dollars(c.Offer.DiskPrice),
 		Cost: dollars(cost.Total), ComputeCost: dollars(cost.Compute), StorageCost: dollars(cost.Storage), RunningSeconds: float64(run) / 1000,
-		Reason: c.Why(now, p), Image: c.Spec.Image, Env: c.Spec.Env, Cmd: c.Spec.Cmd, OnStart: c.Spec.OnStart}
+		Reason: c.Why(now, p), Image: c.Spec.Image, Env: c.Spec.Env, Cmd: c.Spec.Cmd, OnStart: c.Spec.OnStart,
+		Mode: c.Spec.Mode, Entrypoint: c.Spec.Entrypoint}
+	if info.Mode == "" {
+		info.Mode = ledger.ModeEntrypoint
+	}
 	if info.GPUDevices == nil {
 		info.GPUDevices = []int64{}
 	}

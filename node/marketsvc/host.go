@@ -321,7 +321,7 @@ func (s *Service) contractSpec(c ledger.Contract, gpus []string) runtime.Contrac
 	memRes := max(a.MemoryMB*mb, runtime.MinMemoryBytes)
 	memMax := max(a.MemoryCeilingMB*mb, memRes)
 	return runtime.ContractSpec{Org: s.orgID(), Machine: s.d.Machine, Contract: c.ID, Image: c.Spec.Image, Cmd: c.Spec.Cmd, Env: c.Spec.Env,
-		OnStart: c.Spec.OnStart, GPUs: gpus, CPUShares: max(2, a.CPUMilli*1024/1000), NanoCPUs: a.CPUCeilingMilli * 1_000_000,
+		OnStart: c.Spec.OnStart, Mode: c.Spec.Mode, Entrypoint: c.Spec.Entrypoint, GPUs: gpus, CPUShares: max(2, a.CPUMilli*1024/1000), NanoCPUs: a.CPUCeilingMilli * 1_000_000,
 		MemoryReservationBytes: memRes, MemoryBytes: memMax, ShmBytes: a.ShmMB * mb, DiskBytes: a.DiskMB * mb,
 		Auth: s.d.RegistryAuth(c.Spec.Image)}
 }

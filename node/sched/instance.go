@@ -343,7 +343,7 @@ func (s *Scheduler) flush(ctx context.Context) {
 // spec is the run of item by in, with caps c (capsFor).
 func (s *Scheduler) spec(in *instance, j *ledger.Job, item int64, c caps) runtime.Spec {
 	sp := runtime.Spec{Org: s.d.Ledger.Org(), Job: j.ID, Instance: in.id, Machine: s.d.Machine, Item: int(item),
-		Image: j.Spec.Image, Cmd: j.Spec.Cmd, Env: j.Spec.Env, PidsLimit: 4096,
+		Image: j.Spec.Image, Cmd: j.Spec.Cmd, Entrypoint: j.Spec.Entrypoint, Env: j.Spec.Env, PidsLimit: 4096,
 		WorkDir: filepath.Join(s.d.DataDir, "work", in.id)}
 	sp.Auth = s.d.RegistryAuth(j.Spec.Image)
 	if len(j.Spec.Datasets) > 0 {

@@ -78,13 +78,20 @@ func usagef(cmd *cobra.Command, format string, a ...any) error {
 	return &usageError{cmd: cmd.CommandPath(), msg: fmt.Sprintf(format, a...)}
 }
 
-// exitError carries its own exit code.
+// exitError carries its own exit code. quiet: another program (ssh) has
+// said all there is to say, and the CLI prints nothing more.
 type exitError struct {
-	code int
-	err  error
+	code  int
+	err   error
+	quiet bool
 }
 
-func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
 func (e *exitError) Unwrap() error { return e.err }
 
 // report prints err as one line on stderr and returns the exit code. The
@@ -94,6 +101,8 @@ func (a *app) report(cmd *cobra.Command, err error) int {
 	var ue *usageError
 	var ee *exitError
 	switch {
+	case errors.As(err, &ee) && ee.quiet:
+		return ee.code
 	case errors.As(err, &ue):
 		fmt.Fprintf(a.stderr, "cshare: %s (see %s --help)\n", text.Escape(oneLine(ue.msg)), ue.cmd)
 		return 2

@@ -21,16 +21,16 @@ func (a *app) contractCmd() *cobra.Command {
 		a.contractActionCmd(api.ContractStart, "Start a stopped contract's instance again, when its GPUs are free (the renter)"),
 		a.contractExtendCmd(),
 		a.contractActionCmd(api.ContractRm, "Delete a contract's instance and disk now (the renter or the host)"),
-		a.contractUsageCmd())
+		a.contractUsageCmd(), a.contractSSHCmd(), a.contractSSHURLCmd(), a.contractCpCmd())
 }
 
 func (a *app) contractCreateCmd() *cobra.Command {
-	var image, disk, forS, onstart string
+	var image, disk, forS, onstart, sshKey, mode, entrypoint string
 	var env []string
 	var gpus, cpus int64
 	var req api.ContractCreate
 	c := &cobra.Command{
-		Use:   "create OFFER_ID --image IMG [--gpus N] [--cpus N] [--disk SIZE] [--for DURATION] [--env K=V]... [--onstart CMD] [-- CMD ARGS...]",
+		Use:   "create OFFER_ID --image IMG [--gpus N] [--cpus N] [--disk SIZE] [--for DURATION] [--env K=V]... [--mode entrypoint|ssh] [--entrypoint CMD] [--onstart CMD] [--ssh-key FILE.pub] [-- ARGS...]",
 		Short: "Request part of an offer; the host's node accepts or rejects it. Prints the contract's ID",
 		Args:  cobra.ArbitraryArgs,
 		PreRunE: func(cmd *cobra.Command, args []string) error {
@@ -44,7 +44,28 @@ func (a *app) contractCreateCmd() *cobra.Command {
 			if strings.TrimSpace(image) == "" {
 				return usagef(cmd, "--image is required: the Docker image the contract runs")
 			}
-			req = api.ContractCreate{Offer: args[0], Image: image, GPUs: gpus, CPUs: cpus, OnStart: onstart, Cmd: cmdArgs}
+			req = api.ContractCreate{Offer: args[0], Image: image, GPUs: gpus, CPUs: cpus, OnStart: onstart, Cmd: cmdArgs,
+				Mode: mode, Entrypoint: entrypoint}
+			switch mode {
+			case "", "entrypoint":
+			case "ssh":
+				if len(cmdArgs) > 0 || entrypoint != "" {
+					return usagef(cmd, "--mode ssh runs no command or --entrypoint: it keeps the instance up itself (use --onstart, or --mode entrypoint)")
+				}
+			default:
+				return usagef(cmd, "--mode: %s; allowed: entrypoint, ssh", text.Quote(text.Clip(mode)))
+			}
+			if entrypoint != "" {
+				if err := jobspec.CheckCmd([]string{entrypoint}); err != nil {
+					return usagef(cmd, "%v", flagErr(err, "--entrypoint"))
+				}
+			}
+			if sshKey != "" {
+				var err error
+				if req.SSHKey, err = readSSHKey(cmd, "--ssh-key", sshKey); err != nil {
+					return err
+				}
+			}
 			// The node's checks (ledger.ValidateContractSpec), said here
 			// naming the flags: JSON would turn a byte that is not UTF-8
 			// into U+FFFD on the way.
@@ -92,6 +113,9 @@ func (a *app) contractCreateCmd() *cobra.Command {
 	f.StringVar(&forS, "for", "", "how long, like 2h or 7d (default: until the offer ends)")
 	f.StringArrayVar(&env, "env", nil, "NAME=VALUE for the instance's environment, repeatable")
 	f.StringVar(&onstart, "onstart", "", "a shell command run when the instance starts")
+	f.StringVar(&mode, "mode", "", "how the instance runs: entrypoint (the default: the image's entrypoint, or --entrypoint, with the arguments after --) or ssh (kept up for cshare contract ssh; --onstart runs at each start)")
+	f.StringVar(&entrypoint, "entrypoint", "", "the program to run instead of the image's entrypoint; its arguments after --")
+	f.StringVar(&sshKey, "ssh-key", "", "FILE.pub: a public key that enters this contract alone through the SSH gateway (your own keys do too: cshare user ssh-key add)")
 	return viewCmd(a, c, "print the contract as JSON",
 		func(ctx context.Context, cl *api.Client, _ []string) (api.ContractInfo, error) {
 			return cl.CreateContract(ctx, req)
@@ -135,6 +159,10 @@ func (a *app) printContract(c api.ContractInfo) error {
 	t.row("host", fmt.Sprintf("%s (machine %s)", orDash(c.HostName), orDash(c.MachineName)))
 	t.row("renter", orDash(c.RenterName))
 	t.row("image", c.Image)
+	t.row("mode", orDash(c.Mode))
+	if c.Entrypoint != "" {
+		t.row("entrypoint", c.Entrypoint)
+	}
 	gpus := "-"
 	if c.GPUs > 0 {
 		gpus = fmt.Sprintf("%d (devices %s)", c.GPUs, strings.Trim(strings.Join(strings.Fields(fmt.Sprint(c.GPUDevices)), ","), "[]"))

@@ -17,7 +17,7 @@ import (
 func (a *app) jobCmd() *cobra.Command {
 	return group("job", "Submit, list, show, modify and cancel jobs; read their items and logs",
 		a.jobSubmitCmd(), a.jobLsCmd(), a.jobShowCmd(), a.jobModifyCmd(), a.jobCancelCmd(),
-		a.jobLogsCmd(), a.jobItemsCmd())
+		a.jobLogsCmd(), a.jobItemsCmd(), a.jobSSHCmd(), a.jobCpCmd())
 }
 
 // flagErr names a flag in a jobspec error instead of the spec's field.
@@ -81,6 +81,7 @@ func aliased[T comparable](cmd *cobra.Command, name, alias string, v, av T) (T, 
 // submitFlags are `job submit`'s flags.
 type submitFlags struct {
 	image, driver, cores, memory, rng, maxCPUs, maxInstances, name string
+	entrypoint                                                     string
 	gpus, priority, cpus, instances, retries                       string
 	disk, gpuMemory, itemTimeout                                   string
 	env                                                            []string
@@ -105,8 +106,16 @@ func (s *submitFlags) request(cmd *cobra.Command, args []string) (submission, er
 	if dash > 0 {
 		return sub, fmt.Errorf("unexpected argument %q before --; the job's command goes after --", args[0])
 	}
-	if err := jobspec.CheckCmd(args); err != nil {
-		return sub, err
+	req.Entrypoint = s.entrypoint
+	if s.entrypoint != "" {
+		if err := jobspec.CheckCmd([]string{s.entrypoint}); err != nil {
+			return sub, flagErr(err, "--entrypoint")
+		}
+	}
+	if s.entrypoint == "" || len(args) > 0 {
+		if err := jobspec.CheckCmd(args); err != nil {
+			return sub, err
+		}
 	}
 	req.Cmd = args
 	if err := jobspec.CheckDriver(s.driver); err != nil {
@@ -230,6 +239,7 @@ SmartShare adds secondary ones up to --max-cpus.
 	}
 	f := c.Flags()
 	f.StringVar(&s.image, "image", "", "container image (docker driver; default: the node's default image)")
+	f.StringVar(&s.entrypoint, "entrypoint", "", "the program to run instead of the image's entrypoint; its arguments after --")
 	f.StringVar(&s.driver, "driver", "docker", "docker or exec (exec must be enabled in the machine's node.yaml)")
 	f.StringVar(&s.cores, "cores", "", "CPU cores per instance, e.g. 0.5 or 2")
 	f.StringVar(&s.memory, "memory", "", "memory per instance, read as Docker does: 512m, 2g, 4GiB (at least 4MB)")

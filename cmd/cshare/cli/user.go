@@ -20,7 +20,7 @@ import (
 
 func (a *app) userCmd() *cobra.Command {
 	return group("user", "This machine's person: create, show, export and import the key in user.key",
-		a.userInitCmd(), a.userShowCmd(), a.userExportCmd(), a.userImportCmd())
+		a.userInitCmd(), a.userShowCmd(), a.userExportCmd(), a.userImportCmd(), a.userSSHKeyCmd())
 }
 
 // userInfo is what `user show --json` and `user init --json` print.
