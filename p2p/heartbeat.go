@@ -83,8 +83,13 @@ type Heartbeat struct {
 	// DiskFull: the machine's data dir is below its reserve, so it takes
 	// no new item and refuses writes (internal/diskguard). Omitted when
 	// false, so a heartbeat of a machine with room is what it always was.
-	DiskFull bool   `cbor:"disk_full,omitempty" json:"disk_full,omitempty"`
-	Sig      []byte `cbor:"sig,omitempty" json:"sig,omitempty"`
+	DiskFull bool `cbor:"disk_full,omitempty" json:"disk_full,omitempty"`
+	// Relay: the machine serves as a circuit relay for the org's machines
+	// (nat.go); private machines reserve slots on such machines. Set by
+	// PublishHeartbeat; omitted when false, so a heartbeat of a machine
+	// that does not relay is what it always was.
+	Relay bool   `cbor:"relay,omitempty" json:"relay,omitempty"`
+	Sig   []byte `cbor:"sig,omitempty" json:"sig,omitempty"`
 }
 
 var (
