@@ -75,6 +75,10 @@ type Options struct {
 	HeadsHook func(pushed int, before bool)
 	// For tests: no mDNS discovery whatever node.yaml says.
 	DisableMDNS bool
+	// Bootstrap are addresses (/ip4, /ip6, /dns4, /dns6 ending in
+	// /p2p/<id>) of machines to join through and to dial when this node
+	// has no peer (nat.go): `--bootstrap`, repeatable.
+	Bootstrap []string
 
 	// token is the API token to serve with instead of a new one: a node
 	// that Restart starts again keeps its token, so clients that wait on it
@@ -195,6 +199,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 			return nil, fmt.Errorf("node: %w", err)
 		}
 	}
+	if err := api.CheckBootstrap("--bootstrap", opts.Bootstrap); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	if opts.MergeAbove < 0 {
 		return nil, fmt.Errorf("node: merge threshold %d is negative", opts.MergeAbove)
 	}
@@ -272,12 +279,15 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	// Port 0 listen addresses take last run's port when it is free (see
 	// listenFile); should the port be taken in between, the configured ones.
 	listen := preferListen(opts.Listen, loadListen(opts.DataDir))
-	n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: listen, Logger: log, Metrics: n.reg, Trace: opts.TraceHook})
+	pcfg := p2p.Config{Key: key, ListenAddrs: listen, Logger: log, Metrics: n.reg, Trace: opts.TraceHook,
+		Relay: relayMode(cfg.Relay), PortMap: cfg.NAT.PortMapEnabled()}
+	n.host, err = p2p.New(ctx, pcfg)
 	if !slices.Equal(listen, opts.Listen) && (err != nil || !reusedAll(listen, opts.Listen, n.host.ListenAddrs())) {
 		if err == nil {
 			_ = n.host.Close()
 		}
-		n.host, err = p2p.New(ctx, p2p.Config{Key: key, ListenAddrs: opts.Listen, Logger: log, Metrics: n.reg, Trace: opts.TraceHook})
+		pcfg.ListenAddrs = opts.Listen
+		n.host, err = p2p.New(ctx, pcfg)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("node: libp2p: %w", err)
@@ -324,6 +334,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.startScheduler()
 	n.spawn(func() { n.ds.Run(n.ctx) })
 	n.spawn(func() { n.market.Run(n.ctx) })
+	n.spawn(n.bootstrapLoop)
 	ok = true
 	log.Info("node started", "id", n.id.String(), "api", n.apiAddr, "org", n.orgID(), "data_dir", opts.DataDir)
 	n.checkExit() // removed, or the org deleted, while this node was down

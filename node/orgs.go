@@ -137,7 +137,7 @@ func (n *Node) CreateOrg(ctx context.Context, req api.OrgCreate) (api.KeyResult,
 
 // Join implements api.Service.
 func (n *Node) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult, error) {
-	return n.orgs.Join(ctx, req)
+	return n.orgs.Join(ctx, n.withBootstrap(req))
 }
 
 // Org implements api.Service.

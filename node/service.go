@@ -65,6 +65,7 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 		s.Status = "no org"
 	}
 	s.PlanHash, s.PlanAgree, s.PlanPeers = n.planAgreement()
+	n.natStatus(&s)
 	if n.gate.closed.Load() {
 		_, since, _ := n.gate.state()
 		s.CatchingUp, s.CatchingUpSince = true, api.FormatTime(since)

@@ -57,6 +57,24 @@ type NodeStatus struct {
 	API             string   `json:"api"`
 	Addrs           []string `json:"addrs"`
 	DataDir         string   `json:"data_dir"`
+	// Reachability is whether other networks reach this machine: public,
+	// private (behind a NAT or a firewall: the org reaches it through
+	// its relays) or unknown; PublicAddrs are the public addresses it has
+	// or is observed at; RelayServing, whether it relays for the org's
+	// machines; Connections, the path to each connected peer.
+	Reachability string       `json:"reachability"`
+	PublicAddrs  []string     `json:"public_addrs"`
+	RelayServing bool         `json:"relay_serving"`
+	Connections  []Connection `json:"connections"`
+}
+
+// Connection is one connected peer of NodeStatus and how it is reached:
+// Path "direct", or "relayed" through one of the org's relays (Addr then
+// names the relay, /p2p/<relay>/p2p-circuit).
+type Connection struct {
+	Machine string `json:"machine"`
+	Path    string `json:"path"`
+	Addr    string `json:"addr"`
 }
 
 // OrgInfo is `cshare org show --json`.
@@ -110,6 +128,9 @@ type SettingsRequest struct {
 type JoinRequest struct {
 	OrgKey string `json:"org_key"`
 	Name   string `json:"name,omitempty"`
+	// Bootstrap are addresses (/ip4, /ip6, /dns4, /dns6, /dns ending in
+	// /p2p/<id>) to join through besides the key's; see CheckBootstrap.
+	Bootstrap []string `json:"bootstrap,omitempty"`
 	// UserName: as OrgCreate.UserName.
 	UserName string `json:"user_name,omitempty"`
 }

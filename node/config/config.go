@@ -44,6 +44,9 @@ type File struct {
 	Registries []Registry
 	// Disk is the disk: section (disk.go).
 	Disk Disk
+	// Relay and NAT are the relay: and nat: sections (sections.go).
+	Relay Relay
+	NAT   NAT
 
 	src   string         // path given to Load, for error locations
 	lines map[string]int // key path -> line, for error locations
@@ -181,6 +184,12 @@ func strictDecode(src string, data []byte) error {
 		Disk *struct {
 			Reserve yaml.Node `yaml:"reserve"`
 		} `yaml:"disk"`
+		Relay *struct {
+			Serve yaml.Node `yaml:"serve"`
+		} `yaml:"relay"`
+		NAT *struct {
+			PortMap yaml.Node `yaml:"portmap"`
+		} `yaml:"nat"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)

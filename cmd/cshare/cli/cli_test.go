@@ -518,15 +518,26 @@ func TestJoin(t *testing.T) {
 	if want := "joined org acme (bafyorg) as " + m3ID + ": pending approval by an admin"; !strings.HasPrefix(r.stdout, want) {
 		t.Errorf("got %q, want prefix %q", r.stdout, want)
 	}
-	if *n.join != (api.JoinRequest{OrgKey: orgKey, Name: "laptop"}) {
+	if !reflect.DeepEqual(*n.join, api.JoinRequest{OrgKey: orgKey, Name: "laptop"}) {
 		t.Errorf("sent %+v", *n.join)
 	}
 	r = n.run("member", "join", "--invite", invite)
 	if want := "joined org acme (bafyorg) as " + m3ID + ": approved, role admin\n"; r.stdout != want {
 		t.Errorf("got %q, want %q", r.stdout, want)
 	}
-	if *n.join != (api.JoinRequest{OrgKey: invite}) {
+	if !reflect.DeepEqual(*n.join, api.JoinRequest{OrgKey: invite}) {
 		t.Errorf("sent %+v", *n.join)
+	}
+	boot := "/dns4/relay.example.com/tcp/4001/p2p/12D3KooWGRUVh7fV7F5UqiEZZDYpkPTXQmjWfEmSxUGLhLhqQ7Jx"
+	if r = n.run("node", "join", "--org-key", orgKey, "--bootstrap", boot); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !reflect.DeepEqual(*n.join, api.JoinRequest{OrgKey: orgKey, Bootstrap: []string{boot}}) {
+		t.Errorf("sent %+v", *n.join)
+	}
+	r = n.run("node", "join", "--org-key", orgKey, "--bootstrap", "/dns4/relay.example.com/tcp/4001")
+	if r.code != 2 || !strings.Contains(r.stderr, "--bootstrap: ") || !strings.Contains(r.stderr, "/p2p/<machine ID>") {
+		t.Errorf("a --bootstrap without /p2p/: exit %d: %s", r.code, r.stderr)
 	}
 }
 
