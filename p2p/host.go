@@ -112,7 +112,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.Metrics == nil {
 		rmOpts = append(rmOpts, rcmgr.WithMetricsDisabled())
 	}
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(rcmgr.DefaultLimits.AutoScale()), rmOpts...)
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(peerLimits.AutoScale()), rmOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -226,6 +226,19 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	go gate.sweepLoop()
 	return h, nil
 }
+
+// peerLimits are libp2p's default resource limits with more connections (and
+// file descriptors) per peer: 8 and 4 leave no room for a hole punch to a
+// peer whose stale addresses (a laptop's old network, a NAT's earlier
+// mappings) are still being dialled, each dial holding a slot until it
+// times out into the NAT that drops it (make nat-bench: "cannot reserve
+// connection: resource limit exceeded").
+var peerLimits = func() rcmgr.ScalingLimitConfig {
+	l := rcmgr.DefaultLimits
+	l.PeerBaseLimit.ConnsInbound, l.PeerBaseLimit.ConnsOutbound, l.PeerBaseLimit.Conns = 16, 16, 32
+	l.PeerBaseLimit.FD = 16
+	return l
+}()
 
 // GossipSub queue sizes (see NewHost).
 const (

@@ -83,8 +83,10 @@ var (
 	pathTick = time.Second
 	// A peer reached only through a relay gets its first retry this long
 	// after that was seen (the relayed connection's own punch comes
-	// first), then at doubling intervals up to directRetryMax.
-	directRetryMin = 10 * time.Second
+	// first), then at doubling intervals up to directRetryMax; at once
+	// when it starts to serve hole punching, or this host finds its own
+	// public address (a punch needs both).
+	directRetryMin = 2 * time.Second
 	directRetryMax = 5 * time.Minute
 	// punchWindow: a relayed connection this young is taken to be being
 	// punched (DCUtR starts as soon as it is identified), as is a peer
@@ -135,6 +137,7 @@ type natState struct {
 	reach     string         // last computed reachability ("" before the first)
 	saidPriv  bool           // the log said once that this host is private
 	saidPub   bool
+	canPunch  bool                   // this host had a public address at the last tick
 	paths     map[peer.ID]*pathState // peers reached only through a relay
 	attempts  map[peer.ID]bool       // direct attempts in flight
 	lastPunch map[peer.ID]time.Time  // hole punches begun (event tracer)
@@ -182,8 +185,8 @@ func (h *Host) startNAT(cfg Config) error {
 		return err
 	}
 	h.nat.hps = hps
-	sub, err := h.h.EventBus().Subscribe([]any{new(event.EvtLocalReachabilityChanged), new(event.EvtHostReachableAddrsChanged)},
-		eventbus.Name("cshare nat"))
+	sub, err := h.h.EventBus().Subscribe([]any{new(event.EvtLocalReachabilityChanged), new(event.EvtHostReachableAddrsChanged),
+		new(event.EvtPeerProtocolsUpdated)}, eventbus.Name("cshare nat"))
 	if err != nil {
 		_ = hps.Close()
 		return err
@@ -217,7 +220,13 @@ func (h *Host) natLoop(sub event.Subscription) {
 		select {
 		case <-h.ctx.Done():
 			return
-		case <-sub.Out():
+		case ev := <-sub.Out():
+			if pu, ok := ev.(event.EvtPeerProtocolsUpdated); ok {
+				if slices.Contains(pu.Added, holepunch.Protocol) {
+					h.directDue(pu.Peer) // it can be punched to now
+				}
+				continue
+			}
 			h.reachabilityChanged()
 		case <-t.C:
 			h.reachabilityChanged() // v2's confirmations have no event of their own when nothing changed
@@ -228,22 +237,41 @@ func (h *Host) natLoop(sub event.Subscription) {
 
 // Reachability is whether this host can be reached from outside its
 // network: "public" (AutoNAT found it reachable, or AutoNAT v2 confirmed
-// one of its public addresses), "private" (AutoNAT's dial-backs failed: it
-// is behind a NAT or a firewall), or "unknown" (not found out yet: no peer
-// with a public address has been asked).
+// one of its public addresses, or it listens on a public address of its
+// own interface that AutoNAT has not found unreachable), "private"
+// (AutoNAT's dial-backs failed: it is behind a NAT or a firewall), or
+// "unknown" (not found out yet).
+//
+// The interface address counts because AutoNAT alone cannot tell the one
+// public machine of an org that it is public: v1 asks only peers that have
+// a public address themselves, and v2's servers (the private machines) may
+// be asked only a while after they were approved (a first round cut short
+// by the gate's reconnection of a newly approved machine costs each server
+// two minutes of v2's throttle).
 func (h *Host) Reachability() string {
 	bh, ok := h.h.(basicHost)
 	if !ok {
 		return ReachUnknown
 	}
-	reachable, _, _ := bh.ConfirmedAddrs()
+	reachable, unreachable, _ := bh.ConfirmedAddrs()
+	v1 := bh.Reachability()
 	switch {
-	case bh.Reachability() == network.ReachabilityPublic || slices.ContainsFunc(reachable, manet.IsPublicAddr):
+	case v1 == network.ReachabilityPublic || slices.ContainsFunc(reachable, manet.IsPublicAddr):
 		return ReachPublic
-	case bh.Reachability() == network.ReachabilityPrivate:
+	case v1 == network.ReachabilityPrivate:
 		return ReachPrivate
+	case slices.ContainsFunc(unreachable, manet.IsPublicAddr):
+		return ReachPrivate
+	case slices.ContainsFunc(h.h.Network().ListenAddresses(), publicIP):
+		return ReachPublic
 	}
 	return ReachUnknown
+}
+
+// publicIP: a is a public IP address (not a name, not a relay's).
+func publicIP(a ma.Multiaddr) bool {
+	_, err := manet.ToIP(a)
+	return err == nil && !isRelayAddr(a) && manet.IsPublicAddr(a)
 }
 
 // reachabilityChanged recomputes the reachability, says in the log once
@@ -522,6 +550,16 @@ func bestConn(cs []network.Conn) network.Conn {
 	return best
 }
 
+// directDue makes p's next direct attempt due now, if p is reached only
+// through a relay.
+func (h *Host) directDue(p peer.ID) {
+	h.nat.mu.Lock()
+	defer h.nat.mu.Unlock()
+	if s := h.nat.paths[p]; s != nil {
+		s.next, s.backoff = time.Time{}, directRetryMin
+	}
+}
+
 // keepPaths is pathLoop's tick: for each peer reached only through a
 // relay, a direct attempt when its backoff is due; for each peer with a
 // direct connection, its relayed ones closed once only gossip runs on
@@ -535,6 +573,15 @@ func (h *Host) keepPaths(now time.Time) {
 		inbound bool
 	}
 	var due []attempt
+	canPunch := len(h.holePunchAddrs()) > 0
+	h.nat.mu.Lock()
+	if canPunch && !h.nat.canPunch {
+		for _, s := range h.nat.paths {
+			s.next, s.backoff = time.Time{}, directRetryMin
+		}
+	}
+	h.nat.canPunch = canPunch
+	h.nat.mu.Unlock()
 	for _, p := range peers {
 		connected[p] = true
 		var direct bool
@@ -615,31 +662,24 @@ func onlyGossip(c network.Conn) bool {
 	return true
 }
 
-// directDialTimeout bounds one direct attempt.
-const directDialTimeout = 10 * time.Second
-
 // tryDirect makes one attempt at a direct connection to p, reached only
-// through a relay: when p came in through the relay, this side starts
-// DCUtR (a direct dial to p's public addresses, then hole punching); when
-// this side went out through the relay, p starts it, and this side dials
-// p's direct addresses (a peer whose address changed, or that mapped a
-// port since).
+// through a relay. DCUtR is started by the side the relayed connection
+// came in to: that side dials p's public addresses, then punches. The
+// other side waits for it (its own dials would only hold connection slots
+// with dials into p's NAT).
 func (h *Host) tryDirect(p peer.ID, inbound bool) {
 	defer func() {
 		h.nat.mu.Lock()
 		delete(h.nat.attempts, p)
 		h.nat.mu.Unlock()
 	}()
-	if inbound && h.nat.hps != nil && len(h.holePunchAddrs()) > 0 {
-		// DirectConnect returns at once when a punch to p is already on.
-		if err := h.nat.hps.DirectConnect(p); err != nil {
-			h.log.Debug("no direct connection yet", "peer", p, "err", err)
-		}
+	if !inbound || h.nat.hps == nil || len(h.holePunchAddrs()) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(network.WithForceDirectDial(h.ctx, "cshare direct path"), directDialTimeout)
-	defer cancel()
-	_ = h.h.Connect(ctx, peer.AddrInfo{ID: p})
+	// DirectConnect returns at once when a punch to p is already on.
+	if err := h.nat.hps.DirectConnect(p); err != nil {
+		h.log.Debug("no direct connection yet", "peer", p, "err", err)
+	}
 }
 
 // punching reports whether a direct connection to p is being sought now:

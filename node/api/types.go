@@ -296,6 +296,9 @@ type InstanceInfo struct {
 	Kind        string `json:"kind"`
 	State       string `json:"state"`
 	Item        int64  `json:"item,omitempty"`
+	// Relayed: this node reaches the machine only through one of the
+	// org's relays (its items' output comes through it).
+	Relayed bool `json:"relayed,omitempty"`
 }
 
 // JobInfo is `cshare job show --json`.
@@ -518,6 +521,10 @@ type DatasetInfo struct {
 	Added     string   `json:"added"`
 	Local     bool     `json:"local"`
 	Holders   []string `json:"holders,omitempty"`
+	// Relayed (dataset get, export) are the machines holding the dataset
+	// that this node reaches only through one of the org's relays: its
+	// blocks came from them through the relay, or from the others.
+	Relayed []string `json:"relayed,omitempty"`
 }
 
 // DatasetProgress is how far an import has read.

@@ -90,7 +90,7 @@ func newFake() *fakeNode {
 				Instances: []api.InstanceInfo{
 					{Machine: m1ID, MachineName: "office-gpu-1", Slot: 0, Kind: "primary", State: "running", Item: 41},
 					{Machine: m1ID, MachineName: "office-gpu-1", Slot: 1, Kind: "primary", State: "running", Item: 42},
-					{Machine: m2ID, MachineName: "render-2", Slot: 0, Kind: "secondary", State: "starting"},
+					{Machine: m2ID, MachineName: "render-2", Slot: 0, Kind: "secondary", State: "starting", Relayed: true},
 				},
 				Reason: "preempted by a higher priority job", Submitted: api.FormatTime(testNow.Add(-5 * time.Minute))},
 			{ID: job2ID, Submitter: m3ID, State: "queued", Priority: 9999, CPUs: 1, MaxCPUs: "*", Driver: "exec", Cmd: []string{"true"}, Range: "1",
