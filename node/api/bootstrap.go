@@ -23,7 +23,7 @@ func CheckBootstrap(field string, addrs []string) error {
 			err = fmt.Errorf("empty")
 		}
 		if err != nil {
-			return fmt.Errorf("%s: %q is not a multiaddr; use e.g. /dns4/relay.example.com/tcp/4001/p2p/12D3KooW...", field, Ellipsize(s))
+			return fmt.Errorf("%s: %q is not a multiaddr; use e.g. /dns4/relay.example.com/tcp/4001/p2p/<machine ID>", field, Ellipsize(s))
 		}
 		switch a[0].Protocol().Code {
 		case ma.P_IP4, ma.P_IP6, ma.P_DNS4, ma.P_DNS6, ma.P_DNS:
