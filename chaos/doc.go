@@ -11,5 +11,7 @@
 // that every job ended, and that the healed nodes converge on one state and
 // one plan. The package has no code outside its test; the run log's parser
 // and the GPU check (runlog_test.go, gpu_test.go) build without the tag, so
-// their unit tests run in `go test ./...`.
+// their unit tests run in `go test ./...`. TestNAT (`make nat`, nat_test.go)
+// reuses its namespaces and node processes for machines behind NAT routers:
+// relays inside the org, hole punching, and what goes through a relay.
 package chaos

@@ -63,7 +63,7 @@ func canNetns() string {
 
 var (
 	staleNS     = regexp.MustCompile(`^chaos-(\d+)-`)
-	staleBridge = regexp.MustCompile(`^chbr(\d+)$`)
+	staleBridge = regexp.MustCompile(`^ch(?:br|nb)(\d+)$`) // chaos's, TestNAT's
 	staleRule   = regexp.MustCompile(`--comment "?chaos-(\d+)"?`)
 )
 

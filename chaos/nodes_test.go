@@ -45,7 +45,9 @@ type node struct {
 	conf    string
 	logPath string
 	hb      time.Duration
-	id      string // machine ID, known after start
+	id      string   // machine ID, known after start
+	listen  []string // --listen, default TCP on ip port 4001
+	extra   []string // more flags of node run
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -55,9 +57,16 @@ type node struct {
 }
 
 func (n *node) args() []string {
-	return []string{"netns", "exec", n.ns, n.bin, "node", "run", "--data-dir", n.dir, "--api", "127.0.0.1:0",
-		"--listen", "/ip4/" + n.ip + "/tcp/4001", "--heartbeat-interval", n.hb.String(), "--config", n.conf,
-		"--name", n.name, "--log-level", "info"}
+	listen := n.listen
+	if len(listen) == 0 {
+		listen = []string{"/ip4/" + n.ip + "/tcp/4001"}
+	}
+	args := []string{"netns", "exec", n.ns, n.bin, "node", "run", "--data-dir", n.dir, "--api", "127.0.0.1:0",
+		"--heartbeat-interval", n.hb.String(), "--config", n.conf, "--name", n.name, "--log-level", "info"}
+	for _, l := range listen {
+		args = append(args, "--listen", l)
+	}
+	return append(args, n.extra...)
 }
 
 // start starts the process with the FAKETIME skew and waits for its API.
@@ -267,8 +276,11 @@ func formOrg(t *testing.T, ns []*node) {
 }
 
 // snapshot reads every node's status at once.
-func snapshot(ns []*node) ([]nodeStatus, error) {
-	sts := make([]nodeStatus, len(ns))
+func snapshot(ns []*node) ([]nodeStatus, error) { return statuses[nodeStatus](ns) }
+
+// statuses reads every node's status at once, each decoded into a T.
+func statuses[T any](ns []*node) ([]T, error) {
+	sts := make([]T, len(ns))
 	errs := make([]error, len(ns))
 	var wg sync.WaitGroup
 	for i, n := range ns {

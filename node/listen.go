@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cshare/cshare/internal/atomicfile"
+	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/p2p"
 )
 
@@ -186,9 +187,10 @@ func portFree(s string) bool {
 // startHost starts the libp2p host on the listen addresses: port 0 ones
 // take last run's port when it is free (see listenFile); should the port
 // be taken in between, the configured ones.
-func startHost(ctx context.Context, opts Options, key crypto.PrivKey, reg prometheus.Registerer) (*p2p.Host, error) {
+func startHost(ctx context.Context, opts Options, cfg config.File, key crypto.PrivKey, reg prometheus.Registerer) (*p2p.Host, error) {
 	listen := preferListen(opts.Listen, loadListen(opts.DataDir))
-	conf := p2p.Config{Key: key, ListenAddrs: listen, Logger: opts.Logger, Metrics: reg, Trace: opts.TraceHook}
+	conf := p2p.Config{Key: key, ListenAddrs: listen, Logger: opts.Logger, Metrics: reg, Trace: opts.TraceHook,
+		Relay: relayMode(cfg.Relay), PortMap: cfg.NAT.PortMapEnabled()}
 	h, err := p2p.New(ctx, conf)
 	if !slices.Equal(listen, opts.Listen) && (err != nil || !reusedAll(listen, opts.Listen, h.ListenAddrs())) {
 		if err == nil {

@@ -193,7 +193,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := n.openReplica(); err != nil {
 		return nil, err
 	}
-	if n.host, err = startHost(ctx, opts, key, n.reg); err != nil {
+	if n.host, err = startHost(ctx, opts, cfg, key, n.reg); err != nil {
 		return nil, err
 	}
 	n.host.Gate().HoldsOrg(func() bool { return n.rep.Org() != "" })
@@ -210,7 +210,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	ow := (*orgWiring)(n)
 	n.orgs = orgsvc.New(ctx, orgsvc.Deps{Ledger: n.rep, Host: n.host, Signer: signer,
 		Topics: ow, Peers: n.peers, Machines: ow, Runs: ow, HoldDispatch: n.peers.Hold,
-		Machine: n.id, DataDir: opts.DataDir, Interval: interval, Now: opts.Now, Log: log})
+		Machine: n.id, DataDir: opts.DataDir, Bootstrap: opts.Bootstrap, Interval: interval, Now: opts.Now, Log: log})
 	n.ds = datasetsvc.New(ctx, datasetsvc.Deps{Ledger: n.rep, Host: n.host, Store: n.store,
 		Blocks: dataset.NewBlockstore(n.store), Persons: n.orgs, Peers: n.peers,
 		Machine: n.idStr, DataDir: opts.DataDir, Interval: interval,
@@ -267,6 +267,8 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.loop(n.sched.Run)
 	n.spawn(func() { n.ds.Run(n.ctx) })
 	n.spawn(func() { n.market.Run(n.ctx) })
+	n.spawn(n.bootstrapLoop)
+	n.spawn(n.bootstrapLoop)
 	ok = true
 	log.Info("node started", "id", n.idStr, "api", n.apiAddr, "org", n.rep.Org(), "data_dir", opts.DataDir)
 	n.orgs.Leaving().CheckExit() // removed, or the org deleted, while this node was down

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cshare/cshare/internal/text"
+	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/node/jobsvc"
 	"github.com/cshare/cshare/p2p"
@@ -60,6 +61,10 @@ type Options struct {
 	HeadsHook func(pushed int, before bool)
 	// For tests: no mDNS discovery whatever node.yaml says.
 	DisableMDNS bool
+	// Bootstrap are addresses (/ip4, /ip6, /dns4, /dns6 ending in
+	// /p2p/<id>) of machines to join through and to dial when this node
+	// has no peer (nat.go): `--bootstrap`, repeatable.
+	Bootstrap []string
 
 	// token is the API token to serve with instead of a new one: a node
 	// that Restart starts again keeps its token, so clients that wait on it
@@ -104,6 +109,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MergeAbove < 0 {
 		return o, fmt.Errorf("node: merge threshold %d is negative", o.MergeAbove)
+	}
+	if err := api.CheckBootstrap("--bootstrap", o.Bootstrap); err != nil {
+		return o, fmt.Errorf("node: %w", err)
 	}
 	if len(o.Listen) == 0 {
 		o.Listen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}

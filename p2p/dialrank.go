@@ -20,6 +20,9 @@ const quicFallback = 500 * time.Millisecond
 func TCPFirst(addrs []ma.Multiaddr) []network.AddrDelay {
 	out := swarm.DefaultDialRanker(addrs)
 	for i := range out {
+		if isRelayAddr(out[i].Addr) {
+			continue // after the direct ones, as libp2p ranks them
+		}
 		if _, err := out[i].Addr.ValueForProtocol(ma.P_TCP); err == nil {
 			out[i].Delay = 0
 		} else {

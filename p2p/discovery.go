@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 )
@@ -82,13 +83,17 @@ func (n mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
 
 // DialPeer connects to machine id using the given addresses (multiaddrs,
 // with or without a /p2p/<id> suffix of that machine) and those the
-// peerstore holds. The caller keeps its own schedule of attempts, so
-// libp2p's per-address dial backoff is bypassed: a machine restarted on its
-// remembered address is reached at the next attempt, not minutes later. The
-// peer is protected from connection-manager trimming.
+// peerstore holds: direct ones first, then its /p2p-circuit addresses
+// through the org's relays (nat.go). The caller keeps its own schedule of
+// attempts, so libp2p's per-address dial backoff is cleared first: a
+// machine restarted on its remembered address is reached at the next
+// attempt, not minutes later. The peer is protected from
+// connection-manager trimming.
 func (h *Host) DialPeer(ctx context.Context, id peer.ID, addrs []string) error {
 	ai := dialInfo(id, addrs)
-	ctx = network.WithForceDirectDial(ctx, "cshare redial")
+	if sw, ok := h.h.Network().(*swarm.Swarm); ok {
+		sw.Backoff().Clear(id)
+	}
 	if err := h.h.Connect(ctx, ai); err != nil {
 		return err
 	}
@@ -146,10 +151,14 @@ func (h *Host) Connected(id peer.ID) bool {
 }
 
 // ListenAddrs are the addresses this host listens on, as bound: a port 0
-// of Config.ListenAddrs is the port the system chose.
+// of Config.ListenAddrs is the port the system chose. The relay
+// transport's /p2p-circuit is left out.
 func (h *Host) ListenAddrs() []string {
 	var out []string
 	for _, a := range h.h.Network().ListenAddresses() {
+		if isRelayAddr(a) {
+			continue
+		}
 		out = append(out, a.String())
 	}
 	return out

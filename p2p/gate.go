@@ -337,12 +337,18 @@ func streamNeed(proto protocol.ID) need {
 		strings.HasPrefix(string(proto), "/meshsub/"), strings.HasPrefix(string(proto), "/floodsub/"):
 		// libp2p's own; pubsub is filtered per topic (subscriptions).
 		return needNothing
+	case proto == autoNATv2DialBack:
+		// AutoNAT v2's dial-back comes from the asked machine's dialer, a
+		// peer of its own, and carries only the nonce this host sent.
+		return needNothing
 	case proto == SyncProtocol:
 		return needSync
 	case proto == HeartbeatProtocol:
 		return needApproved // as the heartbeat topic
 	}
-	// Logs, the dataset exchange, and anything else: approved machines.
+	// Logs, the dataset exchange, AutoNAT's dial requests, the relay
+	// (reserve, connect, and the relay's own stop stream), hole punching
+	// (DCUtR), and anything else: approved machines.
 	return needApproved
 }
 
@@ -505,9 +511,15 @@ func (g *Gate) young(p peer.ID, now time.Time) bool {
 
 // Connection gater (connmgr.ConnectionGater).
 
-func (g *Gate) InterceptPeerDial(p peer.ID) bool                                { return !g.IsBlocked(p) }
-func (g *Gate) InterceptAddrDial(peer.ID, ma.Multiaddr) bool                    { return true }
-func (g *Gate) InterceptAccept(network.ConnMultiaddrs) bool                     { return true }
+func (g *Gate) InterceptPeerDial(p peer.ID) bool            { return !g.IsBlocked(p) }
+func (g *Gate) InterceptAccept(network.ConnMultiaddrs) bool { return true }
+
+// InterceptAddrDial refuses a dial through a relay that is not an approved
+// machine of the org (nat.go): no relay outside the org is used.
+func (g *Gate) InterceptAddrDial(_ peer.ID, a ma.Multiaddr) bool {
+	r, ok := relayOf(a)
+	return !ok || g.relayUsable(r)
+}
 func (g *Gate) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }
 func (g *Gate) InterceptSecured(_ network.Direction, p peer.ID, _ network.ConnMultiaddrs) bool {
 	return !g.IsBlocked(p)

@@ -97,7 +97,12 @@ type Heartbeat struct {
 	// is what it always was. (A node older than the field refuses the
 	// heartbeat of a machine that has one: decoding is strict.)
 	SSH *SSHGateway `cbor:"ssh,omitempty" json:"ssh,omitempty"`
-	Sig []byte      `cbor:"sig,omitempty" json:"sig,omitempty"`
+	// Relay: the machine serves as a circuit relay for the org's machines
+	// (nat.go); private machines reserve slots on such machines. Set by
+	// PublishHeartbeat; omitted when false, so a heartbeat of a machine
+	// that does not relay is what it always was.
+	Relay bool   `cbor:"relay,omitempty" json:"relay,omitempty"`
+	Sig   []byte `cbor:"sig,omitempty" json:"sig,omitempty"`
 }
 
 // SSHGateway is a machine's SSH gateway as its heartbeat announces it:

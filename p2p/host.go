@@ -19,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	bhost "github.com/libp2p/go-libp2p/p2p/host/basic"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
@@ -51,6 +52,12 @@ type Config struct {
 	Logger      *slog.Logger          // default: discard
 	Metrics     prometheus.Registerer // may be nil: no metrics registered
 	Trace       TraceHook             // may be nil; sees this host's GossipSub events (benchmarks, diagnosis)
+	// Relay says when the host serves as a circuit relay for its org's
+	// approved machines (nat.go): RelayAuto, the zero value, when it finds
+	// itself publicly reachable.
+	Relay RelayMode
+	// PortMap asks the router for a port mapping (UPnP, NAT-PMP).
+	PortMap bool
 }
 
 // Host is the node's libp2p host with its GossipSub router.
@@ -71,6 +78,7 @@ type Host struct {
 	gate     *Gate
 	floods   *floods
 	psPeers  psPeers // peers GossipSub has a writer to
+	nat      natState
 
 	mu     sync.Mutex
 	mdns   mdns.Service // nil unless StartMDNS
@@ -79,10 +87,11 @@ type Host struct {
 	closed bool
 }
 
-// New starts a libp2p host (TCP + QUIC, Noise, yamux, connection manager,
-// resource manager with the default limits scaled to the machine, no relay)
-// and a GossipSub router with peer scoring, a 64 KiB payload cap, content-hash
-// message IDs and strict message signing.
+// New starts a libp2p host (TCP + QUIC, TLS or Noise, yamux, connection
+// manager, resource manager with the default limits scaled to the machine,
+// AutoNAT, the org's relays, hole punching: nat.go) and a GossipSub router
+// with peer scoring, a 64 KiB payload cap, content-hash message IDs and
+// strict message signing.
 func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.Key == nil {
 		return nil, errors.New("p2p: Config.Key is required")
@@ -103,7 +112,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if cfg.Metrics == nil {
 		rmOpts = append(rmOpts, rcmgr.WithMetricsDisabled())
 	}
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(rcmgr.DefaultLimits.AutoScale()), rmOpts...)
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(peerLimits.AutoScale()), rmOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -118,8 +127,19 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		scores: make(map[peer.ID]float64),
 		gate:   gate,
 		floods: newFloods(),
+		nat: natState{mode: cfg.Relay, tick: pathTick, paths: map[peer.ID]*pathState{},
+			attempts: map[peer.ID]bool{}, lastPunch: map[peer.ID]time.Time{}},
 	}
 	gate.h = h // before the host exists: a connection may come at once
+	h.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cshare_p2p_refused_total",
+		Help: "What this host refused to peers outside the org: streams by protocol, joiners' admissions, connections, relay reservations and relayed connections.",
+	}, []string{"what"})
+	if cfg.Metrics != nil {
+		h.refused = registerOrExisting(cfg.Metrics, h.refused)
+	}
+	h.nat.metrics = newNATMetrics(h, cfg.Metrics)
+	var oam bhost.ObservedAddrsManager
 	opts := []libp2p.Option{
 		libp2p.Identity(cfg.Key),
 		libp2p.ConnectionGater(gate),
@@ -130,10 +150,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.ConnectionManager(cm),
 		libp2p.ResourceManager(gatedRM{ResourceManager: rm, g: gate}),
-		libp2p.DisableRelay(),
 		libp2p.SwarmOpts(swarm.WithDialRanker(TCPFirst)),
 		libp2p.UserAgent("cshare"),
 	}
+	opts = append(opts, h.natOptions(cfg, &oam)...)
 	if cfg.Metrics != nil {
 		opts = append(opts, libp2p.PrometheusRegisterer(cfg.Metrics))
 	} else {
@@ -147,6 +167,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	}
 	h.mu.Lock()
 	h.h = lh
+	h.nat.oam = oam
 	h.mu.Unlock()
 	h.rejected, h.ignored, h.accepted = newCounters(cfg.Metrics)
 	h.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -157,13 +178,6 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		h.dropped = registerOrExisting(cfg.Metrics, h.dropped)
 	}
 	h.traffic = newTraffic(cfg.Metrics)
-	h.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "cshare_p2p_refused_total",
-		Help: "What this host refused to peers outside the org: streams by protocol, joiners' admissions, connections.",
-	}, []string{"what"})
-	if cfg.Metrics != nil {
-		h.refused = registerOrExisting(cfg.Metrics, h.refused)
-	}
 
 	author, err := processAuthor()
 	if err != nil {
@@ -203,10 +217,28 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		return nil, fmt.Errorf("p2p: start pubsub: %w", err)
 	}
 	h.ps = ps
+	if err := h.startNAT(cfg); err != nil {
+		cancel()
+		_ = lh.Close()
+		return nil, fmt.Errorf("p2p: start hole punching: %w", err)
+	}
 	lh.SetStreamHandler(HeartbeatProtocol, h.handleHeartbeatStream)
 	go gate.sweepLoop()
 	return h, nil
 }
+
+// peerLimits are libp2p's default resource limits with more connections (and
+// file descriptors) per peer: 8 and 4 leave no room for a hole punch to a
+// peer whose stale addresses (a laptop's old network, a NAT's earlier
+// mappings) are still being dialled, each dial holding a slot until it
+// times out into the NAT that drops it (make nat-bench: "cannot reserve
+// connection: resource limit exceeded").
+var peerLimits = func() rcmgr.ScalingLimitConfig {
+	l := rcmgr.DefaultLimits
+	l.PeerBaseLimit.ConnsInbound, l.PeerBaseLimit.ConnsOutbound, l.PeerBaseLimit.Conns = 16, 16, 32
+	l.PeerBaseLimit.FD = 16
+	return l
+}()
 
 // GossipSub queue sizes (see NewHost).
 const (
@@ -290,15 +322,16 @@ func (h *Host) PubSub() *pubsub.PubSub { return h.ps }
 
 // Addrs returns this host's dialable multiaddrs, each ending in /p2p/<id>:
 // listen addresses with unspecified IPs expanded to every interface address,
-// plus addresses learnt by identify. Public first, then private, then
-// loopback; sorted within each group.
+// plus addresses learnt by identify, plus its addresses through the org's
+// relays where it holds a reservation (/p2p-circuit). Public first, then
+// private, then loopback; sorted within each group.
 func (h *Host) Addrs() []string {
 	seen := map[string]bool{}
 	var all []ma.Multiaddr
 	add := func(as []ma.Multiaddr) {
 		for _, a := range as {
-			if manet.IsIPUnspecified(a) {
-				continue
+			if _, via := relayOf(a); manet.IsIPUnspecified(a) || isRelayAddr(a) && !via {
+				continue // the relay transport's bare /p2p-circuit is no address
 			}
 			if k := a.String(); !seen[k] {
 				seen[k] = true
@@ -415,6 +448,7 @@ func (h *Host) Close() error {
 		o.Close()
 	}
 	h.StopMDNS()
+	h.closeNAT()
 	return h.h.Close()
 }
 

@@ -420,6 +420,7 @@ func (o *Org) PublishHeartbeat(ctx context.Context, hb Heartbeat) error {
 	if len(hb.Addrs) == 0 {
 		hb.Addrs = o.addrs()
 	}
+	hb.Relay = o.h.RelayServing()
 	o.hbPubMu.Lock()
 	defer o.hbPubMu.Unlock()
 	o.mySeq = nextSeq(o.mySeq)

@@ -61,6 +61,24 @@ type NodeStatus struct {
 	// key's SHA256 fingerprint; both empty when node.yaml has no ssh.
 	SSHAddr    string `json:"ssh_addr,omitempty"`
 	SSHHostKey string `json:"ssh_host_key,omitempty"`
+	// Reachability is whether other networks reach this machine: public,
+	// private (behind a NAT or a firewall: the org reaches it through
+	// its relays) or unknown; PublicAddrs are the public addresses it has
+	// or is observed at; RelayServing, whether it relays for the org's
+	// machines; Connections, the path to each connected peer.
+	Reachability string       `json:"reachability"`
+	PublicAddrs  []string     `json:"public_addrs"`
+	RelayServing bool         `json:"relay_serving"`
+	Connections  []Connection `json:"connections"`
+}
+
+// Connection is one connected peer of NodeStatus and how it is reached:
+// Path "direct", or "relayed" through one of the org's relays (Addr then
+// names the relay, /p2p/<relay>/p2p-circuit).
+type Connection struct {
+	Machine string `json:"machine"`
+	Path    string `json:"path"`
+	Addr    string `json:"addr"`
 }
 
 // OrgInfo is `cshare org show --json`.
@@ -117,6 +135,9 @@ type SettingsRequest struct {
 type JoinRequest struct {
 	OrgKey string `json:"org_key"`
 	Name   string `json:"name,omitempty"`
+	// Bootstrap are addresses (/ip4, /ip6, /dns4, /dns6, /dns ending in
+	// /p2p/<id>) to join through besides the key's; see CheckBootstrap.
+	Bootstrap []string `json:"bootstrap,omitempty"`
 	// UserName: as OrgCreate.UserName.
 	UserName string `json:"user_name,omitempty"`
 }
@@ -263,6 +284,9 @@ type InstanceInfo struct {
 	CPUPercent  float64 `json:"cpu_percent"`
 	MemoryBytes int64   `json:"memory_bytes"`
 	OOMKilled   bool    `json:"oom_killed,omitempty"`
+	// Relayed: this node reaches the machine only through one of the
+	// org's relays (its items' output comes through it).
+	Relayed bool `json:"relayed,omitempty"`
 }
 
 // JobInfo is `cshare job show --json`.
@@ -438,6 +462,10 @@ type DatasetInfo struct {
 	Added     string   `json:"added"`
 	Local     bool     `json:"local"`
 	Holders   []string `json:"holders,omitempty"`
+	// Relayed (dataset get, export) are the machines holding the dataset
+	// that this node reaches only through one of the org's relays: its
+	// blocks came from them through the relay, or from the others.
+	Relayed []string `json:"relayed,omitempty"`
 }
 
 // DatasetProgress is how far an import has read.

@@ -46,6 +46,9 @@ type File struct {
 	Disk Disk
 	// SSH is the ssh: section (ssh.go).
 	SSH SSH
+	// Relay and NAT are the relay: and nat: sections (sections.go).
+	Relay Relay
+	NAT   NAT
 
 	src   string         // path given to Load, for error locations
 	lines map[string]int // key path -> line, for error locations
@@ -186,6 +189,12 @@ func strictDecode(src string, data []byte) error {
 		SSH *struct {
 			Listen yaml.Node `yaml:"listen"`
 		} `yaml:"ssh"`
+		Relay *struct {
+			Serve yaml.Node `yaml:"serve"`
+		} `yaml:"relay"`
+		NAT *struct {
+			PortMap yaml.Node `yaml:"portmap"`
+		} `yaml:"nat"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)

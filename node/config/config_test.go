@@ -190,7 +190,10 @@ func TestParseErrors(t *testing.T) {
 		{"jobs huge", "resources:\n  max_concurrent_jobs: 5000\n", "resources.max_concurrent_jobs", "resources.max_concurrent_jobs: 5000 is outside 0..256"},
 		{"jobs string", "resources:\n  max_concurrent_jobs: four\n", "resources.max_concurrent_jobs", `resources.max_concurrent_jobs: "four" is not a number`},
 		{"unknown resources key", "resources:\n  cpu_limit: 80\n  foo: 1\n", "resources.foo", `unknown key "resources.foo"; allowed under resources: cpu_limit, memory_limit, disk_limit, max_concurrent_jobs, gpus (line 3)`},
-		{"unknown top key", "nmae: x\n", "nmae", `unknown key "nmae"; allowed at the top level: name, heartbeat_interval, resources, runtime, discovery, metrics, registries, disk, ssh (line 1)`},
+		{"unknown top key", "nmae: x\n", "nmae", `unknown key "nmae"; allowed at the top level: name, heartbeat_interval, resources, runtime, discovery, metrics, registries, disk, ssh, relay, nat (line 1)`},
+		{"relay serve not a bool", "relay:\n  serve: yes please\n", "relay.serve", `relay.serve: "yes please" (a string) is not true or false`},
+		{"unknown relay key", "relay: {limit: 1}\n", "relay.limit", `unknown key "relay.limit"; allowed under relay: serve (line 1)`},
+		{"nat portmap a number", "nat: {portmap: 1}\n", "nat.portmap", `nat.portmap: 1 is not true or false`},
 		{"unknown gpu key", "resources:\n  gpus:\n    - device: 0\n      mem: 1\n", "resources.gpus[0].mem", `unknown key "resources.gpus[0].mem"; allowed under resources.gpus[0]: device, memory (line 4)`},
 		{"unknown runtime key", "runtime:\n  podman: true\n", "runtime.podman", `unknown key "runtime.podman"`},
 		{"seed keys at top level", "cpu_limit: 80\n", "cpu_limit", `unknown key "cpu_limit"; allowed at the top level`},
@@ -223,7 +226,7 @@ func TestParseErrors(t *testing.T) {
 		{"name control", "name: \"a\\tb\"\n", "name", `name: "a\tb" holds a control character (U+0009); allowed: 1 to 64 characters, one line of printable text`},
 		{"name spaces", "name: \" box\"\n", "name", `name: " box" starts or ends with a space`},
 		{"name mapping", "name: {a: b}\n", "name", "name: is a mapping; expected a machine name"},
-		{"top level list", "- resources\n", "", "the top level: is a list; expected a mapping with keys name, heartbeat_interval, resources, runtime, discovery, metrics, registries, disk, ssh (line 1)"},
+		{"top level list", "- resources\n", "", "the top level: is a list; expected a mapping with keys name, heartbeat_interval, resources, runtime, discovery, metrics, registries, disk, ssh, relay, nat (line 1)"},
 		{"top level scalar", "hello\n", "", `the top level: is "hello" (a string); expected a mapping`},
 		{"syntax", "resources:\n  cpu_limit: [80\n", "", "invalid YAML: "},
 		{"tabs", "resources:\n\tcpu_limit: 80\n", "", "invalid YAML: "},
@@ -400,6 +403,34 @@ func TestDiscovery(t *testing.T) {
 		}
 		if got := f.Discovery.MDNSEnabled(); got != tc.want {
 			t.Errorf("%q: MDNSEnabled = %v, want %v", tc.src, got, tc.want)
+		}
+	}
+}
+
+// TestRelayAndNAT: relay.serve is unset (serve when publicly reachable)
+// unless given; nat.portmap is on unless turned off.
+func TestRelayAndNAT(t *testing.T) {
+	yes, no := true, false
+	for _, tc := range []struct {
+		src     string
+		serve   *bool
+		portmap bool
+	}{
+		{"", nil, true},
+		{"relay:\nnat:\n", nil, true},
+		{"relay: {serve: true}\n", &yes, true},
+		{"relay:\n  serve: false\nnat: {portmap: false}\n", &no, false},
+		{"nat:\n  portmap: true\n", nil, true},
+	} {
+		f, err := Parse([]byte(tc.src))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.src, err)
+		}
+		if (f.Relay.Serve == nil) != (tc.serve == nil) || f.Relay.Serve != nil && *f.Relay.Serve != *tc.serve {
+			t.Errorf("%q: relay.serve = %v, want %v", tc.src, f.Relay.Serve, tc.serve)
+		}
+		if got := f.NAT.PortMapEnabled(); got != tc.portmap {
+			t.Errorf("%q: PortMapEnabled = %v, want %v", tc.src, got, tc.portmap)
 		}
 	}
 }

@@ -22,6 +22,11 @@
 //	  docker: true            # default true
 //	discovery:
 //	  mdns: true              # find the org's machines on the local network with mDNS, default true
+//	relay:
+//	  serve: true             # serve as a relay for the org's machines behind NATs; default: when this
+//	                          # machine finds itself reachable from outside; false = never
+//	nat:
+//	  portmap: true           # ask the router for a port mapping (UPnP, NAT-PMP), default true
 //	disk:
 //	  reserve: 32             # MB kept free on the data dir's filesystem, and as much again in a ballast file
 //	                          # given back when the disk fills; default 32 (at most an eighth of the disk),

@@ -144,7 +144,7 @@ func (p *parser) file(doc *yaml.Node) (File, error) {
 		}
 		root = doc.Content[0]
 	}
-	entries, err := p.mapping(root, "", "name", "heartbeat_interval", "resources", "runtime", "discovery", "metrics", "registries", "disk", "ssh")
+	entries, err := p.mapping(root, "", "name", "heartbeat_interval", "resources", "runtime", "discovery", "metrics", "registries", "disk", "ssh", "relay", "nat")
 	if err != nil {
 		return f, err
 	}
@@ -188,6 +188,14 @@ func (p *parser) file(doc *yaml.Node) (File, error) {
 			}
 		case "ssh":
 			if f.SSH, err = p.ssh(e.value, e.path); err != nil {
+				return f, err
+			}
+		case "relay":
+			if f.Relay, err = p.relay(e.value, e.path); err != nil {
+				return f, err
+			}
+		case "nat":
+			if f.NAT, err = p.nat(e.value, e.path); err != nil {
 				return f, err
 			}
 		}

@@ -84,19 +84,26 @@ func (p *parser) metrics(n *yaml.Node, path string) (Metrics, error) {
 }
 
 func (p *parser) discovery(n *yaml.Node, path string) (Discovery, error) {
-	var d Discovery
-	entries, err := p.mapping(n, path, "mdns")
+	b, err := p.oneBool(n, path, "mdns")
+	return Discovery{MDNS: b}, err
+}
+
+// oneBool reads a section whose one key, key, is true or false; nil when
+// the key is absent.
+func (p *parser) oneBool(n *yaml.Node, path, key string) (*bool, error) {
+	entries, err := p.mapping(n, path, key)
 	if err != nil {
-		return d, err
+		return nil, err
 	}
+	var out *bool
 	for _, e := range entries {
 		b, err := p.boolValue(e)
 		if err != nil {
-			return d, err
+			return nil, err
 		}
-		d.MDNS = &b
+		out = &b
 	}
-	return d, nil
+	return out, nil
 }
 
 // boolValue reads a mapping entry that must be true or false.
@@ -109,4 +116,31 @@ func (p *parser) boolValue(e entry) (bool, error) {
 		return false, p.errf(e.value, e.path, "%s is not true or false", show(e.value))
 	}
 	return b, nil
+}
+
+// Relay is the relay: section: whether this machine serves as a circuit
+// relay for its org's approved machines (p2p's nat.go).
+type Relay struct {
+	Serve *bool // nil = when this machine finds itself publicly reachable
+}
+
+// NAT is the nat: section.
+type NAT struct {
+	// PortMap asks the router for a port mapping (UPnP, NAT-PMP), so that
+	// machines outside reach this one directly.
+	PortMap *bool // nil = true
+}
+
+// PortMapEnabled reports whether the node asks the router for a port
+// mapping.
+func (n NAT) PortMapEnabled() bool { return n.PortMap == nil || *n.PortMap }
+
+func (p *parser) relay(n *yaml.Node, path string) (Relay, error) {
+	b, err := p.oneBool(n, path, "serve")
+	return Relay{Serve: b}, err
+}
+
+func (p *parser) nat(n *yaml.Node, path string) (NAT, error) {
+	b, err := p.oneBool(n, path, "portmap")
+	return NAT{PortMap: b}, err
 }

@@ -275,6 +275,7 @@ func (s *Service) GetDataset(ctx context.Context, ref string, req api.DatasetGet
 	if err != nil {
 		return info, err
 	}
+	info.Relayed = s.relayedHolders(ctx, root)
 	// A write that fails removes what it made: a retry finds no --out.
 	if err := dataset.WriteOut(ctx, s.blocks, root, out); err != nil {
 		if errors.Is(err, dataset.ErrDAG) {

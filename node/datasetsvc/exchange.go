@@ -15,6 +15,7 @@ import (
 	"github.com/cshare/cshare/dataset"
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/p2p"
 )
 
 // exchange is the node's bitswap with the access rules of the ledger: a block
@@ -136,12 +137,34 @@ func (s *Service) datasetHolders(ctx context.Context, root string, local bool) [
 	if err != nil {
 		return nil
 	}
-	var ids []string
+	out := s.holders(ctx, c, func(peer.ID) bool { return true })
+	if local {
+		out = append(out, s.d.Machine)
+		sort.Strings(out)
+	}
+	return out
+}
+
+// relayedHolders are the online machines this one reaches only through a
+// relay that hold the dataset of root (none are asked when no machine is
+// reached through a relay).
+func (s *Service) relayedHolders(ctx context.Context, root cid.Cid) []string {
+	return s.holders(ctx, root, func(p peer.ID) bool { return s.d.Host.Path(p) == p2p.PathRelayed })
+}
+
+// holders asks the online approved machines of the org other than this
+// one, those of them which takes, whether they hold c (the have protocol,
+// 3 s at most); sorted.
+func (s *Service) holders(ctx context.Context, c cid.Cid, which func(peer.ID) bool) []string {
+	var ids []peer.ID
 	now := s.now()
 	s.snapshot(func(st *ledger.State) {
 		for _, m := range st.SortedMachines() {
-			if m.Status == ledger.MachineApproved && m.ID != s.d.Machine {
-				ids = append(ids, m.ID)
+			if m.Status != ledger.MachineApproved || m.ID == s.d.Machine {
+				continue
+			}
+			if p, err := peer.Decode(m.ID); err == nil && which(p) {
+				ids = append(ids, p)
 			}
 		}
 	})
@@ -150,17 +173,10 @@ func (s *Service) datasetHolders(ctx context.Context, root string, local bool) [
 		out []string
 		wg  sync.WaitGroup
 	)
-	if local {
-		out = append(out, s.d.Machine)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	for _, id := range ids {
-		if _, _, online := s.d.Peers.Liveness(id, now); !online {
-			continue
-		}
-		p, err := peer.Decode(id)
-		if err != nil {
+	for _, p := range ids {
+		if _, _, online := s.d.Peers.Liveness(p.String(), now); !online {
 			continue
 		}
 		wg.Add(1)
@@ -168,7 +184,7 @@ func (s *Service) datasetHolders(ctx context.Context, root string, local bool) [
 			defer wg.Done()
 			if ok, _ := dataset.AskHave(ctx, s.d.Host.LibP2P(), p, c); ok {
 				mu.Lock()
-				out = append(out, id)
+				out = append(out, p.String())
 				mu.Unlock()
 			}
 		}()

@@ -35,6 +35,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/cshare/cshare/dataset"
 	"github.com/cshare/cshare/ledger"
@@ -59,6 +60,12 @@ type Ledger interface {
 // (*p2p.Host).
 type Host interface {
 	LibP2P() host.Host
+	// Bulk is the host to open the exchange's streams through: a stream
+	// to a machine reached only through a relay waits for the direct
+	// connection being punched to it, if one is (p2p.Host.Bulk).
+	Bulk() host.Host
+	// Path is how this machine reaches p: "direct", "relayed" or "".
+	Path(p peer.ID) string
 }
 
 // Store is the store's data blocks and the pins of imports in progress
@@ -141,7 +148,7 @@ func New(ctx context.Context, d Deps) *Service {
 // host.
 func (s *Service) StartExchange() {
 	s.xch = &exchange{}
-	s.xch.x = dataset.NewExchange(s.ctx, s.d.Host.LibP2P(), s.blocks, s.allowBlock)
+	s.xch.x = dataset.NewExchange(s.ctx, s.d.Host.Bulk(), s.blocks, s.allowBlock)
 	dataset.ServeHave(s.d.Host.LibP2P(), s.peerAsksHave)
 }
 

@@ -7,9 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/node/sched"
+	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/smartshare"
 )
 
@@ -112,6 +115,11 @@ func (s *Service) jobInfo(j *ledger.Job) api.JobInfo {
 				state = "preempting (" + m + ")"
 			}
 			ji.Instances = append(ji.Instances, withUse(api.InstanceInfo{Machine: k.m, MachineName: names[k.m], Slot: k.s, Kind: "secondary", State: state}, l))
+		}
+		for i, in := range ji.Instances {
+			if p, err := peer.Decode(in.Machine); err == nil && in.Machine != s.d.Machine {
+				ji.Instances[i].Relayed = s.d.Host.Path(p) == p2p.PathRelayed
+			}
 		}
 		sort.Slice(ji.Instances, func(a, b int) bool {
 			if ji.Instances[a].Machine != ji.Instances[b].Machine {

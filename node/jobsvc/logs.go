@@ -75,7 +75,7 @@ func (s *Service) remoteLog(ctx context.Context, job string, item int64, machine
 	defer cancel()
 	fetch := func() ([]byte, error) {
 		s.d.Peers.EnsureConnected(ctx, pid)
-		return p2p.FetchLog(ctx, s.d.Host.LibP2P(), pid, p2p.LogsRequest{Org: s.orgID(), Job: job, Item: item}, runtime.LogCap)
+		return p2p.FetchLog(ctx, s.d.Host.Bulk(), pid, p2p.LogsRequest{Org: s.orgID(), Job: job, Item: item}, runtime.LogCap)
 	}
 	out, err := fetch()
 	for try := 1; try <= 3 && err != nil && !errors.Is(err, p2p.ErrNoLog) && !errors.Is(err, p2p.ErrLogsRefused) && ctx.Err() == nil; try++ {

@@ -90,6 +90,10 @@ type Peers interface {
 // machine that ran it.
 type Host interface {
 	LibP2P() host.Host
+	// Bulk is the host to fetch item output through (p2p.Host.Bulk).
+	Bulk() host.Host
+	// Path is how this machine reaches p: "direct", "relayed" or "".
+	Path(p peer.ID) string
 }
 
 // Logs is the item output store (*logs.Store).

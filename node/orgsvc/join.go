@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,13 +56,22 @@ func (s *Service) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult
 	if tok.Cap.Expires != 0 && s.now().UnixMilli() > tok.Cap.Expires {
 		return api.JoinResult{}, api.Errorf(http.StatusBadRequest, "org key: this invite expired at %s; ask an admin for a new one", api.FormatTime(time.UnixMilli(tok.Cap.Expires)))
 	}
+	if err := api.CheckBootstrap("bootstrap", req.Bootstrap); err != nil {
+		return api.JoinResult{}, api.FieldErrorf(http.StatusBadRequest, "bootstrap", "%v", err)
+	}
+	addrs := append(slices.Clone(tok.Addrs), req.Bootstrap...) // the key's, then the request's
+	for _, a := range s.d.Bootstrap { // and the node's --bootstrap
+		if !slices.Contains(addrs, a) {
+			addrs = append(addrs, a)
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := s.d.Host.Connect(cctx, tok.Addrs); err != nil {
-		return api.JoinResult{}, api.Errorf(http.StatusBadGateway, "could not reach any bootstrap address in the org key (%v); is the issuing node running and reachable? (a machine that refused three keys from a joiner refuses it for a minute)", err)
+	if err := s.d.Host.Connect(cctx, addrs); err != nil {
+		return api.JoinResult{}, api.Errorf(http.StatusBadGateway, "could not reach any bootstrap address in the org key or --bootstrap (%v); is the issuing node running and reachable? (a machine that refused three keys from a joiner refuses it for a minute)", err)
 	}
 	var peers []peer.ID
-	for _, a := range tok.Addrs {
+	for _, a := range addrs {
 		if id, err := peerOf(a); err == nil && id != s.d.Machine {
 			peers = append(peers, id)
 			s.d.Peers.RememberPeer(id.String(), []string{a})

@@ -133,6 +133,9 @@ type Deps struct {
 	Machine peer.ID
 	// DataDir holds user.key, the tombstones, left.json and the orgs left.
 	DataDir string
+	// Bootstrap are the node's --bootstrap addresses, dialled at a join
+	// beside the org key's.
+	Bootstrap []string
 	// Interval is the heartbeat interval: the pace of pushes and
 	// tombstone requests.
 	Interval time.Duration

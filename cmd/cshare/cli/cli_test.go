@@ -83,7 +83,8 @@ func TestTables(t *testing.T) {
 		{[]string{"job", "ls"}, []string{"ID", "STATE", "PRIORITY", "INSTANCES", "ITEMS", "FAILED", "SUBMITTER", "AGE",
 			short(jobID), "running", "2/2+1", "40/100", "5m", "3d", "0/0+0", "0/1"}},
 		{[]string{"job", "show", jobID}, []string{"state:", "running", "reason:", "preempted by a higher priority job",
-			`sh -c "echo $CSHARE_ITEM"`, "40/100 done, 1 failed", "per instance:", "0.5 cores, 512 MiB memory, 1 gpus", "MACHINE", "SLOT", "KIND", "secondary", "render-2"}},
+			`sh -c "echo $CSHARE_ITEM"`, "40/100 done, 1 failed", "per instance:", "0.5 cores, 512 MiB memory, 1 gpus", "MACHINE", "SLOT", "KIND", "secondary", "render-2",
+			"reached through a relay (no direct connection yet; their items' output comes through it, slower): render-2 (" + short(m2ID) + ")"}},
 		{[]string{"job", "items", jobID}, []string{"ITEM", "STATUS", "ATTEMPTS", "CODE", "DURATION", "1.5s", "2 KiB", "failed"}},
 		{[]string{"member", "ls"}, []string{"ID", "NAME", "ROLE", "MACHINES", "JOINED", "owner", "admin", "alice", short(ownerID),
 			short(m1ID) + "," + short(m2ID) + ",", short(m3ID), "2d ago"}},
@@ -518,15 +519,26 @@ func TestJoin(t *testing.T) {
 	if want := "joined org acme (bafyorg) as " + m3ID + ": pending approval by an admin"; !strings.HasPrefix(r.stdout, want) {
 		t.Errorf("got %q, want prefix %q", r.stdout, want)
 	}
-	if *n.join != (api.JoinRequest{OrgKey: orgKey, Name: "laptop"}) {
+	if !reflect.DeepEqual(*n.join, api.JoinRequest{OrgKey: orgKey, Name: "laptop"}) {
 		t.Errorf("sent %+v", *n.join)
 	}
 	r = n.run("member", "join", "--invite", invite)
 	if want := "joined org acme (bafyorg) as " + m3ID + ": approved, role admin\n"; r.stdout != want {
 		t.Errorf("got %q, want %q", r.stdout, want)
 	}
-	if *n.join != (api.JoinRequest{OrgKey: invite}) {
+	if !reflect.DeepEqual(*n.join, api.JoinRequest{OrgKey: invite}) {
 		t.Errorf("sent %+v", *n.join)
+	}
+	boot := "/dns4/relay.example.com/tcp/4001/p2p/12D3KooWGRUVh7fV7F5UqiEZZDYpkPTXQmjWfEmSxUGLhLhqQ7Jx"
+	if r = n.run("node", "join", "--org-key", orgKey, "--bootstrap", boot); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !reflect.DeepEqual(*n.join, api.JoinRequest{OrgKey: orgKey, Bootstrap: []string{boot}}) {
+		t.Errorf("sent %+v", *n.join)
+	}
+	r = n.run("node", "join", "--org-key", orgKey, "--bootstrap", "/dns4/relay.example.com/tcp/4001")
+	if r.code != 2 || !strings.Contains(r.stderr, "--bootstrap: ") || !strings.Contains(r.stderr, "/p2p/<machine ID>") {
+		t.Errorf("a --bootstrap without /p2p/: exit %d: %s", r.code, r.stderr)
 	}
 }
 

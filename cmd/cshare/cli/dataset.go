@@ -261,7 +261,16 @@ func (a *app) datasetGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, err = fmt.Fprintf(a.stdout, "wrote dataset %s (%s) to %s\n", text.Quote(d.Name), units.BytesSize(float64(d.Size)), text.Quote(abs))
+			if _, err = fmt.Fprintf(a.stdout, "wrote dataset %s (%s) to %s\n", text.Quote(d.Name), units.BytesSize(float64(d.Size)), text.Quote(abs)); err != nil {
+				return err
+			}
+			if len(d.Relayed) > 0 {
+				names := make([]string, len(d.Relayed))
+				for i, m := range d.Relayed {
+					names[i] = short(text.Escape(m))
+				}
+				_, err = fmt.Fprintf(a.stdout, "fetched partly through a relay: no direct connection yet to %s, which hold it\n", strings.Join(names, ", "))
+			}
 			return err
 		},
 	}

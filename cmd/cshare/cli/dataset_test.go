@@ -89,6 +89,7 @@ func (f *fakeNode) GetDataset(ctx context.Context, ref string, req api.DatasetGe
 	f.mu.Lock()
 	f.dsGet = &req
 	f.mu.Unlock()
+	d.Relayed = []string{m2ID} // held by a machine reached through a relay
 	return d, nil
 }
 
@@ -139,6 +140,9 @@ func TestDatasetCLI(t *testing.T) {
 	r = n.run("dataset", "get", "second", "--out", "copy")
 	if r.code != 0 || n.dsGet.Out != filepath.Join(dir, "copy") {
 		t.Fatalf("get: %+v, sent %+v", r, n.dsGet)
+	}
+	if want := "fetched partly through a relay: no direct connection yet to " + short(m2ID); !strings.Contains(r.stdout, want) {
+		t.Fatalf("get: %q, want it to say %q", r.stdout, want)
 	}
 	r = n.run("dataset", "rm", "second")
 	if r.code != 0 || !strings.Contains(r.stdout, "removed dataset") {

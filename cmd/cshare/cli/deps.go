@@ -23,6 +23,7 @@ func runNodeDaemon(ctx context.Context, o runOptions) error {
 		APITLSKey:         o.APITLSKey,
 		APIInsecureRemote: o.APIInsecureRemote,
 		Now:               o.Now,
+		Bootstrap:         o.Bootstrap,
 	})
 }
 

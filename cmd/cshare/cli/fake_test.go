@@ -91,7 +91,7 @@ func newFake() *fakeNode {
 				Instances: []api.InstanceInfo{
 					{Machine: m1ID, MachineName: "office-gpu-1", Slot: 0, Kind: "primary", State: "running", Item: 41},
 					{Machine: m1ID, MachineName: "office-gpu-1", Slot: 1, Kind: "primary", State: "running", Item: 42},
-					{Machine: m2ID, MachineName: "render-2", Slot: 0, Kind: "secondary", State: "starting"},
+					{Machine: m2ID, MachineName: "render-2", Slot: 0, Kind: "secondary", State: "starting", Relayed: true},
 				},
 				Reason: "preempted by a higher priority job", Submitted: api.FormatTime(testNow.Add(-5 * time.Minute))},
 			{ID: job2ID, Submitter: m3ID, State: "queued", Priority: 9999, CPUs: 1, MaxCPUs: "*", Driver: "exec", Cmd: []string{"true"}, Range: "1",
@@ -121,7 +121,9 @@ func (f *fakeNode) called() []string {
 func (f *fakeNode) Status(ctx context.Context) (api.NodeStatus, error) {
 	st := api.NodeStatus{ID: m1ID, Name: "office-gpu-1", Org: "bafyorg", OrgName: "acme", Status: "available", Role: "owner", Person: ownerID, PersonName: "alice",
 		Peers: 2, PeerIDs: []string{m1ID, m2ID}, Heads: []string{"bafyhead1"}, Entries: 12, StateHash: "abc123", Uptime: "1m0s",
-		UptimeSeconds: 60, Version: "0.1.0-test", PlanHash: "p1", PlanAgree: 2, PlanPeers: 2, API: "127.0.0.1:1", DataDir: "/x"}
+		UptimeSeconds: 60, Version: "0.1.0-test", PlanHash: "p1", PlanAgree: 2, PlanPeers: 2, API: "127.0.0.1:1", DataDir: "/x",
+		Reachability: "private", PublicAddrs: []string{"/ip4/203.0.114.7/tcp/4001"},
+		Connections: []api.Connection{{Machine: m2ID, Path: "relayed", Addr: "/ip4/203.0.114.9/tcp/4001/p2p/" + ownerID + "/p2p-circuit"}}}
 	f.mu.Lock()
 	if f.left > 0 {
 		if f.left--; f.left == 0 {

@@ -411,7 +411,32 @@ func printJob(a *app, j api.JobInfo) error {
 		}
 		t.row(short(in.Machine), orDash(in.MachineName), fmt.Sprint(in.Slot), in.Kind, in.State, item, cpu, mem)
 	}
-	return t.write(a.stdout)
+	if err := t.write(a.stdout); err != nil {
+		return err
+	}
+	if r := relayedMachines(j.Instances); r != "" {
+		_, err := fmt.Fprintf(a.stdout, "\nreached through a relay (no direct connection yet; their items' output comes through it, slower): %s\n", r)
+		return err
+	}
+	return nil
+}
+
+// relayedMachines names the machines of ins this node reaches only through
+// a relay, once each, in order.
+func relayedMachines(ins []api.InstanceInfo) string {
+	var out []string
+	seen := map[string]bool{}
+	for _, in := range ins {
+		if in.Relayed && !seen[in.Machine] {
+			seen[in.Machine] = true
+			name := short(in.Machine)
+			if in.MachineName != "" {
+				name = text.Escape(in.MachineName) + " (" + name + ")"
+			}
+			out = append(out, name)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func (a *app) jobModifyCmd() *cobra.Command {

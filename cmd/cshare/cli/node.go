@@ -32,6 +32,7 @@ type runOptions struct {
 	APITLSCert, APITLSKey string
 	APIInsecureRemote     bool
 	Now                   func() time.Time // nil = time.Now; see EnvFakeTime
+	Bootstrap             []string         // --bootstrap
 }
 
 func (a *app) nodeCmd() *cobra.Command {
@@ -49,6 +50,7 @@ func (a *app) nodeRunCmd() *cobra.Command {
 		tlsCert   string
 		tlsKey    string
 		insecure  bool
+		bootstrap []string
 	)
 	c := &cobra.Command{
 		Use:   "run",
@@ -76,6 +78,9 @@ picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
 					return usagef(cmd, "--listen: %q is not a multiaddr; use e.g. /ip4/0.0.0.0/tcp/4001", l)
 				}
 			}
+			if err := api.CheckBootstrap("--bootstrap", bootstrap); err != nil {
+				return usagef(cmd, "%v", err)
+			}
 			if (tlsCert == "") != (tlsKey == "") {
 				return usagef(cmd, "--api-tls-cert and --api-tls-key: give both (PEM files) or neither")
 			}
@@ -91,6 +96,7 @@ picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
 				Listen:     listen,
 				ConfigPath: config,
 				Name:       name,
+				Bootstrap:  bootstrap,
 				Logger:     slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: lvl})),
 			}
 			if o.API == "" {
@@ -115,6 +121,7 @@ picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
 	f.StringVar(&tlsCert, "api-tls-cert", "", "serve the API over TLS with this certificate (PEM; with --api-tls-key)")
 	f.StringVar(&tlsKey, "api-tls-key", "", "the private key (PEM) of --api-tls-cert")
 	f.BoolVar(&insecure, "api-insecure-remote", false, "allow a non-loopback --api without TLS (the token then crosses the network in clear)")
+	addBootstrap(c, &bootstrap)
 	return c
 }
 
@@ -123,6 +130,7 @@ picks a free port, written to <data-dir>/api.addr). Logs go to stderr.`,
 // name are checked before the node is asked.
 func (a *app) joinCmd(c *cobra.Command, key func(cmd *cobra.Command) (string, error)) *cobra.Command {
 	var name, user string
+	var bootstrap []string
 	var req api.JoinRequest
 	c.Args = exactArgs()
 	c.PreRunE = func(cmd *cobra.Command, args []string) error {
@@ -136,17 +144,26 @@ func (a *app) joinCmd(c *cobra.Command, key func(cmd *cobra.Command) (string, er
 				return usagef(cmd, "%v", err)
 			}
 		}
+		if err := api.CheckBootstrap("--bootstrap", bootstrap); err != nil {
+			return usagef(cmd, "%v", err)
+		}
 		userName, err := a.userName(cmd, user)
-		req = api.JoinRequest{OrgKey: k, Name: name, UserName: userName}
+		req = api.JoinRequest{OrgKey: k, Name: name, UserName: userName, Bootstrap: bootstrap}
 		return err
 	}
 	c.Flags().StringVar(&name, "name", "", "this machine's name in the org")
+	addBootstrap(c, &bootstrap)
 	addUserName(c, &user)
 	return viewCmd(a, c, "print the result as JSON",
 		func(ctx context.Context, cl *api.Client, _ []string) (api.JoinResult, error) {
 			return cl.Join(ctx, req)
 		},
 		a.printJoined)
+}
+
+// addBootstrap adds --bootstrap to c.
+func addBootstrap(c *cobra.Command, to *[]string) {
+	c.Flags().StringArrayVar(to, "bootstrap", nil, "a machine of the org to reach it through, as /ip4, /ip6, /dns4 or /dns6 .../p2p/<machine ID>; repeatable")
 }
 
 // printJoined is what node join and member join print.
@@ -225,6 +242,9 @@ func (a *app) nodeStatusCmd() *cobra.Command {
 				[2]string{"version", orDash(st.Version)},
 				[2]string{"api", orDash(st.API)},
 				[2]string{"addrs", orDash(strings.Join(st.Addrs, ", "))},
+				[2]string{"reachability", reachText(st)},
+				[2]string{"public addrs", orDash(strings.Join(st.PublicAddrs, ", "))},
+				[2]string{"connections", connectionsText(st.Connections)},
 				[2]string{"data dir", orDash(st.DataDir)},
 			)...)
 		})
@@ -278,6 +298,33 @@ func status(ctx context.Context, cl *api.Client) (api.NodeStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	return cl.Status(ctx)
+}
+
+// reachText is node status's reachability line.
+func reachText(st api.NodeStatus) string {
+	r := orDash(st.Reachability)
+	switch st.Reachability {
+	case "private":
+		r += " (behind a NAT or a firewall: the org reaches this machine through its relays)"
+	case "unknown":
+		r += " (not found out yet)"
+	}
+	if st.RelayServing {
+		r += "; serving as a relay for the org's machines"
+	}
+	return r
+}
+
+// connectionsText is "machine path addr" per connected peer.
+func connectionsText(cs []api.Connection) string {
+	if len(cs) == 0 {
+		return "-"
+	}
+	lines := make([]string, 0, len(cs))
+	for _, c := range cs {
+		lines = append(lines, fmt.Sprintf("%s %s %s", short(c.Machine), c.Path, text.Escape(c.Addr)))
+	}
+	return strings.Join(lines, "; ")
 }
 
 // dispatchText says whether the node takes new items.
