@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cshare/cshare/internal/cputime"
 	"github.com/cshare/cshare/internal/edkey"
 	"github.com/cshare/cshare/ledger/store"
 )
@@ -58,10 +59,10 @@ func BenchmarkEd25519VerifyStdlib(b *testing.B) {
 // machine wall time also measures the neighbours; CPU time is the stable
 // figure to compare (a sync's wait for the disk is not in it).
 func cpuClock(b *testing.B) (stop func()) {
-	start := cpuNow()
+	start := cputime.Now()
 	return func() {
 		if start > 0 {
-			b.ReportMetric(float64((cpuNow()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64((cputime.Now()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		}
 	}
 }

@@ -52,14 +52,7 @@ func (r *Replica) announce(ctx context.Context, e *ledger.Entry) {
 		return
 	}
 	heads, clock := r.Heads()
-	msg := headsMsg{Clock: clock}
-	for _, h := range heads {
-		msg.Heads = append(msg.Heads, h.Bytes())
-	}
-	if e != nil && len(e.Bytes()) <= maxPushedEntry {
-		msg.Entries = [][]byte{e.Bytes()}
-	}
-	b, err := cbor.Marshal(msg)
+	b, err := HeadsPayload(heads, clock, e)
 	if err != nil {
 		return
 	}

@@ -1,0 +1,135 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cshare/cshare/internal/cputime"
+)
+
+// TestSimSmoke: a 50-machine org at rest, then running a 100-item job,
+// every machine verifying every message itself and 3 folding with a
+// ledger.Log: every heartbeat, heads
+// announcement and ledger entry reaches every machine, no slot takes an
+// item another took, every machine sees the job done, and nothing is
+// rejected.
+func TestSimSmoke(t *testing.T) {
+	r, err := Run(Config{Machines: 50, Interval: 2 * time.Second, Rest: 2 * time.Second, JobItems: 100, ItemTime: time.Second,
+		Folders: 3, VerifyAll: true, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := r.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + b.String())
+	if len(r.Windows) != 2 {
+		t.Fatalf("%d windows, want rest and job", len(r.Windows))
+	}
+	for _, w := range r.Windows {
+		if w.Heartbeats == 0 || w.HeartbeatsToAll != w.Heartbeats || w.AnnouncementsToAll != w.Announcements || w.EntriesToAll != w.Entries {
+			t.Errorf("%s: %d of %d heartbeats, %d of %d announcements, %d of %d entries reached every machine", w.Name,
+				w.HeartbeatsToAll, w.Heartbeats, w.AnnouncementsToAll, w.Announcements, w.EntriesToAll, w.Entries)
+		}
+		if w.SentMsgs.Mean <= 0 || w.RecvBytes.Mean <= 0 {
+			t.Errorf("%s: no traffic measured", w.Name)
+		}
+	}
+	if job := r.Windows[1]; job.Entries < 20 {
+		t.Errorf("the job wrote %d entries; its results alone need more", job.Entries)
+	}
+	if r.JobEntryReach <= 0 || r.JobAllDone <= 0 || r.JobAllDone < r.JobFirstDone {
+		t.Errorf("job entry reached all in %s; done %s .. %s", r.JobEntryReach, r.JobFirstDone, r.JobAllDone)
+	}
+	if r.ItemsRunTwice != 0 || r.Rejected != 0 {
+		t.Errorf("%d items run twice, %d messages rejected", r.ItemsRunTwice, r.Rejected)
+	}
+}
+
+// TestSimDeterministic: one seed, one run.
+func TestSimDeterministic(t *testing.T) {
+	cfg := Config{Machines: 12, Interval: 2 * time.Second, JobItems: 60, ItemTime: time.Second, Seed: 3}
+	a, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Run(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Events != b.Events || a.JobAllDone != b.JobAllDone || a.Windows[1].SentBytes != b.Windows[1].SentBytes {
+		t.Fatalf("two runs differ: %d/%d events, done %s/%s", a.Events, b.Events, a.JobAllDone, b.JobAllDone)
+	}
+}
+
+// TestConfigRefused: a config out of range is refused, naming the field.
+func TestConfigRefused(t *testing.T) {
+	for _, c := range []Config{{Machines: 1}, {Machines: 3, Slots: 65}, {Machines: 3, D: 4, Dhi: 3}, {Machines: 3, Folders: 4}} {
+		if _, err := Run(c); err == nil {
+			t.Errorf("%+v: no error", c)
+		}
+	}
+}
+
+// BenchmarkOrg simulates an org of CSHARE_SIM_MACHINES machines (default
+// 50) at rest and under a job of CSHARE_SIM_ITEMS items (default 10,000),
+// and reports per machine and second what it sends at rest and under the
+// job, and the time the job's entry takes to reach every machine. The
+// figures in docs/scale.md:
+//
+//	CSHARE_SIM_MACHINES=1000 go test -run '^$' -bench Org -benchtime 1x -timeout 2h ./sim/
+//
+// CSHARE_SIM_D=6 uses GossipSub's default mesh (6, 5..12, lazy 6) and
+// publishes to the mesh only; CSHARE_SIM_FOLDERS sets Config.Folders.
+func BenchmarkOrg(b *testing.B) {
+	cfg := Config{Machines: envInt(b, "CSHARE_SIM_MACHINES", 50), JobItems: envInt(b, "CSHARE_SIM_ITEMS", 10_000),
+		Folders: envInt(b, "CSHARE_SIM_FOLDERS", 0), Seed: 1}
+	if envInt(b, "CSHARE_SIM_D", 0) == 6 {
+		cfg.D, cfg.Dlo, cfg.Dhi, cfg.Dlazy, cfg.MeshPublish = 6, 5, 12, 6, true
+	}
+	start := time.Now()
+	cfg.Progress = func(now time.Duration, events int) {
+		fmt.Fprintf(os.Stderr, "sim: virtual %s, %d events, wall %s\n", now.Round(time.Second), events, time.Since(start).Round(time.Second))
+	}
+	var r *Report
+	cpu0, wall0 := cputime.Now(), time.Now()
+	for b.Loop() {
+		var err error
+		if r, err = Run(cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	var out strings.Builder
+	if err := r.Write(&out); err != nil {
+		b.Fatal(err)
+	}
+	// To stderr: the testing package cuts a benchmark's log short.
+	fmt.Fprintf(os.Stderr, "wall %s, cpu %s, heap in use %d MiB\n%s", time.Since(wall0).Round(time.Second), (cputime.Now() - cpu0).Round(time.Second), ms.HeapInuse>>20, out.String())
+	for _, w := range r.Windows {
+		b.ReportMetric(w.SentMsgs.Mean, w.Name+"-sent-msgs/s")
+		b.ReportMetric(w.SentBytes.Mean/1e3, w.Name+"-sent-KB/s")
+		b.ReportMetric(w.RecvBytes.Mean/1e3, w.Name+"-recv-KB/s")
+	}
+	b.ReportMetric(r.JobEntryReach.Seconds()*1e3, "job-entry-reach-ms")
+}
+
+func envInt(tb testing.TB, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		tb.Fatalf("%s: %q is not an integer", name, v)
+	}
+	return n
+}
