@@ -265,6 +265,10 @@ func decodeUnverified(raw []byte) (*Entry, error) {
 // per signature while it is built.
 const batchMax = 1024
 
+// batchMin: fewer entries than this are checked one by one, which costs
+// less than a batch of so few (a heads announcement pushes one).
+const batchMin = 4
+
 // DecodeBatch is Decode for entries that arrive together (a sync answer, a
 // catch-up, the entries after a checkpoint): it checks their signatures in
 // batches (edkey.Batch), which for a thousand entries costs about a third
@@ -287,6 +291,15 @@ func DecodeBatchWithCID(want []cid.Cid, raws [][]byte) (out []*Entry, errs []err
 func decodeBatch(raws [][]byte, want []cid.Cid) ([]*Entry, []error) {
 	out, errs := make([]*Entry, len(raws)), make([]error, len(raws))
 	if len(raws) == 0 {
+		return out, errs
+	}
+	if len(raws) < batchMin {
+		for i, raw := range raws {
+			out[i], errs[i] = Decode(raw)
+			if errs[i] == nil && want != nil && !out[i].cid.Equals(want[i]) {
+				out[i], errs[i] = nil, fmt.Errorf("%w: want %s, got %s", ErrCIDMismatch, want[i], out[i].cid)
+			}
+		}
 		return out, errs
 	}
 	b := edkey.NewBatch(min(len(raws), batchMax))

@@ -450,7 +450,7 @@ func resigned(tb testing.TB, a *actor, e *Entry, tor int) []byte {
 // TestDecodeBatch: DecodeBatch and DecodeBatchWithCID give, entry by entry,
 // Decode's and DecodeWithCID's verdicts, over batches that mix valid,
 // tampered, malformed, wrongly addressed and torsioned entries, within one
-// signature batch and across several (batchMax).
+// signature batch and across several (batchMax), and below batchMin.
 func TestDecodeBatch(t *testing.T) {
 	samples := sampleEntries(t)
 	m := newActor(t, 2) // the author of samples[1:]
@@ -508,6 +508,8 @@ func TestDecodeBatch(t *testing.T) {
 	}
 	cids[2] = samples[0].CID() // a block that is not what was asked for
 	check("mixed with CIDs", mixed, cids)
+	check("fewer than batchMin", mixed[:batchMin-1], nil)
+	check("fewer than batchMin, with CIDs", mixed[:batchMin-1], cids[:batchMin-1])
 	// More than one signature batch, with a bad entry in the second only,
 	// then in the first only.
 	var long [][]byte

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cshare/cshare/internal/cputime"
+	"github.com/cshare/cshare/ledger"
 )
 
 // TestSimSmoke: a 50-machine org at rest, then running a 100-item job,
@@ -132,4 +134,61 @@ func envInt(tb testing.TB, name string, def int) int {
 		tb.Fatalf("%s: %q is not an integer", name, v)
 	}
 	return n
+}
+
+// BenchmarkChecks is what one machine spends on the first copy of a message
+// (the checks every machine runs): a heartbeat at rest, one listing 8
+// running instances and 8 finished items, and a heads announcement pushing
+// a job.results entry (with the fold's decoding of that entry). The
+// simulation's Config.CostHeartbeat and CostHeads defaults come from here.
+func BenchmarkChecks(b *testing.B) {
+	cfg := Config{Machines: 4, Seed: 1}
+	if err := cfg.defaults(); err != nil {
+		b.Fatal(err)
+	}
+	w := &world{cfg: cfg, rng: rand.New(rand.NewPCG(1, 2)), t0: time.UnixMilli(1_700_000_000_000),
+		byID: map[string]int32{}, byPtr: map[*byte]int32{}, byCID: map[string]int32{}}
+	if err := w.setup(); err != nil {
+		b.Fatal(err)
+	}
+	m := w.ms[1]
+	w.submitJob()
+	hb := func(busy bool) []byte {
+		if busy {
+			for _, s := range m.slots {
+				s.active, s.kind, s.item, s.inst = true, "secondary", int64(100+s.n), "0123456789abcdef"
+			}
+			m.results = make([]ledger.ItemResult, 8)
+			for i := range m.results {
+				m.results[i] = ledger.ItemResult{Item: int64(200 + i), Instance: "0123456789abcdef"}
+			}
+		}
+		w.beat(m)
+		return w.msgs[len(w.msgs)-1].data
+	}
+	rest, busy := hb(false), hb(true)
+	if _, err := w.write(m, ledger.KindJobResults, ledger.JobResults{Job: w.job.id, Results: m.results}); err != nil {
+		b.Fatal(err)
+	}
+	heads := w.msgs[len(w.msgs)-1].data
+	for _, c := range []struct {
+		name  string
+		data  []byte
+		check func([]byte) error
+	}{
+		{"heartbeat-rest", rest, func(d []byte) error { _, err := w.checkHeartbeat(d); return err }},
+		{"heartbeat-busy", busy, func(d []byte) error { _, err := w.checkHeartbeat(d); return err }},
+		{"heads+results", heads, func(d []byte) error { _, err := w.checkHeads(d); return err }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			cpu := cputime.Now()
+			for b.Loop() {
+				if err := c.check(c.data); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((cputime.Now()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(len(c.data)), "bytes")
+		})
+	}
 }
