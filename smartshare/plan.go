@@ -100,6 +100,7 @@ type planner struct {
 	tmp []int32
 	sc  *scratch // working memory kept between calls (scratch.go)
 
+	ids     []string     // job IDs by rank
 	outInst []Instance   // Result.Instances, allocated early (see allocResult)
 	outJobs []JobSummary // Result.Jobs
 }
@@ -291,11 +292,17 @@ func (p *planner) init() {
 	}
 	p.jobs = zeroed(sc.jobs, len(keys))
 	sc.jobs = p.jobs
+	// Job IDs by rank, for the result: read here, where each job is read
+	// in rank order anyway (a second pass in that order costs a cache miss
+	// a job at 100k jobs).
+	p.ids = sized(sc.ids, len(keys))
+	sc.ids = p.ids
 	anyNeed := false
 	for r, k := range keys {
 		j := &in.Jobs[k.idx]
 		js := &p.jobs[r]
 		js.in = k.idx
+		p.ids[r] = j.ID
 		js.cores = clamp64(j.Cores, 0, MaxResource)
 		js.mem = clamp64(j.MemoryMB, 0, MaxResource)
 		js.gpus = clamp64(int64(j.GPUs), 0, MaxGPUs)

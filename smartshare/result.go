@@ -34,14 +34,13 @@ func (p *planner) result() Result {
 	// Job IDs by rank, and str(ID) of each in one contiguous block, so that
 	// the per-instance work stays in cache.
 	sc := p.sc
-	ids := sized(sc.ids, len(p.jobs))
+	ids := p.ids
 	encOff := sized(sc.encOff, len(p.jobs)+1)
-	sc.ids, sc.encOff = ids, encOff
+	sc.encOff = encOff
 	encOff[0] = 0
 	n := 0
-	for r := range p.jobs {
-		ids[r] = in.Jobs[p.jobs[r].in].ID
-		n += len(ids[r]) + binary.MaxVarintLen64
+	for _, id := range ids {
+		n += len(id) + binary.MaxVarintLen64
 	}
 	enc := sized(sc.enc, n)[:0]
 	for r, id := range ids {
@@ -71,12 +70,27 @@ func (p *planner) result() Result {
 			if jr != 0 {
 				x := &res.Instances[k]
 				k++
-				x.Job, x.Machine, x.Slot, x.Kind = ids[jr-1], mid, int(s), kinds[p.slotKind[g]]
+				kind := p.slotKind[g]
+				x.Job, x.Machine, x.Slot, x.Kind = ids[jr-1], mid, int(s), kinds[kind]
 				if first {
 					e.machine(mid)
 					first = false
 				}
-				e.entryEnc(tags[p.slotKind[g]], int(s), enc[encOff[jr-1]:encOff[jr]])
+				// planEncoder.entry with str(job) encoded once per job,
+				// by hand: a call per instance shows at a million.
+				b := e.buf
+				if s < 0x80 {
+					b = append(b, tags[kind], byte(s))
+				} else {
+					b = append(b, tags[kind])
+					b = binary.AppendUvarint(b, uint64(s))
+				}
+				b = append(b, enc[encOff[jr-1]:encOff[jr]]...)
+				if len(b) >= 31<<10 {
+					e.h.Write(b)
+					b = b[:0]
+				}
+				e.buf = b
 			}
 			if p.slotFlag[g]&fPreempted != 0 && jr != p.slotRun[g] {
 				vr := p.slotRun[g] - 1
@@ -204,23 +218,6 @@ func (e *planEncoder) entry(tag byte, slot int, job string) {
 		b = append(b, tag)
 		b = binary.AppendUvarint(b, uint64(slot))
 		b = binary.AppendUvarint(b, uint64(len(job)))
-	}
-	b = append(b, job...)
-	if len(b) >= 31<<10 {
-		e.h.Write(b)
-		b = b[:0]
-	}
-	e.buf = b
-}
-
-// entryEnc is entry with the job given as str(job), already encoded.
-func (e *planEncoder) entryEnc(tag byte, slot int, job []byte) {
-	b := e.buf
-	if slot < 0x80 {
-		b = append(b, tag, byte(slot))
-	} else {
-		b = append(b, tag)
-		b = binary.AppendUvarint(b, uint64(slot))
 	}
 	b = append(b, job...)
 	if len(b) >= 31<<10 {
