@@ -5,9 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/cshare/cshare/internal/edkey"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/cshare/cshare/internal/edkey"
 )
 
 // The org topics' validators: what a heartbeat or a heads message must be
