@@ -80,7 +80,8 @@ func TestConfigRefused(t *testing.T) {
 }
 
 // BenchmarkOrg simulates an org of CSHARE_SIM_MACHINES machines (default
-// 50) at rest and under a job of CSHARE_SIM_ITEMS items (default 10,000),
+// 50) at rest and under a job of CSHARE_SIM_ITEMS items (default 10 a
+// machine: 10,000 for 1,000; -1: no job),
 // and reports per machine and second what it sends at rest and under the
 // job, and the time the job's entry takes to reach every machine. The
 // figures in docs/scale.md:
@@ -90,7 +91,8 @@ func TestConfigRefused(t *testing.T) {
 // CSHARE_SIM_D=6 uses GossipSub's default mesh (6, 5..12, lazy 6) and
 // publishes to the mesh only; CSHARE_SIM_FOLDERS sets Config.Folders.
 func BenchmarkOrg(b *testing.B) {
-	cfg := Config{Machines: envInt(b, "CSHARE_SIM_MACHINES", 50), JobItems: envInt(b, "CSHARE_SIM_ITEMS", 10_000),
+	machines := envInt(b, "CSHARE_SIM_MACHINES", 50)
+	cfg := Config{Machines: machines, JobItems: envInt(b, "CSHARE_SIM_ITEMS", 10*machines),
 		Folders: envInt(b, "CSHARE_SIM_FOLDERS", 0), Seed: 1}
 	if envInt(b, "CSHARE_SIM_D", 0) == 6 {
 		cfg.D, cfg.Dlo, cfg.Dhi, cfg.Dlazy, cfg.MeshPublish = 6, 5, 12, 6, true
