@@ -14,10 +14,14 @@
 //     (ErrTooLarge), 60 KiB a payload, 64 parents, clock < 2^53. Signer.Sign
 //     builds entries; Decode and DecodeWithCID check everything that can be
 //     checked without the DAG (shape, canonical form, caps, signature, CID).
-//     Signatures are verified with curve25519-voi in its standard-library
-//     mode, which accepts exactly what crypto/ed25519 accepts (tested against
-//     it), about twice as fast; the author's expanded key, peer ID and ID
-//     string are cached.
+//     Signatures are verified with curve25519-voi by the cofactored
+//     equation (edkey.VerifyCofactored): everything crypto/ed25519 accepts,
+//     and signatures with small-order components, which no honest signer
+//     makes; it is the rule a batch can check, so DecodeBatch and
+//     DecodeBatchWithCID (entries that arrive together) verify signatures in
+//     batches and agree with Decode entry by entry (TestDecodeBatch,
+//     FuzzDecodeEntry). The author's expanded key, peer ID and ID string
+//     are cached.
 //   - Apply: the pure fold of one entry into State, with the authority rules.
 //     An entry Apply refuses is kept in the DAG with no effect, on every node
 //     alike: only admins (and the owner) approve, reject, invite, change

@@ -12,6 +12,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mh "github.com/multiformats/go-multihash"
+
+	"github.com/cshare/cshare/internal/edkey/edkeytest"
 )
 
 // sampleEntries are valid entries of several shapes: genesis (no org, no
@@ -69,7 +71,7 @@ func TestSignDecodeRoundTrip(t *testing.T) {
 		}
 		// The message the signature covers, cut from the bytes, is the
 		// canonical encoding of the entry without its signature.
-		fast, err := d.signedBytes()
+		fast, err := d.appendSignedBytes(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -413,3 +415,122 @@ func TestWrongOrg(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// sameSentinel reports whether two decode errors wrap the same sentinel.
+func sameSentinel(a, b error) bool {
+	for _, s := range []error{ErrTooLarge, ErrMalformed, ErrBadSignature, ErrCIDMismatch} {
+		if errors.Is(a, s) != errors.Is(b, s) {
+			return false
+		}
+	}
+	return (a == nil) == (b == nil)
+}
+
+// resigned is e signed again by a with R carrying the small-order point
+// EIGHT_TORSION[tor]: valid by the cofactored equation, and by the
+// cofactorless one (crypto/ed25519's) only when tor is 0.
+func resigned(tb testing.TB, a *actor, e *Entry, tor int) []byte {
+	tb.Helper()
+	unsigned, err := e.encodeWire(false)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w := wire{Org: e.Org, Kind: e.Kind, Payload: e.Payload, Author: e.Author, Clock: e.Clock, Time: e.Time,
+		Sig: edkeytest.TorsionSign(a.s.priv, append([]byte(sigDomain), unsigned...), tor)}
+	for _, p := range e.Parents {
+		w.Parents = append(w.Parents, p.Bytes())
+	}
+	raw, err := encMode.Marshal(w)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return raw
+}
+
+// TestDecodeBatch: DecodeBatch and DecodeBatchWithCID give, entry by entry,
+// Decode's and DecodeWithCID's verdicts, over batches that mix valid,
+// tampered, malformed, wrongly addressed and torsioned entries, within one
+// signature batch and across several (batchMax), and below batchMin.
+func TestDecodeBatch(t *testing.T) {
+	samples := sampleEntries(t)
+	m := newActor(t, 2) // the author of samples[1:]
+	res := samples[3]
+	tampered := append([]byte(nil), res.Bytes()...)
+	tampered[len(tampered)-5] ^= 1
+	tor4, tor1 := resigned(t, m, res, 4), resigned(t, m, res, 1)
+	if ed25519.Verify(res.Author, append([]byte(sigDomain), mustUnsigned(t, res)...), tor4[len(tor4)-64:]) {
+		t.Fatal("crypto/ed25519 accepts the torsioned signature: the test checks nothing")
+	}
+	if _, err := Decode(tor4); err != nil {
+		t.Fatalf("Decode refuses a signature valid by the cofactored equation: %v", err)
+	}
+	mixed := [][]byte{samples[0].Bytes(), tampered, samples[1].Bytes(), tor4, {0xa0}, nil, samples[2].Bytes(), tor1,
+		res.Bytes(), resigned(t, m, res, 0)}
+	check := func(name string, raws [][]byte, want []cid.Cid) {
+		t.Helper()
+		var out []*Entry
+		var errs []error
+		if want == nil {
+			out, errs = DecodeBatch(raws)
+		} else {
+			out, errs = DecodeBatchWithCID(want, raws)
+		}
+		if len(out) != len(raws) || len(errs) != len(raws) {
+			t.Fatalf("%s: %d entries and %d errors for %d blocks", name, len(out), len(errs), len(raws))
+		}
+		bad := 0
+		for i, raw := range raws {
+			var e *Entry
+			var err error
+			if want == nil {
+				e, err = Decode(raw)
+			} else {
+				e, err = DecodeWithCID(want[i], raw)
+			}
+			if !sameSentinel(err, errs[i]) || (out[i] == nil) != (e == nil) {
+				t.Fatalf("%s: block %d: Decode %v; batch %v (entry %v)", name, i, err, errs[i], out[i] != nil)
+			}
+			if e != nil && (!bytes.Equal(out[i].Bytes(), raw) || out[i].Key() != e.Key() || out[i].AuthorString() != e.AuthorString()) {
+				t.Fatalf("%s: block %d decodes differently", name, i)
+			}
+			if err != nil {
+				bad++
+			}
+		}
+		if bad == 0 || bad == len(raws) {
+			t.Fatalf("%s: %d of %d blocks refused: the batch mixes nothing", name, bad, len(raws))
+		}
+	}
+	check("mixed", mixed, nil)
+	cids := make([]cid.Cid, len(mixed))
+	for i, raw := range mixed {
+		cids[i] = CIDOf(raw)
+	}
+	cids[2] = samples[0].CID() // a block that is not what was asked for
+	check("mixed with CIDs", mixed, cids)
+	check("fewer than batchMin", mixed[:batchMin-1], nil)
+	check("fewer than batchMin, with CIDs", mixed[:batchMin-1], cids[:batchMin-1])
+	// More than one signature batch, with a bad entry in the second only,
+	// then in the first only.
+	var long [][]byte
+	for i := 0; i < batchMax+6; i++ {
+		long = append(long, samples[1+i%3].Bytes())
+	}
+	long[batchMax+3] = tampered
+	check("second batch bad", long, nil)
+	long[batchMax+3], long[7] = res.Bytes(), tor1
+	long[8] = tampered
+	check("first batch bad", long, nil)
+	if out, errs := DecodeBatch(nil); len(out) != 0 || len(errs) != 0 {
+		t.Fatal("an empty batch gives entries")
+	}
+}
+
+func mustUnsigned(tb testing.TB, e *Entry) []byte {
+	tb.Helper()
+	b, err := e.encodeWire(false)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}

@@ -91,6 +91,8 @@ type Log struct {
 
 	cpEvery, cpMax int
 	cpInterval     int // current distance between checkpoints
+
+	hash hashCache // StateHash's (statehash.go)
 }
 
 // NewLog returns an empty log.

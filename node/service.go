@@ -35,7 +35,7 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 	s.Entries = lg.Len()
 	s.Org, s.OrgName = st.Org, st.Name
 	if st.Org != "" {
-		s.StateHash = st.Hash() // as org show gives it: converged nodes agree
+		s.StateHash = lg.StateHash() // as org show gives it: converged nodes agree
 	} else {
 		s.Left = n.orgs.Leaving().LastLeft()
 	}

@@ -389,15 +389,7 @@ func (o *Org) PublishHeads(ctx context.Context, payload []byte) error {
 	o.headsPubMu.Lock()
 	defer o.headsPubMu.Unlock()
 	o.myHeadSeq = nextSeq(o.myHeadSeq)
-	hm := headsMsg{Seq: o.myHeadSeq, Payload: payload, From: o.h.ID().String()}
-	sb, err := hm.signingBytes(o.name)
-	if err != nil {
-		return err
-	}
-	if hm.Sig, err = o.h.key.Sign(sb); err != nil {
-		return err
-	}
-	data, err := gossipEnc.Marshal(&hm)
+	data, err := EncodeHeads(o.name, o.h.key, o.myHeadSeq, payload)
 	if err != nil {
 		return err
 	}

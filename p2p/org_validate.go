@@ -5,9 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/cshare/cshare/internal/edkey"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/cshare/cshare/internal/edkey"
 )
 
 // The org topics' validators: what a heartbeat or a heads message must be
@@ -98,20 +99,9 @@ func (o *Org) overRate(kind string, sender peer.ID, msg *pubsub.Message) pubsub.
 func (o *Org) validateHeads(_ context.Context, src peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	self := o.h.ID()
 	local := src == self
-	data := msg.GetData()
-	if len(data) > MaxPayloadSize+256 {
-		return o.reject(KindLedger, ReasonTooLarge)
-	}
-	var hm headsMsg
-	if err := gossipDec.Unmarshal(data, &hm); err != nil || hm.Seq == 0 {
-		return o.reject(KindLedger, ReasonUndecodable)
-	}
-	if len(hm.Payload) > MaxPayloadSize {
-		return o.reject(KindLedger, ReasonTooLarge)
-	}
-	key, err := edkey.OfID(hm.From)
-	if err != nil {
-		return o.reject(KindLedger, ReasonUndecodable)
+	hm, key, reason := decodeHeads(msg.GetData())
+	if reason != "" {
+		return o.reject(KindLedger, reason)
 	}
 	from := key.ID
 	if from == self && !local {

@@ -19,13 +19,15 @@ type idEntry struct {
 }
 
 // newIDIndex indexes values 0..n-1 by key(v). When keys repeat, the value
-// with the smallest better(v) wins.
-func newIDIndex(n int, key func(v int32) string, better func(v int32) int32) *idIndex {
+// with the smallest better(v) wins. Its table is *buf's array when large
+// enough (cleared), and *buf is left holding it.
+func newIDIndex(buf *[]idEntry, n int, key func(v int32) string, better func(v int32) int32) *idIndex {
 	size := 16
 	for size < 2*n {
 		size <<= 1
 	}
-	x := &idIndex{seed: maphash.MakeSeed(), mask: uint64(size - 1), table: make([]idEntry, size)}
+	x := &idIndex{seed: maphash.MakeSeed(), mask: uint64(size - 1), table: zeroed(*buf, size)}
+	*buf = x.table
 	for v := int32(0); v < int32(n); v++ {
 		id := key(v)
 		i := maphash.String(x.seed, id) & x.mask

@@ -26,6 +26,13 @@ const (
 	polDisabled
 )
 
+// jkey is a job's sort key in init.
+type jkey struct {
+	k   uint64
+	sub int64
+	idx int32
+}
+
 // jobState is one job, indexed by rank (priority order).
 type jobState struct {
 	in               int32 // index in Input.Jobs
@@ -94,6 +101,29 @@ type planner struct {
 
 	rep *repairState
 	tmp []int32
+	sc  *scratch // working memory kept between calls (scratch.go)
+
+	ids     []string     // job IDs by rank
+	outInst []Instance   // Result.Instances, allocated early (see allocResult)
+	outJobs []JobSummary // Result.Jobs
+}
+
+// allocResult allocates the Result's two large arrays before planning
+// rather than after: the garbage collection their size starts then runs
+// while the planner works in its own pointer-free arrays, and is mostly
+// over when result fills them with strings, which it would otherwise do
+// with every write going through the collector's write barrier. The
+// instances are at most the slots, and at most what the jobs want.
+func (p *planner) allocResult() {
+	want := 0
+	for r := range p.jobs {
+		if want += p.jobs[r].primWant + p.jobs[r].secWant; want >= p.nSlots {
+			want = p.nSlots
+			break
+		}
+	}
+	p.outInst = make([]Instance, min(want, p.nSlots))
+	p.outJobs = make([]JobSummary, len(p.jobs))
 }
 
 // Plan computes the target layout of instances for in. It is a pure
@@ -104,8 +134,12 @@ func Plan(in Input) Result {
 }
 
 func planWith(in *Input, forceRepair bool) Result {
-	p := &planner{in: in, forceRepair: forceRepair}
+	sc := scratchPool.Get().(*scratch)
+	defer sc.release()
+	p := &planner{in: in, forceRepair: forceRepair, sc: sc, tmp: sc.tmp[:0], victims: sc.victims[:0]}
+	defer func() { sc.tmp, sc.victims = p.tmp, p.victims }()
 	p.init()
+	p.allocResult()
 	p.keep()
 	p.countModel()
 	p.pickExcessVictims()
@@ -134,7 +168,9 @@ func (p *planner) init() {
 	p.limit = max(c.MaxCPUsLimit, 0)
 
 	// Machines in ID order (full-key ties keep invalid input deterministic).
-	mo := make([]int32, len(in.Machines))
+	sc := p.sc
+	mo := sized(sc.mo, len(in.Machines))
+	sc.mo = mo
 	for i := range mo {
 		mo[i] = int32(i)
 	}
@@ -145,7 +181,8 @@ func (p *planner) init() {
 		}
 		return cmpMachineRest(x, y)
 	})
-	p.mach = make([]machState, len(mo))
+	p.mach = zeroed(sc.mach, len(mo))
+	sc.mach = p.mach
 	total := 0
 	anyCoresCap, anyMemCap, anyDiskCap := false, false, false
 	for r, i := range mo {
@@ -173,7 +210,8 @@ func (p *planner) init() {
 
 	// Best-fit order: smallest machines first, so that jobs without needs
 	// leave GPUs and big machines to the jobs that need them.
-	p.bf = make([]int32, len(p.mach))
+	p.bf = sized(sc.bf, len(p.mach))
+	sc.bf = p.bf
 	for i := range p.bf {
 		p.bf[i] = int32(i)
 	}
@@ -199,7 +237,8 @@ func (p *planner) init() {
 		}
 		return cmp.Compare(a, b)
 	})
-	p.bfPos = make([]int32, len(p.mach))
+	p.bfPos = sized(sc.bfPos, len(p.mach))
+	sc.bfPos = p.bfPos
 	for i, m := range p.bf {
 		p.bfPos[m] = int32(i)
 	}
@@ -208,12 +247,8 @@ func (p *planner) init() {
 	// invalid duplicates still sort deterministically).
 	// The key packs priority and submission time into one integer when the
 	// submission times allow it (they span less than 2^49).
-	type jkey struct {
-		k   uint64
-		sub int64
-		idx int32
-	}
-	keys := make([]jkey, len(in.Jobs))
+	keys := sized(sc.keys, len(in.Jobs))
+	sc.keys = keys
 	minSub, maxSub := int64(0), int64(0)
 	for i := range in.Jobs {
 		s := in.Jobs[i].Submitted
@@ -248,7 +283,8 @@ func (p *planner) init() {
 	}
 	if packed && len(keys) > 256 {
 		// Radix sort on the packed key, then order runs of equal keys.
-		tmp := make([]jkey, len(keys))
+		tmp := sized(sc.keysTmp, len(keys))
+		sc.keysTmp = tmp
 		radixSort(keys, tmp, func(x *jkey) uint64 { return x.k })
 		for i := 0; i < len(keys); {
 			k := i + 1
@@ -263,12 +299,19 @@ func (p *planner) init() {
 	} else {
 		slices.SortFunc(keys, cmpKeys)
 	}
-	p.jobs = make([]jobState, len(keys))
+	p.jobs = zeroed(sc.jobs, len(keys))
+	sc.jobs = p.jobs
+	// Job IDs by rank, for the result: read here, where each job is read
+	// in rank order anyway (a second pass in that order costs a cache miss
+	// a job at 100k jobs).
+	p.ids = sized(sc.ids, len(keys))
+	sc.ids = p.ids
 	anyNeed := false
 	for r, k := range keys {
 		j := &in.Jobs[k.idx]
 		js := &p.jobs[r]
 		js.in = k.idx
+		p.ids[r] = j.ID
 		js.cores = clamp64(j.Cores, 0, MaxResource)
 		js.mem = clamp64(j.MemoryMB, 0, MaxResource)
 		js.gpus = clamp64(int64(j.GPUs), 0, MaxGPUs)

@@ -21,12 +21,16 @@ func (p *planner) keep() {
 	in := p.in
 	S := p.nSlots
 	// One allocation for the int32 per-slot arrays.
-	buf := make([]int32, 3*S)
+	sc := p.sc
+	buf := zeroed(sc.slot32, 3*S)
+	sc.slot32 = buf
 	p.slotJob, p.slotRun, p.slotInst = buf[:S:S], buf[S:2*S:2*S], buf[2*S:]
-	bb := make([]uint8, 2*S)
+	bb := zeroed(sc.slot8, 2*S)
+	sc.slot8 = bb
 	p.slotKind, p.slotFlag = bb[:S:S], bb[S:]
 	if p.constrained || p.forceRepair {
-		p.slotMach = make([]int32, S)
+		p.slotMach = sized(sc.slotMach, S)
+		sc.slotMach = p.slotMach
 		for r := range p.mach {
 			m := &p.mach[r]
 			for g := m.off; g < m.off+m.slots; g++ {
@@ -41,16 +45,18 @@ func (p *planner) keep() {
 
 	// Indexes over input positions (built in input order, which is cheap to
 	// walk); the first in rank order wins for repeated IDs.
-	mRank := make([]int32, len(in.Machines))
+	mRank := sized(sc.mRank, len(in.Machines))
+	sc.mRank = mRank
 	for r := range p.mach {
 		mRank[p.mach[r].in] = int32(r)
 	}
-	jRank := make([]int32, len(in.Jobs))
+	jRank := sized(sc.jRank, len(in.Jobs))
+	sc.jRank = jRank
 	for r := range p.jobs {
 		jRank[p.jobs[r].in] = int32(r)
 	}
-	mIdx := newIDIndex(len(in.Machines), func(i int32) string { return in.Machines[i].ID }, func(i int32) int32 { return mRank[i] })
-	jIdx := newIDIndex(len(in.Jobs), func(i int32) string { return in.Jobs[i].ID }, func(i int32) int32 { return jRank[i] })
+	mIdx := newIDIndex(&sc.mIdx, len(in.Machines), func(i int32) string { return in.Machines[i].ID }, func(i int32) int32 { return mRank[i] })
+	jIdx := newIDIndex(&sc.jIdx, len(in.Jobs), func(i int32) string { return in.Jobs[i].ID }, func(i int32) int32 { return jRank[i] })
 
 	// Place every running instance of a known job in its slot (slotRun is
 	// the candidate here; conflicts on a slot, only possible in invalid
@@ -98,7 +104,8 @@ func (p *planner) keep() {
 	}
 
 	// Bucket the slots by job (counting sort; slots ascend within a job).
-	cnt := make([]int32, len(p.jobs)+1)
+	cnt := zeroed(sc.cnt, len(p.jobs)+1)
+	sc.cnt = cnt
 	for g := 0; g < S; g++ {
 		if r := p.slotRun[g]; r != 0 {
 			cnt[r]++
@@ -110,7 +117,8 @@ func (p *planner) keep() {
 		off += cnt[r+1]
 		cnt[r+1] = p.jobs[r].listOff
 	}
-	p.jobList = make([]int32, off)
+	p.jobList = sized(sc.jobList, int(off))
+	sc.jobList = p.jobList
 	for g := 0; g < S; g++ {
 		if r := p.slotRun[g]; r != 0 {
 			p.jobList[cnt[r]] = int32(g)

@@ -56,34 +56,41 @@ func (p *planner) secCap(j *jobState) int {
 func (p *planner) waterfill(surplus int) {
 	disabled := p.policy == polDisabled
 	idx := p.tmp[:0]
+	// Each candidate's cap and floor in compact arrays: the binary search
+	// below sums over them a dozen times, and a job's state is ~150 bytes.
+	caps, floors := p.sc.caps[:0], p.sc.floors[:0]
 	maxC := 0
 	for r := range p.jobs {
 		j := &p.jobs[r]
 		j.t = 0
 		if c := p.secCap(j); c > 0 {
 			idx = append(idx, int32(r))
+			caps = append(caps, int32(c))
+			f := 0
+			if disabled {
+				f = j.rs
+			}
+			floors = append(floors, int32(f))
 			maxC = max(maxC, c)
 		}
 	}
-	p.tmp = idx
-	floor := func(j *jobState) int {
-		if disabled {
-			return j.rs
-		}
-		return 0
-	}
+	p.tmp, p.sc.caps, p.sc.floors = idx, caps, floors
 	sumAt := func(L int) int {
 		s := 0
-		for _, r := range idx {
-			j := &p.jobs[r]
-			s += max(floor(j), min(p.secCap(j), L))
+		if !disabled {
+			for _, c := range caps {
+				s += int(min(c, int32(min(L, 1<<30))))
+			}
+			return s
+		}
+		for k, c := range caps {
+			s += max(int(floors[k]), min(int(c), L))
 		}
 		return s
 	}
 	if sumAt(maxC) <= surplus {
-		for _, r := range idx {
-			j := &p.jobs[r]
-			j.t = p.secCap(j)
+		for k, r := range idx {
+			p.jobs[r].t = int(caps[k])
 		}
 		return
 	}
@@ -98,25 +105,24 @@ func (p *planner) waterfill(surplus int) {
 	}
 	L := lo
 	left := surplus - sumAt(L)
-	for _, r := range idx {
-		j := &p.jobs[r]
-		j.t = max(floor(j), min(p.secCap(j), L))
+	for k, r := range idx {
+		p.jobs[r].t = max(int(floors[k]), min(int(caps[k]), L))
 	}
-	eligible := func(j *jobState) bool { return floor(j) <= L && p.secCap(j) > L && j.t == L }
-	for _, r := range idx {
+	eligible := func(k int, j *jobState) bool { return int(floors[k]) <= L && int(caps[k]) > L && j.t == L }
+	for k, r := range idx {
 		if left == 0 {
 			break
 		}
-		if j := &p.jobs[r]; eligible(j) && j.rs >= L+1 {
+		if j := &p.jobs[r]; eligible(k, j) && j.rs >= L+1 {
 			j.t++
 			left--
 		}
 	}
-	for _, r := range idx {
+	for k, r := range idx {
 		if left == 0 {
 			break
 		}
-		if j := &p.jobs[r]; eligible(j) {
+		if j := &p.jobs[r]; eligible(k, j) {
 			j.t++
 			left--
 		}

@@ -23,21 +23,26 @@ func (p *planner) result() Result {
 			nPre++
 		}
 	}
+	if nInst > len(p.outInst) {
+		p.outInst = make([]Instance, nInst) // not reached: see allocResult
+	}
 	res := Result{
-		Instances: make([]Instance, nInst),
+		Instances: p.outInst[:nInst:nInst],
 		Preempt:   make([]Preemption, 0, nPre),
-		Jobs:      make([]JobSummary, len(p.jobs)),
+		Jobs:      p.outJobs,
 	}
 	// Job IDs by rank, and str(ID) of each in one contiguous block, so that
 	// the per-instance work stays in cache.
-	ids := make([]string, len(p.jobs))
-	encOff := make([]int32, len(p.jobs)+1)
+	sc := p.sc
+	ids := p.ids
+	encOff := sized(sc.encOff, len(p.jobs)+1)
+	sc.encOff = encOff
+	encOff[0] = 0
 	n := 0
-	for r := range p.jobs {
-		ids[r] = in.Jobs[p.jobs[r].in].ID
-		n += len(ids[r]) + binary.MaxVarintLen64
+	for _, id := range ids {
+		n += len(id) + binary.MaxVarintLen64
 	}
-	enc := make([]byte, 0, n)
+	enc := sized(sc.enc, n)[:0]
 	for r, id := range ids {
 		enc = appendStr(enc, id)
 		encOff[r+1] = int32(len(enc))
@@ -48,10 +53,12 @@ func (p *planner) result() Result {
 	}
 	kinds := [3]string{"", KindPrimary, KindSecondary}
 	tags := [3]byte{0, 'p', 's'}
-	var e planEncoder
+	sc.enc = enc
+	e := planEncoder{buf: sc.encBuf}
 	e.begin('I', nInst)
-	preempted := make([]int32, len(p.jobs))
-	lostToHigher := make([]bool, len(p.jobs))
+	preempted := zeroed(sc.preempted, len(p.jobs))
+	lostToHigher := zeroed(sc.lostToHigher, len(p.jobs))
+	sc.preempted, sc.lostToHigher = preempted, lostToHigher
 	k := 0
 	for r := range p.mach {
 		m := &p.mach[r]
@@ -63,12 +70,27 @@ func (p *planner) result() Result {
 			if jr != 0 {
 				x := &res.Instances[k]
 				k++
-				x.Job, x.Machine, x.Slot, x.Kind = ids[jr-1], mid, int(s), kinds[p.slotKind[g]]
+				kind := p.slotKind[g]
+				x.Job, x.Machine, x.Slot, x.Kind = ids[jr-1], mid, int(s), kinds[kind]
 				if first {
 					e.machine(mid)
 					first = false
 				}
-				e.entryEnc(tags[p.slotKind[g]], int(s), enc[encOff[jr-1]:encOff[jr]])
+				// planEncoder.entry with str(job) encoded once per job,
+				// by hand: a call per instance shows at a million.
+				b := e.buf
+				if s < 0x80 {
+					b = append(b, tags[kind], byte(s))
+				} else {
+					b = append(b, tags[kind])
+					b = binary.AppendUvarint(b, uint64(s))
+				}
+				b = append(b, enc[encOff[jr-1]:encOff[jr]]...)
+				if len(b) >= 31<<10 {
+					e.h.Write(b)
+					b = b[:0]
+				}
+				e.buf = b
 			}
 			if p.slotFlag[g]&fPreempted != 0 && jr != p.slotRun[g] {
 				vr := p.slotRun[g] - 1
@@ -83,6 +105,7 @@ func (p *planner) result() Result {
 	e.begin('P', len(res.Preempt))
 	e.preemptions(res.Preempt)
 	res.Hash = e.sum()
+	sc.encBuf = e.buf
 	everFits := make([]int8, p.nShapes) // 0 unknown, 1 yes, -1 no
 	for r := range p.jobs {
 		j := &p.jobs[r]
@@ -173,8 +196,10 @@ type planEncoder struct {
 func (e *planEncoder) begin(section byte, n int) {
 	if e.h == nil {
 		e.h = sha256.New()
-		e.buf = make([]byte, 0, 32<<10)
-		e.buf = append(e.buf, hashDomain...)
+		if cap(e.buf) < 32<<10 {
+			e.buf = make([]byte, 0, 32<<10)
+		}
+		e.buf = append(e.buf[:0], hashDomain...)
 	}
 	e.buf = append(e.buf, section)
 	e.buf = binary.AppendUvarint(e.buf, uint64(n))
@@ -193,23 +218,6 @@ func (e *planEncoder) entry(tag byte, slot int, job string) {
 		b = append(b, tag)
 		b = binary.AppendUvarint(b, uint64(slot))
 		b = binary.AppendUvarint(b, uint64(len(job)))
-	}
-	b = append(b, job...)
-	if len(b) >= 31<<10 {
-		e.h.Write(b)
-		b = b[:0]
-	}
-	e.buf = b
-}
-
-// entryEnc is entry with the job given as str(job), already encoded.
-func (e *planEncoder) entryEnc(tag byte, slot int, job []byte) {
-	b := e.buf
-	if slot < 0x80 {
-		b = append(b, tag, byte(slot))
-	} else {
-		b = append(b, tag)
-		b = binary.AppendUvarint(b, uint64(slot))
 	}
 	b = append(b, job...)
 	if len(b) >= 31<<10 {

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -300,5 +303,48 @@ func TestDiskCountsAgainstTheMachine(t *testing.T) {
 	in.Jobs[0].DiskMB = 0
 	if res := Plan(in); len(res.Instances) != 4 {
 		t.Fatalf("without disk: %d instances, want 4", len(res.Instances))
+	}
+}
+
+// TestPlanScratchReuse: the working memory kept between calls changes no
+// plan: inputs of growing and shrinking sizes, with and without resources,
+// planned in turn and from several goroutines at once, give what each gave
+// when planned first.
+func TestPlanScratchReuse(t *testing.T) {
+	var ins []Input
+	for _, sz := range [][2]int{{300, 3000}, {20, 200}, {1000, 5000}, {5, 64}, {300, 3000}} {
+		ins = append(ins, benchInput(sz[0], sz[1], false), benchInput(sz[0], sz[1], true))
+	}
+	ins = append(ins, Input{Config: DefaultConfig()})
+	want := make([]Result, len(ins))
+	for i, in := range ins {
+		want[i] = planWith(&in, false)
+		if i%3 == 0 {
+			_ = planWith(&ins[len(ins)-1-i], true) // the resource-aware path in between
+		}
+	}
+	for i, in := range ins {
+		if got := Plan(in); !reflect.DeepEqual(got, want[i]) {
+			t.Fatalf("input %d planned again: hash %s, first %s", i, got.Hash, want[i].Hash)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 4*len(ins))
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range ins {
+				i := (k + g) % len(ins)
+				if got := Plan(ins[i]); got.Hash != want[i].Hash || len(got.Jobs) != len(want[i].Jobs) {
+					errs <- fmt.Sprintf("goroutine %d, input %d: hash %s, want %s", g, i, got.Hash, want[i].Hash)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }

@@ -3,11 +3,14 @@ package edkey
 import (
 	"bytes"
 	"crypto/ed25519"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/cshare/cshare/internal/edkey/edkeytest"
 )
 
 func seedKey(seed byte) ed25519.PrivateKey {
@@ -76,6 +79,103 @@ func TestVerifyAgreesWithStdlib(t *testing.T) {
 	}
 }
 
+// TestCofactoredRule: VerifyCofactored accepts everything Verify (and
+// crypto/ed25519) accepts, and also signatures whose R has a small-order
+// component, which the standard library refuses; a Batch gives, for every
+// mix of valid, torsioned and bad signatures, the AND of VerifyCofactored.
+func TestCofactoredRule(t *testing.T) {
+	priv := seedKey(42)
+	pub := priv.Public().(ed25519.PublicKey)
+	k, err := Of(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := []byte("an entry")
+	if sig := ed25519.Sign(priv, msg); !k.VerifyCofactored(msg, sig) || !k.Verify(msg, sig) {
+		t.Fatal("an honest signature is refused")
+	}
+	if sig := edkeytest.TorsionSign(priv, msg, 0); !ed25519.Verify(pub, msg, sig) || !k.VerifyCofactored(msg, sig) {
+		t.Fatal("the torsion-free control signature is refused")
+	}
+	for tor := 1; tor < 8; tor++ {
+		sig := edkeytest.TorsionSign(priv, msg, tor)
+		if ed25519.Verify(pub, msg, sig) || k.Verify(msg, sig) {
+			t.Fatalf("torsion %d: the cofactorless rule accepts it", tor)
+		}
+		if !k.VerifyCofactored(msg, sig) {
+			t.Fatalf("torsion %d: the cofactored rule refuses it", tor)
+		}
+		b := NewBatch(1)
+		b.Add(k, msg, sig)
+		if !b.Verify() {
+			t.Fatalf("torsion %d: a batch of it refuses it", tor)
+		}
+	}
+
+	// Random batches: valid, torsioned (two with order-2 components, which
+	// cancel in an unweighted sum), mutated, wrong key, random bytes.
+	r := rand.New(rand.NewPCG(3, 4))
+	var keys []*Key
+	var privs []ed25519.PrivateKey
+	for i := 0; i < 4; i++ {
+		p := seedKey(byte(60 + i))
+		kk, err := Of(p.Public().(ed25519.PublicKey))
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys, privs = append(keys, kk), append(privs, p)
+	}
+	for round := 0; round < 60; round++ {
+		n := 1 + r.IntN(40)
+		b := NewBatch(n)
+		want := true
+		for i := 0; i < n; i++ {
+			ki := r.IntN(len(keys))
+			m := []byte(fmt.Sprint("msg ", round, i))
+			var sig []byte
+			switch c := r.IntN(20); {
+			case c == 0:
+				sig = ed25519.Sign(privs[ki], m)
+				sig[r.IntN(64)] ^= byte(1 << r.IntN(8))
+			case c == 1:
+				sig = ed25519.Sign(privs[(ki+1)%len(keys)], m)
+			case c == 2:
+				sig = make([]byte, 64)
+				for j := range sig {
+					sig[j] = byte(r.Uint32())
+				}
+			case c < 5:
+				sig = edkeytest.TorsionSign(privs[ki], m, []int{4, 4, 1, 2, 6}[r.IntN(5)])
+			default:
+				sig = ed25519.Sign(privs[ki], m)
+			}
+			want = want && keys[ki].VerifyCofactored(m, sig)
+			b.Add(keys[ki], m, sig)
+		}
+		if b.Len() != n {
+			t.Fatalf("round %d: Len %d, want %d", round, b.Len(), n)
+		}
+		if got := b.Verify(); got != want {
+			t.Fatalf("round %d (%d signatures): batch %v, one by one %v", round, n, got, want)
+		}
+		b.Reset()
+		if b.Len() != 0 || !b.Verify() {
+			t.Fatal("a reset batch is not empty")
+		}
+	}
+	// A key that is not a curve point verifies nothing, alone or in a batch.
+	bad, err := Of(bytes.Repeat([]byte{0xee}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := NewBatch(2)
+	b.Add(k, msg, ed25519.Sign(priv, msg))
+	b.Add(bad, msg, make([]byte, 64))
+	if bad.VerifyCofactored(msg, make([]byte, 64)) || b.Verify() {
+		t.Fatal("a key that is not a point verified")
+	}
+}
+
 // TestOfID: a key found by peer ID is the key of the ID's public key, and
 // IDs that do not embed an Ed25519 key are refused.
 func TestOfID(t *testing.T) {
@@ -132,4 +232,26 @@ func BenchmarkVerify(b *testing.B) {
 			}
 		}
 	})
+	b.Run("cofactored", func(b *testing.B) {
+		for b.Loop() {
+			if !k.VerifyCofactored(msg, sig) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	// batch=n: ns/op is per signature.
+	for _, n := range []int{2, 8, 32, 64, 128, 256, 1024} {
+		b.Run(fmt.Sprint("batch=", n), func(b *testing.B) {
+			bt := NewBatch(n)
+			for i := 0; i < b.N; i += n {
+				bt.Reset()
+				for j := 0; j < n; j++ {
+					bt.Add(k, msg, sig)
+				}
+				if !bt.Verify() {
+					b.Fatal("refused")
+				}
+			}
+		})
+	}
 }

@@ -47,3 +47,30 @@ func FuzzOnHeads(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseHeadsPayload: never panics; what it accepts is within OnHeads's
+// limits, and a payload HeadsPayload built parses back to its heads and
+// entry.
+func FuzzParseHeadsPayload(f *testing.F) {
+	a := open(f, f.TempDir(), newSigner(f), Config{})
+	genesis(f, a)
+	writeN(f, a, 2)
+	heads, clock := a.Heads()
+	last := a.Get(heads[0])
+	good, err := HeadsPayload(heads, clock, last)
+	if err != nil {
+		f.Fatal(err)
+	}
+	hs, pushed, err := ParseHeadsPayload(good)
+	if err != nil || len(hs) != len(heads) || !hs[0].Equals(heads[0]) || len(pushed) != 1 || string(pushed[0]) != string(last.Bytes()) {
+		f.Fatalf("round trip: %v %v %v", hs, len(pushed), err)
+	}
+	f.Add(good)
+	f.Add([]byte("not cbor"))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		hs, pushed, err := ParseHeadsPayload(payload)
+		if err == nil && (len(hs) > 4096 || len(pushed) > 4) {
+			t.Fatalf("accepted %d heads and %d entries", len(hs), len(pushed))
+		}
+	})
+}

@@ -36,8 +36,10 @@
 //   - A fetched entry is durable before it is folded. A pushed entry may be
 //     folded first (so the node reacts at gossip speed), but a local write
 //     never names a parent that is not yet durable (see takePushed).
-//   - Every input from a peer is decoded and verified (ledger.Decode) before
-//     it reaches the Log; what fails is dropped and counted.
+//   - Every input from a peer is decoded and verified before it reaches the
+//     Log; what fails is dropped and counted. Entries that arrive together
+//     (a sync answer, a heads announcement, the store at Open) have their
+//     signatures checked in batches (ledger.DecodeBatch).
 package replica
 
 import (
@@ -156,6 +158,9 @@ type Replica struct {
 	lostDrops int
 }
 
+// openBatch is how many stored blocks Open decodes together.
+const openBatch = 1024
+
 // Open reads every entry in st, folds them, and returns the Replica. Entries
 // are signed with signer. The caller keeps st, and closes it after Close.
 func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) {
@@ -187,19 +192,33 @@ func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) 
 			}()
 		}
 	}
-	var es []*ledger.Entry
-	err := st.ForEachBlock(func(c cid.Cid, data []byte) error {
-		e, err := ledger.DecodeWithCID(c, data)
-		if err != nil {
-			r.log.Warn("dropping a stored block that does not decode", "cid", c.String(), "err", err)
-			return nil
+	var (
+		es   []*ledger.Entry
+		cids []cid.Cid
+		raws [][]byte
+	)
+	decode := func() { // what was read so far, with batched signature checks
+		out, errs := ledger.DecodeBatchWithCID(cids, raws)
+		for i, e := range out {
+			if e == nil {
+				r.log.Warn("dropping a stored block that does not decode", "cid", cids[i].String(), "err", errs[i])
+				continue
+			}
+			es = append(es, e)
 		}
-		es = append(es, e)
+		cids, raws = cids[:0], raws[:0]
+	}
+	err := st.ForEachBlock(func(c cid.Cid, data []byte) error {
+		cids, raws = append(cids, c), append(raws, data)
+		if len(raws) == openBatch {
+			decode()
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	decode()
 	r.mu.Lock()
 	r.addLocked(es)
 	r.lastAdded = r.cfg.Now() // a node just started does not yet know who is online
@@ -218,6 +237,7 @@ func (r *Replica) Close() {
 // Reader is the read side of the Log; see ReadLog.
 type Reader interface {
 	State() *ledger.State
+	StateHash() string // State().Hash(), kept per fold
 	Org() string
 	Len() int
 	Has(c cid.Cid) bool
@@ -293,7 +313,7 @@ func (r *Replica) Get(c cid.Cid) *ledger.Entry {
 func (r *Replica) StateHash() string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.lg.State().Hash()
+	return r.lg.StateHash()
 }
 
 // LastAdded is when an entry was last added, or the Replica opened.

@@ -52,14 +52,7 @@ func (r *Replica) announce(ctx context.Context, e *ledger.Entry) {
 		return
 	}
 	heads, clock := r.Heads()
-	msg := headsMsg{Clock: clock}
-	for _, h := range heads {
-		msg.Heads = append(msg.Heads, h.Bytes())
-	}
-	if e != nil && len(e.Bytes()) <= maxPushedEntry {
-		msg.Entries = [][]byte{e.Bytes()}
-	}
-	b, err := cbor.Marshal(msg)
+	b, err := HeadsPayload(heads, clock, e)
 	if err != nil {
 		return
 	}
@@ -385,7 +378,8 @@ func dedupCIDs(cs []cid.Cid) []cid.Cid {
 	return out
 }
 
-// verifyParallel decodes and verifies blocks on every core. It returns the
+// verifyParallel decodes and verifies blocks on every core, each core's
+// share with batched signature checks (ledger.DecodeBatch). It returns the
 // good entries in input order and how many were bad.
 func verifyParallel(raw [][]byte) ([]*ledger.Entry, int) {
 	out := make([]*ledger.Entry, len(raw))
@@ -403,11 +397,8 @@ func verifyParallel(raw [][]byte) ([]*ledger.Entry, int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := lo; i < hi; i++ {
-				if e, err := ledger.Decode(raw[i]); err == nil {
-					out[i] = e
-				}
-			}
+			es, _ := ledger.DecodeBatch(raw[lo:hi])
+			copy(out[lo:hi], es)
 		}()
 	}
 	wg.Wait()
@@ -566,9 +557,9 @@ func (r *Replica) Announced(from peer.ID, heads []cid.Cid) {
 func (r *Replica) takePushed(raw [][]byte) {
 	org := r.Org()
 	var es []*ledger.Entry
-	for _, b := range raw {
-		e, err := ledger.Decode(b)
-		if err != nil || e.Org != org {
+	decoded, _ := ledger.DecodeBatch(raw)
+	for _, e := range decoded {
+		if e == nil || e.Org != org {
 			r.dropped(DropBadBlock, 1)
 			continue
 		}

@@ -84,7 +84,7 @@ func (s *Service) Org(ctx context.Context) (api.OrgInfo, error) {
 	now := s.now()
 	lg, unlock := s.d.Ledger.ReadLog()
 	st := lg.State()
-	o = api.OrgInfo{ID: st.Org, Name: st.Name, Description: st.Description, Owner: st.Owner, OwnerName: personName(st, st.Owner), StateHash: st.Hash(),
+	o = api.OrgInfo{ID: st.Org, Name: st.Name, Description: st.Description, Owner: st.Owner, OwnerName: personName(st, st.Owner), StateHash: lg.StateHash(),
 		Entries: lg.Len(), Settings: st.Settings, Members: len(st.Members), Machines: len(st.Machines),
 		Created: api.FormatTime(time.UnixMilli(st.Created)), Policies: apiPolicies(st.Settings.Policies)}
 	heads, _ := lg.Heads()
