@@ -193,10 +193,18 @@ func (c Contract) Billing(now int64) (runMS, existMS int64) {
 		return 0, 0
 	}
 	limit := min(now, c.End)
+	// Nothing runs after the removal, though a stop's billed time (each
+	// within its slack of its request) may come later than the removal's.
+	life := limit
+	for _, m := range c.Marks {
+		if t, ok := m.Billed(); ok && m.Kind == MarkStop && m.Removal {
+			life = min(life, t)
+		}
+	}
+	limit = life
 	first, have := int64(0), false
 	running := false
 	var from, lastStop int64
-	life := limit
 	for _, m := range c.Marks {
 		t, ok := m.Billed()
 		if !ok {
@@ -216,9 +224,6 @@ func (c Contract) Billing(now int64) (runMS, existMS int64) {
 				running = false
 			}
 			lastStop = max(lastStop, t)
-			if m.Removal {
-				life = min(life, t)
-			}
 		}
 	}
 	if running {

@@ -269,8 +269,8 @@ func bigItems(t testing.TB) int64 {
 // TestJobItemsMemory (issue 27): listing every item of a large job, twice,
 // holds little memory in the node: at every 1/16 of the listing, the heap
 // left after a collection (the node's and this reader's; the reader holds
-// one item) has grown by less than 40 bytes an item (+2 MiB) since before
-// it, i.e. 42 MiB for a million items, where a node that builds the whole
+// one item) has grown by less than 40 bytes an item (+4 MiB) since before
+// it, i.e. 44 MiB for a million items, where a node that builds the whole
 // answer holds several hundred bytes an item (882 MB for a million in the
 // issue). Plain go test lists 100,000 items (20,000 under -race); for the
 // issue's million:
@@ -285,7 +285,10 @@ func TestJobItemsMemory(t *testing.T) {
 	n, id := bigJob(t, items, 0)
 	t.Logf("a job of %d items built in %v", items, time.Since(t0).Round(time.Millisecond))
 	foldWhileListing(t, n, id)
-	budget := uint64(items)*40 + 2<<20
+	// 4 MiB of slack: the node's own goroutines (heartbeats, run stats,
+	// NAT port mapping) allocate while it lists; the 2 MiB this had was
+	// passed by a hair once under load.
+	budget := uint64(items)*40 + 4<<20
 	live := func() uint64 {
 		var ms runtime.MemStats
 		runtime.GC()
