@@ -75,18 +75,18 @@ func TestItemTimeoutThroughTheCLI(t *testing.T) {
 	id := lastLine(p.must("job", "submit", "--driver", "exec", "--item-timeout", "2s", "--retries", "1", "--", "sh", "-c", "sleep 600; : "+marker))
 	check(id, 2000)
 
-	p.must("org", "set", "policy.default_item_timeout=1500ms")
+	p.must("org", "set", "policy.default_item_timeout=3s")
 	var o struct {
-		Settings struct {
-			DefaultItemTimeoutMS int64 `json:"default_item_timeout_ms"`
-		} `json:"settings"`
+		Policies struct {
+			DefaultItemTimeout int64 `json:"default_item_timeout"` // seconds
+		} `json:"policies"`
 	}
 	p.json(&o, "org", "show")
-	if o.Settings.DefaultItemTimeoutMS != 1500 {
-		t.Errorf("org show: default_item_timeout_ms %d, want 1500", o.Settings.DefaultItemTimeoutMS)
+	if o.Policies.DefaultItemTimeout != 3 {
+		t.Errorf("org show: policies.default_item_timeout %d, want 3 (seconds)", o.Policies.DefaultItemTimeout)
 	}
 	id = lastLine(p.must("job", "submit", "--driver", "exec", "--retries", "1", "--", "sh", "-c", "sleep 600; : "+marker))
-	check(id, 1500)
+	check(id, 3000)
 
 	for _, c := range []struct {
 		args []string
