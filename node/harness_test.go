@@ -264,6 +264,80 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() string) 
 	}
 }
 
+// eventuallySettled is eventually for a condition that holds only while the
+// mesh's liveness is steady (the plans, which follow who is online): its
+// clock, d, runs only while every live node sees every other one online. A
+// test mesh's heartbeat interval is 250 ms, so a machine is offline to a
+// peer after 750 ms without one, which a -race build on a loaded 2-core host
+// exceeds now and then; each time, plans change (and leases lapse) on some
+// nodes, as they should, and a 20 s wait for plans to agree could pass with
+// no steady moment in it. It still fails after 5*d in all.
+func (m *mesh) eventuallySettled(d time.Duration, what string, cond func() string) {
+	m.t.Helper()
+	start := time.Now()
+	last, steady := start, time.Duration(0)
+	for {
+		msg := cond()
+		if msg == "" {
+			return
+		}
+		now := time.Now()
+		if u := m.unsettled(now); u == "" {
+			steady += now.Sub(last)
+		} else {
+			msg += "; now " + u
+		}
+		last = now
+		if steady >= d || now.Sub(start) >= 5*d {
+			m.t.Fatalf("timed out waiting for %s (after %v, %v of them with every node seeing every other online): %s",
+				what, now.Sub(start).Round(time.Millisecond), steady.Round(time.Millisecond), msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// unsettled names the live nodes that see another live node offline at now
+// ("" when none does).
+func (m *mesh) unsettled(now time.Time) string {
+	var b strings.Builder
+	live := m.live()
+	for _, mn := range live {
+		for _, o := range live {
+			if o == mn {
+				continue
+			}
+			if _, at, ok := mn.peers.Liveness(o.ID().String(), now); !ok {
+				fmt.Fprintf(&b, "%s sees %s offline (last heartbeat %v ago); ", mn.name, o.name, now.Sub(at).Round(time.Millisecond))
+			}
+		}
+	}
+	return b.String()
+}
+
+// eventuallyProgressing is eventually for a condition the mesh reaches step
+// by step (a job's items done one by one): it fails only when progress, a
+// count that grows as the mesh gets closer, has not grown for stall. On a
+// loaded host the mesh is slower, not stuck; a fixed deadline confused the
+// two. Progress that is bounded (items done of a job's total) bounds the
+// wait.
+func eventuallyProgressing(t testing.TB, stall time.Duration, what string, cond func() (msg string, progress int)) {
+	t.Helper()
+	start := time.Now()
+	best, since := -1, start
+	for {
+		msg, p := cond()
+		if msg == "" {
+			return
+		}
+		if now := time.Now(); p > best {
+			best, since = p, now
+		} else if now.Sub(since) >= stall {
+			t.Fatalf("timed out waiting for %s: no progress for %v (%d after %v): %s", what, stall, best, now.Sub(start).Round(time.Millisecond), msg)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // formOrg makes node 0 create an org and every other node join it with the
 // org key; node 0 approves each. It returns the org key.
 func (m *mesh) formOrg() string {

@@ -30,7 +30,12 @@
 //     and an idle slot's clock starts again OwnerGrace after the change).
 //     Two slots never take the same orphan (an item whose owner does not
 //     run) whatever leases each knows, while their nodes agree on which
-//     owners run (Ring.TakerOf).
+//     owners run: each orphan's takers (Ring.Takers) depend on the ring and
+//     on who runs only, the first takes it when idle and the k-th only in
+//     the k-th span of IdleSteal of an idle slot's orphan clock, which
+//     starts again when the orphans it sees change; so slots that wake
+//     together, however long idle, never take one orphan twice, and none
+//     is left behind while its first taker runs.
 //   - Every pending item is taken by some running slot in bounded time,
 //     whoever of its owners is gone (orphans), reserved (IdleSteal) or
 //     just moved by a plan change (OwnerGrace).

@@ -19,6 +19,10 @@ const OwnerGrace = time.Second
 // from thieves (see Next).
 const OwnReserve = 3
 
+// OrphanTakers is how many running owners after an orphan's taker may
+// take it while the taker does not (see Next and Ring.Takers).
+const OrphanTakers = 3
+
 // PrevFor is how long after a job's owners change Next wants them as they
 // were (View.Prev): OwnerGrace for the items that changed owner, and the
 // idle clock, which starts again OwnerGrace after the change, needs them
@@ -66,11 +70,15 @@ type View struct {
 // advanced by Next: below Cursor and above Tail every item of the job is
 // done or failed for good. IdleSince is when Next first found nothing the
 // slot may take while free items remained (reserved for their running
-// owners) since it last took an item; see IdleSteal. The zero Cursor
-// starts at the ends.
+// owners) since it last took an item; see IdleSteal. Orphans identifies
+// the orphans (free items whose owner does not run) Next last saw for the
+// slot and OrphansSince is when they last changed: an idle slot's clock
+// for orphans starts there. The zero Cursor starts at the ends.
 type Cursor struct {
 	Cursor, Tail int
 	IdleSince    time.Time
+	Orphans      uint64
+	OrphansSince time.Time
 }
 
 // Next picks the slot's next agenda item among the free ones: pending, and
@@ -85,9 +93,13 @@ type Cursor struct {
 // still mostly agree. An instance with nothing of its own steals, the
 // highest items first (their owners reach them last), never an item its
 // running owner takes next: instance k takes the k-th candidate, and none
-// when there are k or fewer, so that thieves do not collide either; items
-// whose owner does not run at all are shared out one per idle owner (and
-// after IdleSteal modulo them), so none is left behind.
+// when there are k or fewer, so that thieves do not collide either. An
+// item whose owner does not run at all (an orphan) has takers instead, the
+// running owners in the order the ring meets them after it (Ring.Takers),
+// which every node names alike whatever leases it knows: the first takes
+// it when idle, and each of the next OrphanTakers in its own span of an
+// idle slot's clock, so that none is left behind and two slots that wake
+// together never take the same one.
 func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 	items := v.Items
 	if len(items) == 0 {
@@ -226,16 +238,13 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 			}
 		}
 	}
-	var orphans []int64
-	steal, idle, idleNext, orphan := -1, -1, -1, -1
-	runs := func(o int) bool { return isAlive(owners[o]) }
+	var orphans []int                                                   // indexes of the free items whose owner does not run, highest first
+	runs := func(o int) bool { return o == rank || isAlive(owners[o]) } // the asking slot runs
+	steal, idle, idleNext := -1, -1, -1
 	for k, cd := range cands {
 		switch {
-		case !isAlive(owners[cd.owner]):
-			orphans = append(orphans, v.RangeStart+int64(cd.i))
-			if orphan < 0 && ring.TakerOf(cd.i, runs) == rank {
-				orphan = cd.i
-			}
+		case !runs(cd.owner):
+			orphans = append(orphans, cd.i)
 		case ring.BackupOf(cd.i) != rank:
 		case prevRing != nil && prevRing.BackupOf(cd.i) >= 0 && prevRing.BackupOf(cd.i) != prevRank:
 			// The plan changed less than OwnerGrace ago, and a machine
@@ -255,18 +264,31 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 			}
 		}
 	}
-	// An orphan has one taker, the first running owner after it on the
-	// ring (Ring.TakerOf), which every node names alike whatever leases it
-	// has heard of (sharing orphans out by position among the owners with
-	// no free item in sight did not: that depends on the leases each node
-	// knows, and two idle slots took one orphan). An idle slot takes the
-	// highest orphan it is the taker of; after IdleSteal, any idle slot
-	// takes the one at its position modulo the orphans (their takers may
-	// be busy): a slot that took it has announced its lease by then.
-	pos := 0
-	for k := 0; k < rank && k < len(owners); k++ {
-		if isAlive(owners[k]) && len(lowest[k]) == 0 {
-			pos++
+	// An orphan's takers are the running owners in the order the ring
+	// meets them after it (Ring.Takers): they depend on the ring and on
+	// which owners run, not on the leases a node has heard of, so every
+	// node names them alike while the plans agree. The first takes it as
+	// soon as it has nothing of its own, the lowest first; the k-th after
+	// it (1 <= k <= OrphanTakers) takes it, the highest first, while the
+	// slot's orphan clock is in its k-th span of IdleSteal, the spans
+	// repeating: slots that wake together are in one span, so at most one
+	// of them may take each orphan. The clock starts when the slot is
+	// idle, OwnerGrace after the job's owners changed, and whenever the
+	// orphans it sees change: an owner that dies makes orphans on every
+	// node at once while slots may have been idle for long, and the first
+	// taker takes one at once. (Shared out by position among the owners
+	// with no free item in sight, modulo the orphans, two idle slots took
+	// one: the position depends on the leases each node knows and wraps
+	// around.) The first taker and a later one take from opposite ends:
+	// a first taker busy with its own items may take its next orphan at
+	// any moment, and a later one that took the same would run it twice.
+	if fp := orphansPrint(orphans); fp != c.Orphans {
+		c.Orphans, c.OrphansSince = fp, now
+	}
+	orphan := -1
+	for _, i := range orphans {
+		if ring.TakerOf(i, runs) == rank {
+			orphan = i // the lowest, in the end
 		}
 	}
 	switch {
@@ -280,9 +302,14 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 		if c.IdleSince.IsZero() {
 			c.IdleSince = now
 		}
-		if now.Sub(idleFrom(v, c, now)) >= IdleSteal {
-			c.IdleSince = time.Time{}
-			return orphans[pos%len(orphans)], true
+		if k := orphanSpan(v, c, now); k > 0 {
+			var takers []int
+			for _, i := range orphans {
+				if takers = ring.Takers(i, runs, k+1, takers[:0]); len(takers) > k && takers[k] == rank {
+					c.IdleSince = time.Time{}
+					return v.RangeStart + int64(i), true
+				}
+			}
 		}
 		fallthrough
 	case idle >= 0 || idleNext >= 0:
@@ -324,4 +351,32 @@ func idleFrom(v View, c *Cursor, now time.Time) time.Time {
 		}
 	}
 	return from
+}
+
+// orphansPrint identifies a list of orphans (0 for none), for a slot to
+// notice when the orphans it sees change.
+func orphansPrint(orphans []int) uint64 {
+	h := uint64(len(orphans))
+	for _, i := range orphans {
+		h = mix64(h ^ uint64(i)*0x9E3779B97F4A7C15)
+	}
+	return h
+}
+
+// orphanSpan is which of an orphan's later takers may take it now (1 to
+// OrphanTakers), by the slot's orphan clock, or 0 for none: the k-th while
+// the clock shows between k and k+1 times IdleSteal (modulo OrphanTakers
+// times IdleSteal). The clock starts when the slot went idle, OwnerGrace
+// after the job's owners changed (idleFrom), or when the orphans it sees
+// last changed, whichever is last.
+func orphanSpan(v View, c *Cursor, now time.Time) int {
+	from := idleFrom(v, c, now)
+	if c.OrphansSince.After(from) {
+		from = c.OrphansSince
+	}
+	d := now.Sub(from)
+	if d < IdleSteal {
+		return 0
+	}
+	return 1 + int((d-IdleSteal)/IdleSteal)%OrphanTakers
 }

@@ -141,6 +141,28 @@ func (r *Ring) TakerOf(i int, runs func(owner int) bool) int {
 	return -1
 }
 
+// Takers appends to dst the first n distinct owners that run, in the order
+// the ring meets them clockwise from item i's place, and returns it: the
+// first is TakerOf's, the next ones take the item, one after the other,
+// when those before them do not (see Next). Like TakerOf it depends only on
+// the item and on which owners run. It walks the ring until it has n, or
+// all the way round.
+func (r *Ring) Takers(i int, runs func(owner int) bool, n int, dst []int) []int {
+	if r == nil || len(r.points) == 0 || n <= 0 {
+		return dst
+	}
+	h := itemHash(i)
+	np := len(r.points)
+	k := sort.Search(np, func(x int) bool { return r.points[x] >= h })
+	base := len(dst)
+	for d := 0; d < np && len(dst)-base < n; d++ {
+		if o := int(r.owners[(k+d)%np]); !slices.Contains(dst[base:], o) && runs(o) {
+			dst = append(dst, o)
+		}
+	}
+	return dst
+}
+
 // BackupOf is item i's backup owner: the owner of the first point after
 // its owner's (clockwise, wrapping) that belongs to another owner, or -1 on
 // a ring of fewer than two owners. Every item has one backup, the same on

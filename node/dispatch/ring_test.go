@@ -204,3 +204,34 @@ func TestBackupOf(t *testing.T) {
 		}
 	}
 }
+
+// TestTakers: an item's takers are distinct running owners, the first is
+// TakerOf's, and asked for all they are every running owner once.
+func TestTakers(t *testing.T) {
+	if got := (*Ring)(nil).Takers(3, func(int) bool { return true }, 2, nil); len(got) != 0 {
+		t.Fatalf("nil ring: %v", got)
+	}
+	r := NewRing([]uint64{11, 22, 33, 44, 55, 66})
+	for _, down := range [][]int{nil, {2}, {0, 5}, {1, 2, 3, 4}, {0, 1, 2, 3, 4, 5}} {
+		runs := func(o int) bool { return !slices.Contains(down, o) }
+		for i := range 500 {
+			all := r.Takers(i, runs, 10, nil)
+			if len(all) != 6-len(down) {
+				t.Fatalf("down %v, item %d: takers %v", down, i, all)
+			}
+			seen := map[int]bool{}
+			for _, o := range all {
+				if seen[o] || !runs(o) {
+					t.Fatalf("down %v, item %d: takers %v", down, i, all)
+				}
+				seen[o] = true
+			}
+			if first := r.TakerOf(i, runs); len(all) > 0 && all[0] != first || len(all) == 0 && first != -1 {
+				t.Fatalf("down %v, item %d: takers %v, TakerOf %d", down, i, all, first)
+			}
+			if two := r.Takers(i, runs, 2, []int{99}); !slices.Equal(two[1:], all[:min(2, len(all))]) || two[0] != 99 {
+				t.Fatalf("down %v, item %d: the first two appended to [99]: %v of %v", down, i, two, all)
+			}
+		}
+	}
+}

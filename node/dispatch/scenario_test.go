@@ -27,6 +27,7 @@ import (
 //	alive                           the running owners (no lines: every
 //	m1/0 m2/0                       planned one, and the one asking)
 //	owners                          each planned slot's items, ascending
+//	takers                          each free orphan's takers (Ring.Takers)
 //	next slot=m1/0 now=1s [take]    the slot's next item; take leases it
 //	round now=1s                    every alive planned slot, in plan order,
 //	                                from one view; each takes its item
@@ -127,6 +128,20 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 			b.WriteString("\n")
 		}
 		return b.String()
+	case "takers":
+		var b strings.Builder
+		runs := func(o int) bool { return s.view(Slot{}).Alive(s.owners.Slots[o]) }
+		for i, it := range s.items {
+			if it.Status != ledger.ItemPending || s.leased[s.start+int64(i)] || runs(s.owners.Ring.OwnerOf(i)) {
+				continue
+			}
+			fmt.Fprintf(&b, "%d:", s.start+int64(i))
+			for _, o := range s.owners.Ring.Takers(i, runs, len(s.owners.Slots), nil) {
+				fmt.Fprintf(&b, " %s", s.owners.Slots[o])
+			}
+			b.WriteString("\n")
+		}
+		return b.String()
 	case "next":
 		var slot string
 		d.ScanArgs(t, "slot", &slot)
@@ -190,6 +205,9 @@ func (s *scenario) took(sl Slot, it int64, ok bool) string {
 	out += fmt.Sprintf(" (cursor %d, tail %d", c.Cursor, c.Tail)
 	if !c.IdleSince.IsZero() {
 		out += fmt.Sprintf(", idle since %s", c.IdleSince.Sub(epoch))
+	}
+	if c.Orphans != 0 {
+		out += fmt.Sprintf(", orphans since %s", c.OrphansSince.Sub(epoch))
 	}
 	return out + ")"
 }
