@@ -60,7 +60,7 @@ func (s *Service) Join(ctx context.Context, req api.JoinRequest) (api.JoinResult
 		return api.JoinResult{}, api.FieldErrorf(http.StatusBadRequest, "bootstrap", "%v", err)
 	}
 	addrs := append(slices.Clone(tok.Addrs), req.Bootstrap...) // the key's, then the request's
-	for _, a := range s.d.Bootstrap { // and the node's --bootstrap
+	for _, a := range s.d.Bootstrap {                          // and the node's --bootstrap
 		if !slices.Contains(addrs, a) {
 			addrs = append(addrs, a)
 		}
