@@ -220,7 +220,12 @@ func (c Contract) Billing(now int64) (runMS, existMS int64) {
 			}
 		case MarkStop:
 			if running {
-				runMS = satAdd(runMS, span(from, min(max(t, from), limit)))
+				// A stop billed before its start (each mark moves within its
+				// slack) ends the span where it began, and the next start
+				// runs from no earlier than that: spans never overlap nor
+				// begin before the first start.
+				t = max(t, from)
+				runMS = satAdd(runMS, span(from, min(t, limit)))
 				running = false
 			}
 			lastStop = max(lastStop, t)
