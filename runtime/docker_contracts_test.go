@@ -73,6 +73,9 @@ func TestDockerContractLifecycle(t *testing.T) {
 		if rs := list(); len(rs) != 1 || !rs[0].Running || rs[0].Contract != s.Contract || strings.Join(rs[0].GPUs, ",") != "0,1" {
 			t.Fatalf("listed %+v", rs)
 		}
+		// A stop before the onstart command has run would skip it (on a
+		// loaded host the shell may not have started yet): wait for it.
+		waitStarts(t, ctx, string(id), i+1)
 		if err := d.StopContract(ctx, id, time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -84,16 +87,7 @@ func TestDockerContractLifecycle(t *testing.T) {
 	if err := d.StartContract(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	// onstart runs in the container after the start returns: poll for it.
-	for deadline := time.Now().Add(20 * time.Second); ; {
-		out := execOut(t, ctx, string(id), "cat", "/root/starts")
-		if n := strings.Count(out, "started"); n == 3 {
-			break
-		} else if n > 3 || time.Now().After(deadline) {
-			t.Fatalf("starts file %q; want three starts", out)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitStarts(t, ctx, string(id), 3)
 	if env := execOut(t, ctx, string(id), "sh", "-c", "echo $CSHARE_CONTRACT $A"); strings.TrimSpace(env) != s.Contract+" 1" {
 		t.Fatalf("env %q", env)
 	}
@@ -105,6 +99,21 @@ func TestDockerContractLifecycle(t *testing.T) {
 	}
 	if rs := list(); len(rs) != 0 {
 		t.Fatalf("after remove %+v", rs)
+	}
+}
+
+// waitStarts polls until the contract's onstart command has run n times
+// (onstart runs in the container after the start returns).
+func waitStarts(t *testing.T, ctx context.Context, id string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		out := execOut(t, ctx, id, "cat", "/root/starts")
+		if got := strings.Count(out, "started"); got == n {
+			return
+		} else if got > n || time.Now().After(deadline) {
+			t.Fatalf("starts file %q; want %d starts", out, n)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
