@@ -443,10 +443,11 @@ func natWait(t *testing.T, ns []*node, d time.Duration, what string, cond func([
 }
 
 // poll calls cond until it says "" (what is missing otherwise), or fails
-// the test after d.
+// the test after d; every 10 s it logs what is still missing.
 func poll(t *testing.T, d time.Duration, what string, cond func() string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	t0 := time.Now()
+	deadline, logged := t0.Add(d), t0
 	for {
 		last := cond()
 		if last == "" {
@@ -454,6 +455,10 @@ func poll(t *testing.T, d time.Duration, what string, cond func() string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no %s within %s: %s", what, d, last)
+		}
+		if time.Since(logged) >= 10*time.Second {
+			logged = time.Now()
+			t.Logf("waiting %s for %s: %s", time.Since(t0).Round(time.Second), what, last)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
