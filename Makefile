@@ -55,9 +55,11 @@ chaos: build
 # root (skipped with the reason otherwise); scripts/natdeps.sh installs
 # iptables when it is missing. nat-bench adds NAT_ATTEMPTS (default 20)
 # fresh hole punches and reports successes and relayed-to-direct times.
+# TestNATMove carries a running machine from one NAT to another (a laptop
+# moving between networks) and checks the org finds it again.
 nat: build
 	@bash scripts/natdeps.sh
-	CSHARE_BIN=$(CURDIR)/$(BIN) $(GO) test -tags chaos -run 'TestNAT$$' -v -count=1 -timeout 10m ./chaos/
+	CSHARE_BIN=$(CURDIR)/$(BIN) $(GO) test -tags chaos -run 'TestNAT$$|TestNATMove$$' -v -count=1 -timeout 15m ./chaos/
 
 NAT_ATTEMPTS ?= 20
 nat-bench: build

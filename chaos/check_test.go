@@ -67,6 +67,7 @@ type report struct {
 	drained              time.Duration
 	convergeEnd          time.Duration
 	violations           []string
+	paths                *pathCount // the node behind a NAT, nil for none
 }
 
 func (r *report) violate(format string, a ...any) {
@@ -76,6 +77,9 @@ func (r *report) violate(format string, a ...any) {
 func (r *report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "chaos summary: 5 nodes, %s of faults, heartbeat %s, seed %d\n", r.duration, r.hb, r.seed)
+	if r.paths != nil {
+		fmt.Fprintf(&b, "%s\n", r.paths)
+	}
 	fmt.Fprintf(&b, "operations: %d job submits (%d got no answer or an error: node paused, killed or cut off), %d jobs in the ledger, %d items, %d real runs on the host (%d retries of items failed on purpose, %d runs after a run stopped (preempted) as job items record, %d extra runs forced by a partition or pause)\n",
 		r.submits, r.submitFails, r.jobs, r.items, r.realRuns, r.retries, r.afterStop, r.extraForced)
 	byKind := map[string]int{}

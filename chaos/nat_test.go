@@ -9,8 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -48,12 +46,7 @@ import (
 // and reports how many of the attempts ended direct and the time from
 // relayed to direct (p50, p90): a figure, not an assertion.
 func TestNAT(t *testing.T) {
-	if os.Getenv(strangerEnv) != "" {
-		t.Skip("the stranger probe runs as TestNATStranger")
-	}
-	if why := canNetns(); why != "" {
-		t.Skipf("nat: skipped: %s", why)
-	}
+	skipNAT(t)
 	attempts := 0
 	if s := os.Getenv("NAT_ATTEMPTS"); s != "" {
 		v, err := strconv.Atoi(s)
@@ -63,79 +56,21 @@ func TestNAT(t *testing.T) {
 		attempts = v
 	}
 	t0 := time.Now()
-	bin := cshareBin(t)
-	w := setupNATNet(t)
-	relayNS, relayIP := w.public("relay", 1)
-	strangerNS, _ := w.public("stranger", 50)
-	aNS, aIP := w.behindNAT("a", 1, false)
-	bNS, bIP := w.behindNAT("b", 2, false)
-	cNS, cIP := w.behindNAT("c", 3, true)
-
-	base := t.TempDir()
-	conf := filepath.Join(base, "node.yaml")
-	if err := os.WriteFile(conf, []byte("runtime: {exec: true, docker: false}\nresources: {max_concurrent_jobs: 2}\ndiscovery: {mdns: false}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var all []*node
-	t.Cleanup(func() {
-		for _, n := range all {
-			n.stopGracefully()
-		}
-		if t.Failed() || os.Getenv("NAT_LOGS") != "" {
-			keepNATLogs(t, all)
-		}
-	})
-	mk := func(i int, name, ns, ip string, extra ...string) *node {
-		n := &node{i: i, name: name, ns: ns, ip: ip, bin: bin, hb: time.Second, dir: filepath.Join(base, name), conf: conf,
-			listen: []string{"/ip4/" + ip + "/tcp/4001", "/ip4/" + ip + "/udp/4001/quic-v1"}, extra: extra}
-		n.logPath = n.dir + ".log"
-		if err := os.MkdirAll(n.dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, n)
-		if err := n.start(""); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	relay := mk(0, "relay", relayNS, relayIP)
-	const d = 30 * time.Second
-	out, err := relay.cli(d, "org", "create", "--name", "nat")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rst natStatus
-	if err := relay.json(d, &rst, "node", "status"); err != nil {
-		t.Fatal(err)
-	}
-	relay.id = rst.ID
-	byName := "/dns4/" + relayName + "/tcp/4001/p2p/" + relay.id
-	key := keyWithAddrs(t, lastLine(out), byName)
-	a := mk(1, "a", aNS, aIP, "--bootstrap", byName)
-	b := mk(2, "b", bNS, bIP, "--bootstrap", byName)
-	c := mk(3, "c", cNS, cIP, "--bootstrap", byName)
-	ns := []*node{relay, a, b, c}
+	o := newNATOrg(t)
+	stranger := o.w.public("stranger", 50)
+	as, bs, cs := o.w.behindNAT("a", 1, false), o.w.behindNAT("b", 2, false), o.w.behindNAT("c", 3, true)
+	relay := o.relay
+	a := o.add(t, "a", as, as.ip, "--bootstrap", o.byName)
+	b := o.add(t, "b", bs, bs.ip, "--bootstrap", o.byName)
+	c := o.add(t, "c", cs, cs.ip, "--bootstrap", o.byName)
+	ns := o.all
 	for _, n := range ns[1:] {
-		if _, err := n.cli(d, "node", "join", "--org-key", key); err != nil {
-			t.Fatal(err)
-		}
-		var st natStatus
-		if err := n.json(d, &st, "node", "status"); err != nil {
-			t.Fatal(err)
-		}
-		n.id = st.ID
-		if _, err := relay.cli(d, "machine", "approve", st.ID); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := relay.cli(d, "member", "set-role", st.Person, "admin"); err != nil {
-			t.Fatal(err)
-		}
+		o.join(t, n)
 	}
-	names := map[string]string{}
 	for _, n := range ns {
-		names[n.id] = n.name
 		t.Logf("%s = machine %s at %s", n.name, n.id, n.ip)
 	}
+	const d = 30 * time.Second
 
 	// One org, one state; each machine connected to the three others.
 	natWait(t, ns, 60*time.Second, "one org with one state hash, every machine connected to the others", func(sts []natStatus) string {
@@ -173,53 +108,13 @@ func TestNAT(t *testing.T) {
 	t.Logf("a-b direct, c relayed, after %s", time.Since(t0).Round(time.Millisecond))
 
 	// A job runs items on every machine; c's output is read from a.
-	out, err = a.cli(d, "job", "submit", "--driver", "exec", "--cpus", "8", "--max-cpus", "8", "--name", "nat", "--range", "1-48",
-		"--", "sh", "-c", "sleep 0.4; echo item $CSHARE_ITEM ran on $CSHARE_MACHINE")
-	if err != nil {
-		t.Fatal(err)
-	}
-	job := lastLine(out)
-	deadline := time.Now().Add(60 * time.Second)
-	var items []natItem
-	for {
-		var j struct {
-			State string `json:"state"`
-		}
-		if err := b.json(d, &j, "job", "show", job); err == nil && j.State == "done" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s not done within 60s (state %q)", job, j.State)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err := b.json(d, &items, "job", "items", job); err != nil {
-		t.Fatal(err)
-	}
-	ran := map[string]int64{}
-	for _, it := range items {
-		ran[it.Machine] = it.Item
-	}
-	for _, n := range ns {
-		if _, ok := ran[n.id]; !ok {
-			t.Errorf("no item of the job ran on %s (items ran on %v)", n.name, machineNames(ran, names))
-		}
-	}
+	job, ran := natJob(t, a, b, ns, 48)
 	for _, from := range []*node{a, c} {
-		for _, on := range []*node{c, b} {
-			item, ok := ran[on.id]
-			if !ok || from == on {
-				continue
-			}
-			got, err := from.cli(d, "job", "logs", job, "--item", fmt.Sprint(item))
-			if want := fmt.Sprintf("item %d ran on %s", item, on.id); err != nil || !strings.Contains(got, want) {
-				t.Errorf("%s reading the output of item %d, run on %s: %q, %v", from.name, item, on.name, got, err)
-			}
-		}
+		natLogs(t, from, []*node{c, b}, job, ran)
 	}
 
 	// A dataset added behind a's NAT is fetched behind b's and c's.
-	data := filepath.Join(base, "data.bin")
+	data := filepath.Join(o.base, "data.bin")
 	blob := bytes.Repeat([]byte("cshare across NATs\n"), 200_000) // 3.8 MB, 15 blocks
 	if err := os.WriteFile(data, blob, 0o600); err != nil {
 		t.Fatal(err)
@@ -228,7 +123,7 @@ func TestNAT(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, n := range []*node{b, c} {
-		dst := filepath.Join(base, "got-"+n.name)
+		dst := filepath.Join(o.base, "got-"+n.name)
 		got, err := n.cli(60*time.Second, "dataset", "get", "behind-a", "--out", dst)
 		if err != nil {
 			t.Fatalf("%s: %v", n.name, err)
@@ -244,7 +139,7 @@ func TestNAT(t *testing.T) {
 	}
 
 	// A stranger gets no reservation and no relayed connection.
-	probe := strangerProbe(t, strangerNS, relay, relayIP, a.id)
+	probe := strangerProbe(t, stranger.ns, relay, relay.ip, a.id)
 	for _, what := range []string{"reserve", "relayed"} {
 		if !strings.Contains(probe, what+": refused") {
 			t.Errorf("stranger %s: want refused; probe said:\n%s", what, probe)
@@ -320,162 +215,152 @@ func natBench(t *testing.T, ns []*node, a, b *node, attempts int) {
 		ok, attempts, q(0.5).Round(time.Millisecond), q(0.9).Round(time.Millisecond))
 }
 
-// relayName is the relay's name in the private machines' /etc/hosts.
-const relayName = "relay.nat.example"
-
-// natPub is the "internet" of TestNAT: addresses libp2p takes for public
-// (AutoNAT, relays and hole punching act only on public addresses), on a
-// bridge that has no address on the host, so nothing routes to or from
-// the real network.
-const natPub = "11.77.0."
-
-type natNet struct {
-	pid    int
-	bridge string
-	rule   []string
-	ns     []string
-	vhost  []string
-	etc    []string // /etc/netns/<ns> dirs made
-	n      int
-}
-
-func setupNATNet(t *testing.T) *natNet {
+// natJob submits a job of items items through from, with two instances a
+// machine of ns, waits until watcher says it is done and checks that items
+// ran on every machine; ran is an item run on each machine, by machine ID.
+func natJob(t *testing.T, from, watcher *node, ns []*node, items int) (job string, ran map[string]int64) {
 	t.Helper()
-	sweepStale(t)
-	sweepStaleEtc(t)
-	w := &natNet{pid: os.Getpid(), bridge: fmt.Sprintf("chnb%d", os.Getpid())}
-	t.Cleanup(w.teardown)
-	w.must(t, "ip", "link", "add", w.bridge, "type", "bridge")
-	w.must(t, "ip", "link", "set", w.bridge, "up")
-	w.rule = []string{"FORWARD", "-i", w.bridge, "-o", w.bridge, "-m", "comment", "--comment", fmt.Sprintf("chaos-%d", w.pid), "-j", "ACCEPT"}
-	w.must(t, append([]string{"iptables", "-I"}, w.rule...)...)
-	return w
-}
-
-func (w *natNet) must(t *testing.T, args ...string) {
-	t.Helper()
-	if _, err := sh("", args...); err != nil {
+	const d = 30 * time.Second
+	cpus := fmt.Sprint(2 * len(ns))
+	out, err := from.cli(d, "job", "submit", "--driver", "exec", "--cpus", cpus, "--max-cpus", cpus, "--name", "nat", "--range", fmt.Sprintf("1-%d", items),
+		"--", "sh", "-c", "sleep 0.4; echo item $CSHARE_ITEM ran on $CSHARE_MACHINE")
+	if err != nil {
 		t.Fatal(err)
 	}
+	job = lastLine(out)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var j struct {
+			State string `json:"state"`
+		}
+		if err := watcher.json(d, &j, "job", "show", job); err == nil && j.State == "done" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s not done within 60s (state %q)", job, j.State)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var its []natItem
+	if err := watcher.json(d, &its, "job", "items", job); err != nil {
+		t.Fatal(err)
+	}
+	ran = map[string]int64{}
+	names := map[string]string{}
+	for _, it := range its {
+		ran[it.Machine] = it.Item
+	}
+	for _, n := range ns {
+		names[n.id] = n.name
+	}
+	for _, n := range ns {
+		if _, ok := ran[n.id]; !ok {
+			t.Errorf("no item of the job ran on %s (items ran on %v)", n.name, machineNames(ran, names))
+		}
+	}
+	return job, ran
 }
 
-// public makes namespace name on the internet at natPub+host; it returns
-// the namespace and its address.
-func (w *natNet) public(name string, host int) (string, string) {
-	ns := fmt.Sprintf("chaos-%d-%s", w.pid, name)
-	w.n++
-	vh, vp := fmt.Sprintf("cnv%d%c", w.pid, 'a'+w.n), fmt.Sprintf("cnp%d%c", w.pid, 'a'+w.n)
-	ip := natPub + strconv.Itoa(host)
-	for _, args := range [][]string{
-		{"ip", "netns", "add", ns},
-		{"ip", "link", "add", vh, "type", "veth", "peer", "name", vp},
-		{"ip", "link", "set", vp, "netns", ns},
-		{"ip", "-n", ns, "link", "set", vp, "name", "wan"},
-		{"ip", "link", "set", vh, "master", w.bridge},
-		{"ip", "link", "set", vh, "up"},
-		{"ip", "-n", ns, "link", "set", "lo", "up"},
-		{"ip", "-n", ns, "addr", "add", ip + "/24", "dev", "wan"},
-		{"ip", "-n", ns, "link", "set", "wan", "up"},
-	} {
-		if args[1] == "netns" && args[2] == "add" {
-			w.ns = append(w.ns, ns)
-		}
-		if args[1] == "link" && args[2] == "add" {
-			w.vhost = append(w.vhost, vh)
-		}
-		if _, err := sh("", args...); err != nil {
-			panic(err) // setup of a root-only test: fail loudly
-		}
-	}
-	return ns, ip
-}
-
-// behindNAT makes a machine's namespace behind router k (a namespace on
-// the internet at natPub+10+k, masquerading LAN 192.168.(60+k).0/24), and
-// returns the machine's namespace and LAN address. randomFully makes the
-// router map each destination to a new random port.
-func (w *natNet) behindNAT(name string, k int, randomFully bool) (string, string) {
-	router, _ := w.public("r"+name, 10+k)
-	ns := fmt.Sprintf("chaos-%d-%s", w.pid, name)
-	lan := fmt.Sprintf("192.168.%d.", 60+k)
-	masq := []string{"ip", "netns", "exec", router, "iptables", "-t", "nat", "-A", "POSTROUTING", "-o", "wan", "-j", "MASQUERADE"}
-	if randomFully {
-		masq = append(masq, "--random-fully")
-	}
-	in := func(chain string) [][]string {
-		x := []string{"ip", "netns", "exec", router, "iptables", "-A", chain, "-i", "wan"}
-		return [][]string{
-			append(slices.Clone(x), "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"),
-			append(slices.Clone(x), "-j", "DROP"),
-		}
-	}
-	steps := [][]string{
-		{"ip", "netns", "add", ns},
-		{"ip", "link", "add", "lan", "netns", router, "type", "veth", "peer", "name", "eth0", "netns", ns},
-		{"ip", "-n", router, "addr", "add", lan + "1/24", "dev", "lan"},
-		{"ip", "-n", router, "link", "set", "lan", "up"},
-		{"ip", "-n", ns, "link", "set", "lo", "up"},
-		{"ip", "-n", ns, "addr", "add", lan + "2/24", "dev", "eth0"},
-		{"ip", "-n", ns, "link", "set", "eth0", "up"},
-		{"ip", "-n", ns, "route", "add", "default", "via", lan + "1"},
-		{"ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
-		masq,
-	}
-	steps = append(steps, in("INPUT")...)
-	steps = append(steps, in("FORWARD")...)
-	for _, args := range steps {
-		if args[1] == "netns" && args[2] == "add" {
-			w.ns = append(w.ns, ns)
-		}
-		if _, err := sh("", args...); err != nil {
-			panic(err)
-		}
-	}
-	// The relay by name: ip netns exec mounts /etc/netns/<ns>/hosts on
-	// /etc/hosts.
-	dir := filepath.Join("/etc/netns", ns)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		panic(err)
-	}
-	w.etc = append(w.etc, dir)
-	hosts := "127.0.0.1 localhost\n" + natPub + "1 " + relayName + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "hosts"), []byte(hosts), 0o644); err != nil {
-		panic(err)
-	}
-	return ns, lan + "2"
-}
-
-func (w *natNet) teardown() {
-	for _, ns := range w.ns {
-		_, _ = sh("", "ip", "netns", "del", ns)
-	}
-	for _, vh := range w.vhost {
-		_, _ = sh("", "ip", "link", "del", vh)
-	}
-	_, _ = sh("", "ip", "link", "del", w.bridge)
-	if w.rule != nil {
-		_, _ = sh("", append([]string{"iptables", "-D"}, w.rule...)...)
-	}
-	for _, d := range w.etc {
-		_ = os.RemoveAll(d)
-	}
-}
-
-var staleEtc = regexp.MustCompile(`^chaos-(\d+)-`)
-
-// sweepStaleEtc removes the /etc/netns dirs of earlier runs whose test
-// process is gone.
-func sweepStaleEtc(t *testing.T) {
-	ents, _ := os.ReadDir("/etc/netns")
-	for _, e := range ents {
-		m := staleEtc.FindStringSubmatch(e.Name())
-		if m == nil {
+// natLogs checks that from reads the output of an item of job run on each
+// of on (but itself).
+func natLogs(t *testing.T, from *node, on []*node, job string, ran map[string]int64) {
+	t.Helper()
+	for _, m := range on {
+		item, ok := ran[m.id]
+		if !ok || from == m {
 			continue
 		}
-		if pid, _ := strconv.Atoi(m[1]); pid != os.Getpid() && !alive(pid) {
-			t.Logf("sweeping a stale /etc/netns/%s", e.Name())
-			_ = os.RemoveAll(filepath.Join("/etc/netns", e.Name()))
+		got, err := from.cli(30*time.Second, "job", "logs", job, "--item", fmt.Sprint(item))
+		if want := fmt.Sprintf("item %d ran on %s", item, m.id); err != nil || !strings.Contains(got, want) {
+			t.Errorf("%s reading the output of item %d, run on %s: %q, %v", from.name, item, m.name, got, err)
 		}
+	}
+}
+
+// skipNAT skips a NAT test where network namespaces cannot be made, and
+// in the stranger probe's process.
+func skipNAT(t *testing.T) {
+	t.Helper()
+	if os.Getenv(strangerEnv) != "" {
+		t.Skip("the stranger probe runs as TestNATStranger")
+	}
+	if why := canNetns(); why != "" {
+		t.Skipf("nat: skipped: %s", why)
+	}
+}
+
+// natOrg is an org of a relay machine on an internet (natPub) and
+// machines behind NATs, as TestNAT and TestNATMove build it: the machines
+// know the relay only by a name (/dns4/relay.nat.example, from
+// /etc/netns/*/hosts) and join with an org key whose only address is that
+// name.
+type natOrg struct {
+	w         *internet
+	bin, base string
+	conf      string
+	all       []*node
+	relay     *node
+	byName    string // the relay's /dns4 address
+	key       string
+}
+
+// newNATOrg makes the internet, starts the relay machine on it and creates
+// the org there; t.Cleanup stops every node added and keeps their logs if
+// the test failed (or NAT_LOGS is set).
+func newNATOrg(t *testing.T) *natOrg {
+	t.Helper()
+	o := &natOrg{bin: cshareBin(t), w: setupInternet(t, natPub), base: t.TempDir()}
+	o.conf = filepath.Join(o.base, "node.yaml")
+	if err := os.WriteFile(o.conf, []byte("runtime: {exec: true, docker: false}\nresources: {max_concurrent_jobs: 2}\ndiscovery: {mdns: false}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, n := range o.all {
+			n.stopGracefully()
+		}
+		if t.Failed() || os.Getenv("NAT_LOGS") != "" {
+			keepNATLogs(t, o.all)
+		}
+	})
+	rs := o.w.public("relay", 1)
+	o.relay = o.add(t, "relay", rs, rs.ip)
+	out, err := o.relay.cli(30*time.Second, "org", "create", "--name", "nat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st natStatus
+	if err := o.relay.json(30*time.Second, &st, "node", "status"); err != nil {
+		t.Fatal(err)
+	}
+	o.relay.id = st.ID
+	o.byName = "/dns4/" + relayName + "/tcp/4001/p2p/" + o.relay.id
+	o.key = keyWithAddrs(t, lastLine(out), o.byName)
+	return o
+}
+
+// add starts machine name at s, listening on TCP and QUIC port 4001 of ip
+// (s.ip, or 0.0.0.0 for every address it will ever have).
+func (o *natOrg) add(t *testing.T, name string, s site, ip string, extra ...string) *node {
+	t.Helper()
+	n := &node{i: len(o.all), name: name, ns: s.ns, ip: s.ip, bin: o.bin, hb: time.Second, dir: filepath.Join(o.base, name), conf: o.conf,
+		listen: []string{"/ip4/" + ip + "/tcp/4001", "/ip4/" + ip + "/udp/4001/quic-v1"}, extra: extra}
+	n.logPath = n.dir + ".log"
+	if err := os.MkdirAll(n.dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	o.all = append(o.all, n)
+	if err := n.start(""); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// join joins n to the org with the key; the relay approves it and makes
+// its person an admin.
+func (o *natOrg) join(t *testing.T, n *node) {
+	t.Helper()
+	if err := admit(o.relay, n, o.key); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -505,11 +390,12 @@ func orDash(s string) string {
 
 // natStatus is what TestNAT reads of node status --json.
 type natStatus struct {
-	ID           string `json:"id"`
-	Person       string `json:"person"`
-	StateHash    string `json:"state_hash"`
-	Reachability string `json:"reachability"`
-	RelayServing bool   `json:"relay_serving"`
+	ID           string   `json:"id"`
+	Person       string   `json:"person"`
+	StateHash    string   `json:"state_hash"`
+	Reachability string   `json:"reachability"`
+	RelayServing bool     `json:"relay_serving"`
+	Addrs        []string `json:"addrs"`
 	Connections  []struct {
 		Machine string `json:"machine"`
 		Path    string `json:"path"`
@@ -547,19 +433,32 @@ func natSnapshot(ns []*node) ([]natStatus, error) { return statuses[natStatus](n
 // otherwise), or fails the test after d.
 func natWait(t *testing.T, ns []*node, d time.Duration, what string, cond func([]natStatus) string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	last := ""
-	for {
+	poll(t, d, what, func() string {
 		sts, err := natSnapshot(ns)
-		if err == nil {
-			if last = cond(sts); last == "" {
-				return
-			}
-		} else {
-			last = err.Error()
+		if err != nil {
+			return err.Error()
+		}
+		return cond(sts)
+	})
+}
+
+// poll calls cond until it says "" (what is missing otherwise), or fails
+// the test after d; every 10 s it logs what is still missing.
+func poll(t *testing.T, d time.Duration, what string, cond func() string) {
+	t.Helper()
+	t0 := time.Now()
+	deadline, logged := t0.Add(d), t0
+	for {
+		last := cond()
+		if last == "" {
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no %s within %s: %s", what, d, last)
+		}
+		if time.Since(logged) >= 10*time.Second {
+			logged = time.Now()
+			t.Logf("waiting %s for %s: %s", time.Since(t0).Round(time.Second), what, last)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -14,18 +14,14 @@ import (
 	"testing"
 )
 
-// Names of the run's network objects carry the test process's pid, so two
-// runs on one host never collide and a run that died without cleaning up
-// is swept by the next (sweepStale).
-const subnet = "10.77.0." // the bridge has no host address: nothing routes out
-
+// netw is the nemesis's network: its nodes on an internet (chaosPub),
+// one of them (natted, unless -1) behind a NAT router that drops what
+// comes in unasked, so the others reach it only through a relay or a
+// connection it opened.
 type netw struct {
-	pid    int
-	bridge string
-	ns     []string // per node
-	vhost  []string // host end of each node's veth pair
-	vpeer  []string // the node's end, inside its namespace
-	rule   []string // the host FORWARD rule letting the bridge forward
+	*internet
+	nodes  []site
+	natted int
 }
 
 // sh runs a command and returns its combined output, or an error naming
@@ -110,52 +106,25 @@ func sweepStale(t *testing.T) {
 	}
 }
 
-// setupNet creates the bridge and n namespaces with an address each
-// (subnet + 1..n); t.Cleanup removes them all.
-func setupNet(t *testing.T, n int) *netw {
+// setupNet creates the internet and n namespaces, node i at chaosPub+(i+1)
+// or, for natted, behind a router at chaosPub+(11+natted); t.Cleanup
+// removes them all.
+func setupNet(t *testing.T, n, natted int) *netw {
 	t.Helper()
-	sweepStale(t)
-	w := &netw{pid: os.Getpid(), bridge: fmt.Sprintf("chbr%d", os.Getpid())}
-	t.Cleanup(w.teardown)
-	must := func(args ...string) {
-		t.Helper()
-		if _, err := sh("", args...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	must("ip", "link", "add", w.bridge, "type", "bridge")
-	must("ip", "link", "set", w.bridge, "up")
-	// Docker sets FORWARD's policy to DROP, and br_netfilter sends bridged
-	// frames through it: let this bridge forward to itself.
-	w.rule = []string{"FORWARD", "-i", w.bridge, "-o", w.bridge, "-m", "comment", "--comment", fmt.Sprintf("chaos-%d", w.pid), "-j", "ACCEPT"}
-	must(append([]string{"iptables", "-I"}, w.rule...)...)
+	w := &netw{internet: setupInternet(t, chaosPub), natted: natted}
 	for i := 0; i < n; i++ {
-		ns := fmt.Sprintf("chaos-%d-n%d", w.pid, i+1)
-		vh, vp := fmt.Sprintf("chv%dn%d", w.pid, i+1), fmt.Sprintf("chp%dn%d", w.pid, i+1)
-		w.ns, w.vhost, w.vpeer = append(w.ns, ns), append(w.vhost, vh), append(w.vpeer, vp)
-		must("ip", "netns", "add", ns)
-		must("ip", "link", "add", vh, "type", "veth", "peer", "name", vp)
-		must("ip", "link", "set", vp, "netns", ns)
-		must("ip", "link", "set", vh, "master", w.bridge)
-		must("ip", "link", "set", vh, "up")
-		must("ip", "-n", ns, "link", "set", "lo", "up")
-		must("ip", "-n", ns, "addr", "add", w.addr(i)+"/24", "dev", vp)
-		must("ip", "-n", ns, "link", "set", vp, "up")
+		name := fmt.Sprintf("n%d", i+1)
+		if i == natted {
+			w.nodes = append(w.nodes, w.behindNAT(name, i+1, false))
+		} else {
+			w.nodes = append(w.nodes, w.public(name, i+1))
+		}
 	}
 	return w
 }
 
-func (w *netw) addr(i int) string { return subnet + strconv.Itoa(i+1) }
-
-func (w *netw) teardown() {
-	for _, ns := range w.ns {
-		_, _ = sh("", "ip", "netns", "del", ns) // takes its veth pair along
-	}
-	_, _ = sh("", "ip", "link", "del", w.bridge)
-	if w.rule != nil {
-		_, _ = sh("", append([]string{"iptables", "-D"}, w.rule...)...)
-	}
-}
+// addr is node i's address on the internet (its router's, behind the NAT).
+func (w *netw) addr(i int) string { return w.nodes[i].wan }
 
 // cut makes every pair (a, b) of blocked unable to reach each other: each
 // namespace drops what comes from, or goes to, the nodes it is cut from.
@@ -182,7 +151,7 @@ func (w *netw) cut(blocked map[int][]int) error {
 	}
 }
 `, set, set)
-		if _, err := sh(rules, "ip", "netns", "exec", w.ns[i], "nft", "-f", "-"); err != nil {
+		if _, err := sh(rules, "ip", "netns", "exec", w.nodes[i].ns, "nft", "-f", "-"); err != nil {
 			return err
 		}
 	}
@@ -191,14 +160,14 @@ func (w *netw) cut(blocked map[int][]int) error {
 
 // heal removes every cut and brings every link up.
 func (w *netw) heal() {
-	for i, ns := range w.ns {
-		_, _ = sh("", "ip", "netns", "exec", ns, "nft", "delete", "table", "inet", "chaos")
-		_, _ = sh("", "ip", "link", "set", w.vhost[i], "up")
+	for _, s := range w.nodes {
+		_, _ = sh("", "ip", "netns", "exec", s.ns, "nft", "delete", "table", "inet", "chaos")
+		_, _ = sh("", "ip", "link", "set", s.vhost, "up")
 	}
 }
 
-// linkDown takes node i's veth down on the bridge side.
+// linkDown takes node i's veth (its router's) down on the bridge side.
 func (w *netw) linkDown(i int) error {
-	_, err := sh("", "ip", "link", "set", w.vhost[i], "down")
+	_, err := sh("", "ip", "link", "set", w.nodes[i].vhost, "down")
 	return err
 }

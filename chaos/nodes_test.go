@@ -223,8 +223,8 @@ func startNodes(t *testing.T, w *netw, bin string, slots int, hb time.Duration) 
 			n.stopGracefully()
 		}
 	})
-	for i := range w.ns {
-		n := &node{i: i, name: fmt.Sprintf("n%d", i+1), ns: w.ns[i], ip: w.addr(i), bin: bin, hb: hb,
+	for i, s := range w.nodes {
+		n := &node{i: i, name: fmt.Sprintf("n%d", i+1), ns: s.ns, ip: s.ip, bin: bin, hb: hb,
 			dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)), conf: conf}
 		n.logPath = n.dir + ".log"
 		if err := os.MkdirAll(n.dir, 0o700); err != nil {
@@ -250,29 +250,38 @@ func formOrg(t *testing.T, ns []*node) {
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	key := strings.TrimSpace(lines[len(lines)-1])
-	for _, n := range ns {
-		var st nodeStatus
-		if n != ns[0] {
-			if _, err := n.cli(d, "node", "join", "--org-key", key); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := n.json(d, &st, "node", "status"); err != nil {
+	var st nodeStatus
+	if err := ns[0].json(d, &st, "node", "status"); err != nil {
+		t.Fatal(err)
+	}
+	ns[0].id = st.ID
+	for _, n := range ns[1:] {
+		if err := admit(ns[0], n, key); err != nil {
 			t.Fatal(err)
-		}
-		n.id = st.ID
-		if n != ns[0] {
-			if _, err := ns[0].cli(d, "machine", "approve", st.ID); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := ns[0].cli(d, "member", "set-role", st.Person, "admin"); err != nil {
-				t.Fatal(err)
-			}
 		}
 	}
 	if _, ok := waitConverged(ns, 60*time.Second, true, nil); !ok {
 		t.Fatal("the org did not settle on one state and plan with every peer connected within 60s")
 	}
+}
+
+// admit joins n to owner's org with key, approves it on owner and makes
+// its person an admin (admins see every job); n.id is its machine ID.
+func admit(owner, n *node, key string) error {
+	const d = 30 * time.Second
+	if _, err := n.cli(d, "node", "join", "--org-key", key); err != nil {
+		return err
+	}
+	var st nodeStatus
+	if err := n.json(d, &st, "node", "status"); err != nil {
+		return err
+	}
+	n.id = st.ID
+	if _, err := owner.cli(d, "machine", "approve", st.ID); err != nil {
+		return err
+	}
+	_, err := owner.cli(d, "member", "set-role", st.Person, "admin")
+	return err
 }
 
 // snapshot reads every node's status at once.

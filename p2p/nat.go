@@ -131,6 +131,7 @@ type natState struct {
 	oam     bhost.ObservedAddrsManager // observed addresses (identify); may be nil
 	hps     *holepunch.Service
 	metrics *natMetrics
+	movedAt time.Time // dropMoved's last look (natLoop's goroutine only)
 
 	mu        sync.Mutex
 	relay     *relayv2.Relay // while serving
@@ -191,6 +192,7 @@ func (h *Host) startNAT(cfg Config) error {
 		_ = hps.Close()
 		return err
 	}
+	h.h.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) { go h.probeOlder(c) }})
 	go h.natLoop(sub)
 	return nil
 }
@@ -230,6 +232,7 @@ func (h *Host) natLoop(sub event.Subscription) {
 			h.reachabilityChanged()
 		case <-t.C:
 			h.reachabilityChanged() // v2's confirmations have no event of their own when nothing changed
+			h.dropMoved(time.Now())
 			h.keepPaths(time.Now())
 		}
 	}
