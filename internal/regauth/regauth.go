@@ -87,7 +87,9 @@ func (c Creds) check(field string) error {
 	return nil
 }
 
-func badRune(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar }
+func badRune(r rune) bool {
+	return unicode.IsSpace(r) || unicode.IsControl(r) || r == unicode.ReplacementChar
+}
 
 func clip(s string) string {
 	if len(s) > 64 {

@@ -345,7 +345,11 @@ func (s *Scheduler) spec(in *instance, j *ledger.Job, item int64, c caps) runtim
 	sp := runtime.Spec{Org: s.d.Ledger.Org(), Job: j.ID, Instance: in.id, Machine: s.d.Machine, Item: int(item),
 		Image: j.Spec.Image, Cmd: j.Spec.Cmd, Entrypoint: j.Spec.Entrypoint, Env: j.Spec.Env, PidsLimit: 4096,
 		WorkDir: filepath.Join(s.d.DataDir, "work", in.id)}
-	sp.Auth = s.d.RegistryAuth(j.Spec.Image)
+	var err error
+	if sp.Auth, err = s.d.RegistryAuth(j.Spec.Image, j.Spec.RegistryAuth, j.Submitter); err != nil {
+		// The pull goes on without them, and fails as any pull.
+		s.d.Log.Warn("job's registry credentials not usable on this machine", "job", j.ID, "err", err)
+	}
 	if len(j.Spec.Datasets) > 0 {
 		mounts, env := s.d.Datasets.Mounts(j, sp.WorkDir)
 		sp.Mounts = append(sp.Mounts, mounts...)
