@@ -3,6 +3,7 @@ module github.com/cshare/cshare
 go 1.26.8
 
 require (
+	filippo.io/age v1.3.2
 	github.com/NVIDIA/go-nvml v0.13.0-1
 	github.com/cockroachdb/datadriven v1.0.3
 	github.com/containerd/errdefs v1.0.0
@@ -35,6 +36,7 @@ require (
 
 require (
 	filippo.io/bigmod v0.1.1-0.20260103110540-f8a47775ebe5 // indirect
+	filippo.io/hpke v0.4.0 // indirect
 	filippo.io/keygen v1.0.0 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/benbjohnson/clock v1.3.5 // indirect

@@ -118,6 +118,10 @@ type ContractSpec struct {
 	// its arguments), in the entrypoint mode.
 	Mode       string `cbor:"mode,omitempty" json:"mode,omitempty"`
 	Entrypoint string `cbor:"entrypoint,omitempty" json:"entrypoint,omitempty"`
+	// RegistryAuth is the renter's registry credentials for Image,
+	// sealed with age to the host machine's recipient (internal/regauth):
+	// only the host opens it, to pull Image. Never shown (json "-").
+	RegistryAuth []byte `cbor:"registry_auth,omitempty" json:"-"`
 }
 
 // Contract launch modes (issue 31).

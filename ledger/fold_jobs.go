@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/cshare/cshare/internal/regauth"
 	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger/jobspec"
 )
@@ -76,6 +77,14 @@ func ValidateJobSpec(s JobSpec) error {
 	}
 	if s.MaxCPUs != nil {
 		if err := jobspec.CheckMaxCPUs(*s.MaxCPUs); err != nil {
+			return err
+		}
+	}
+	if s.RegistryAuth != nil {
+		if s.Driver != "docker" {
+			return errors.New("registry_auth: only for the docker driver (it pulls the image)")
+		}
+		if err := regauth.CheckSealed("registry_auth", s.RegistryAuth); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cshare/cshare/internal/regauth"
 	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/market"
@@ -75,6 +76,9 @@ func ValidateContractSpec(s ContractSpec) error {
 		if k.Line != s.SSHKey {
 			return fmt.Errorf("ssh_key: not in canonical form (type, base64, comment, single spaces)")
 		}
+	}
+	if s.RegistryAuth != nil {
+		return regauth.CheckSealed("registry_auth", s.RegistryAuth)
 	}
 	return nil
 }

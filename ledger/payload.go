@@ -187,6 +187,10 @@ type JobSpec struct {
 	// Entrypoint replaces the image's entrypoint (docker; exec: the
 	// program), with Cmd as its arguments, which may then be none.
 	Entrypoint string `cbor:"entrypoint,omitempty" json:"entrypoint,omitempty"`
+	// RegistryAuth is the submitter's registry credentials for Image,
+	// sealed with age to the approved machines' recipients
+	// (internal/regauth). Never shown (json "-").
+	RegistryAuth []byte `cbor:"registry_auth,omitempty" json:"-"`
 }
 
 // JobModify changes a job (qbmodify); nil fields are left alone.

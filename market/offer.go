@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/cshare/cshare/internal/regauth"
 )
 
 // Bounds on an offer's figures: an offer comes from the network, so every
@@ -55,6 +57,10 @@ type Offer struct {
 	Created     int64  `cbor:"created" json:"created"`
 	Until       int64  `cbor:"until" json:"until"`
 	MinDuration int64  `cbor:"min_duration" json:"min_duration"`
+	// AgeRecipient is the host machine's age X25519 public key ("age1..."):
+	// a renter seals registry credentials to it (internal/regauth).
+	// Omitted when empty, so an offer without one signs as before.
+	AgeRecipient string `cbor:"age_recipient,omitempty" json:"age_recipient,omitempty"`
 }
 
 // Hardware is what the host machine has, as its ledger record declares
@@ -117,6 +123,11 @@ func (o Offer) Check() error {
 	}
 	if o.MinDuration < 0 || o.MinDuration > o.Until-o.Created {
 		return offerErr("min_duration", "%s; allowed 0..%s (the offer's window)", FormatDuration(o.MinDuration), FormatDuration(o.Until-o.Created))
+	}
+	if o.AgeRecipient != "" {
+		if err := regauth.CheckRecipient("age_recipient", o.AgeRecipient); err != nil {
+			return fmt.Errorf("%w: %w", ErrOffer, err)
+		}
 	}
 	return nil
 }

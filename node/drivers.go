@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"filippo.io/age"
+
+	"github.com/cshare/cshare/internal/regauth"
 	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/runtime"
 	"github.com/cshare/cshare/runtime/hw"
@@ -23,15 +26,24 @@ func newDrivers(ctx context.Context, opts Options, cfg config.File) *runtime.Reg
 		ExecDir: filepath.Join(opts.DataDir, "exec"), Log: opts.Logger, RecordGPUs: cfg.Runtime.RecordGPUs > 0})
 }
 
-// registryAuth is this machine's node.yaml credentials for an image's
-// registry, or nil.
-func registryAuth(cfg config.File) func(image string) *runtime.RegistryAuth {
-	return func(image string) *runtime.RegistryAuth {
+// registryAuth is the credentials to pull an image with: those sealed in
+// a contract's or job's spec, opened with this machine's age identity for
+// its person (internal/regauth), else this machine's node.yaml ones, else
+// nil.
+func registryAuth(cfg config.File, id age.Identity) runtime.AuthSource {
+	return func(image string, sealed []byte, person string) (*runtime.RegistryAuth, error) {
+		if len(sealed) > 0 {
+			c, err := regauth.Open(sealed, id, person, image)
+			if err != nil {
+				return nil, err
+			}
+			return &runtime.RegistryAuth{Server: c.Server, Username: c.Username, Password: c.Password, Token: c.IdentityToken}, nil
+		}
 		r := cfg.RegistryFor(image)
 		if r == nil {
-			return nil
+			return nil, nil
 		}
-		return &runtime.RegistryAuth{Server: r.Server, Username: r.Username, Password: r.Password, Token: r.Token}
+		return &runtime.RegistryAuth{Server: r.Server, Username: r.Username, Password: r.Password, Token: r.Token}, nil
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -95,6 +96,9 @@ type meshConfig struct {
 	// data dir is given relative to it ("n0", "n1", ...), as a user's
 	// `--data-dir a` is.
 	relDirs bool
+	// logs: every node logs here too, at debug level (what a test checks
+	// the logs for).
+	logs io.Writer
 }
 
 // newMesh starts cfg.n nodes (not yet in an org).
@@ -134,6 +138,9 @@ func newMesh(t testing.TB, cfg meshConfig) *mesh {
 		}
 		o := Options{DataDir: dir, API: "127.0.0.1:0", Listen: []string{listen}, HeartbeatInterval: cfg.interval, MergeAbove: cfg.merge,
 			Name: name, NVML: hw.NoNVML{}, ConfigPath: confPath, Logger: testLogger(name), DisableMDNS: !cfg.mdns}
+		if cfg.logs != nil {
+			o.Logger = slog.New(slog.NewTextHandler(cfg.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
+		}
 		mn := &meshNode{name: name, opts: o}
 		if cfg.slots > 0 {
 			f := runtime.NewFake()

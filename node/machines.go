@@ -34,7 +34,13 @@ func (n *Node) machineInfo(st *ledger.State, m *ledger.Machine, now time.Time) a
 		mi.DiskFull = hb.DiskFull
 		mi.Usage = sched.MachineUse(hb)
 	}
+	if m.Status == ledger.MachineApproved {
+		mi.AgeRecipient = hb.Age
+	}
 	if m.ID == n.idStr {
+		if m.Status == ledger.MachineApproved {
+			mi.AgeRecipient = n.age
+		}
 		mi.DiskFull = n.disk.g.Full()
 		mi.Addrs = n.host.Addrs()
 		mi.Version = Version

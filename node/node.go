@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cshare/cshare/dataset"
+	"github.com/cshare/cshare/internal/regauth"
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/replica"
 	"github.com/cshare/cshare/ledger/store"
@@ -57,6 +58,7 @@ type Node struct {
 	signer   *ledger.Signer
 	id       peer.ID
 	idStr    string // id.String(), computed once
+	age      string // this machine's age recipient, in its heartbeats and offers (issue 31)
 	cfg      config.File
 	hw       hw.Hardware
 	limits   config.Limits
@@ -198,7 +200,13 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	}
 	n.host.Gate().HoldsOrg(func() bool { return n.rep.Org() != "" })
 	n.drivers = newDrivers(ctx, opts, cfg)
-	auth := registryAuth(cfg)
+	// The age identity registry credentials are sealed to (issue 31).
+	ageID, err := regauth.LoadOrCreateIdentity(filepath.Join(opts.DataDir, regauth.IdentityFile))
+	if err != nil {
+		return nil, fmt.Errorf("age identity: %w", err)
+	}
+	n.age = ageID.Recipient().String()
+	auth := registryAuth(cfg, ageID)
 
 	// The services, each handed the parts and the other services it uses.
 	// The node's wiring types (peerWiring, orgWiring) are what a service
@@ -222,7 +230,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		Interval: interval, Kick: n.kick, Nudge: n.nudge, Wakeup: n.wakeup, Beat: n.peers.Beat, Spawn: n.spawn,
 		Now: opts.Now, Log: log})
 	n.market = marketsvc.New(marketsvc.Deps{Ledger: n.rep, Signer: signer, Topics: n.host, Drivers: n.drivers,
-		Machine: n.idStr, Person: n.orgs.Person, Hardware: hwinfo, RegistryAuth: auth,
+		Machine: n.idStr, Person: n.orgs.Person, Hardware: hwinfo, RegistryAuth: auth, AgeRecipient: n.age,
 		DataDir: opts.DataDir, Interval: interval, Now: opts.Now, Log: log})
 	n.jobs = jobsvc.New(jobsvc.Deps{Ledger: n.rep, Scheduler: n.sched, Persons: n.orgs, Mounts: n.ds, Fetches: n.ds,
 		Peers: n.peers, Host: n.host, Logs: n.logs, Drivers: n.drivers, RegistryAuth: auth, Kick: n.kickScheduler,

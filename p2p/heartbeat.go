@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/cshare/cshare/internal/edkey"
+	"github.com/cshare/cshare/internal/regauth"
 )
 
 // MaxPayloadSize is the largest pubsub message data (a heartbeat, a heads
@@ -101,8 +102,13 @@ type Heartbeat struct {
 	// (nat.go); private machines reserve slots on such machines. Set by
 	// PublishHeartbeat; omitted when false, so a heartbeat of a machine
 	// that does not relay is what it always was.
-	Relay bool   `cbor:"relay,omitempty" json:"relay,omitempty"`
-	Sig   []byte `cbor:"sig,omitempty" json:"sig,omitempty"`
+	Relay bool `cbor:"relay,omitempty" json:"relay,omitempty"`
+	// Age is the machine's age X25519 recipient ("age1..."): a job's
+	// submitter seals registry credentials to it (internal/regauth).
+	// Omitted when empty; a node older than the field refuses the
+	// heartbeat of a machine that sets it (decoding is strict), as for SSH.
+	Age string `cbor:"age,omitempty" json:"age,omitempty"`
+	Sig []byte `cbor:"sig,omitempty" json:"sig,omitempty"`
 }
 
 // SSHGateway is a machine's SSH gateway as its heartbeat announces it:
@@ -247,6 +253,11 @@ func DecodeHeartbeat(data []byte) (Heartbeat, error) {
 	}
 	if g := hb.SSH; g != nil && (g.Port < 1 || g.Port > 65535 || g.HostKey == "" || len(g.HostKey) > MaxSSHHostKey) {
 		return Heartbeat{}, fmt.Errorf("%w: ssh: port %d, host key of %d bytes; allowed: a port 1..65535 and a host key of 1..%d bytes", ErrMalformed, g.Port, len(g.HostKey), MaxSSHHostKey)
+	}
+	if hb.Age != "" {
+		if err := regauth.CheckRecipient("age", hb.Age); err != nil {
+			return Heartbeat{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
 	}
 	return hb, nil
 }

@@ -67,6 +67,17 @@ type RegistryAuth struct {
 	Server, Username, Password, Token string
 }
 
+// String names the server only: credentials never print (%v, %+v, logs).
+func (a RegistryAuth) String() string { return "credentials for " + a.Server + " (not shown)" }
+
+// GoString is String.
+func (a RegistryAuth) GoString() string { return a.String() }
+
+// AuthSource gives the credentials to pull an image with: a contract's or
+// job's own (sealed, opened for its person; an error when this machine
+// cannot open them), else the machine's node.yaml ones, else nil.
+type AuthSource func(image string, sealed []byte, person string) (*RegistryAuth, error)
+
 // Spec describes one run: one agenda item of a job executed by one instance.
 type Spec struct {
 	Org, Job, Instance, Machine string

@@ -28,6 +28,10 @@ type ContractCreate struct {
 	// image's (Cmd are its arguments).
 	Mode       string `json:"mode,omitempty"`
 	Entrypoint string `json:"entrypoint,omitempty"`
+	// RegistryAuth is registry credentials sealed with age to the offer's
+	// host (internal/regauth.Seal): the CLI seals them, the node passes
+	// them on as they are.
+	RegistryAuth []byte `json:"registry_auth,omitempty"`
 }
 
 // ContractExtendRequest is POST /v1/contracts/{id}/extend (the host's).
@@ -76,6 +80,9 @@ type ContractInfo struct {
 	OnStart        string            `json:"onstart,omitempty"`
 	Mode           string            `json:"mode"`
 	Entrypoint     string            `json:"entrypoint,omitempty"`
+	// RegistryAuth: the contract carries sealed registry credentials
+	// (never shown).
+	RegistryAuth bool `json:"registry_auth,omitempty"`
 }
 
 // UsageAccount is one person's sum over contracts in `contract usage`.

@@ -27,6 +27,9 @@ type MachineInfo struct {
 	// History is every change of its ledger status, oldest first (machine
 	// show only).
 	History []MachineEvent `json:"history,omitempty"`
+	// AgeRecipient is an approved machine's age X25519 public key, from
+	// its heartbeat: job submit --registry-auth seals to it.
+	AgeRecipient string `json:"age_recipient,omitempty"`
 }
 
 // MachineEvent is one change of a machine's ledger status: the status, when

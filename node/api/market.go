@@ -130,6 +130,9 @@ type OfferInfo struct {
 	DurationMS    int64        `json:"duration_ms"`
 	MinDurationMS int64        `json:"min_duration_ms"`
 	Reliability   float64      `json:"reliability"`
+	// AgeRecipient is the host's age X25519 public key, as it signed it in
+	// the offer: contract create --registry-auth seals to it.
+	AgeRecipient string `json:"age_recipient,omitempty"`
 }
 
 // OfferInfoOf is o's OfferInfo at now.
@@ -140,5 +143,5 @@ func OfferInfoOf(o market.Offer, machineName string, mine bool, now int64) Offer
 	}
 	return OfferInfo{ID: o.ID, Machine: o.Machine, MachineName: machineName, Mine: mine, GPUs: gpus, GPUName: o.GPUName(),
 		CPUs: o.CPUs, MemoryMB: o.MemoryMB, DiskMB: o.DiskMB, Price: float64(o.Price) / 1e6, DiskPrice: float64(o.DiskPrice) / 1e6,
-		Created: o.Created, Until: o.Until, DurationMS: max(0, o.Until-now), MinDurationMS: o.MinDuration}
+		Created: o.Created, Until: o.Until, DurationMS: max(0, o.Until-now), MinDurationMS: o.MinDuration, AgeRecipient: o.AgeRecipient}
 }

@@ -243,6 +243,9 @@ type JobSubmit struct {
 	ItemTimeoutMS int64 `json:"item_timeout_ms,omitempty"`
 	// Datasets are "NAME|CID:/path" mounts, read-only in every instance.
 	Datasets []string `json:"datasets,omitempty"`
+	// RegistryAuth is registry credentials sealed with age to the
+	// approved machines (internal/regauth.Seal), passed on as they are.
+	RegistryAuth []byte `json:"registry_auth,omitempty"`
 }
 
 // JobSubmitted answers POST /v1/jobs: the job, and warnings about it, such
@@ -322,6 +325,9 @@ type JobInfo struct {
 	SubmitterName string         `json:"submitter_name,omitempty"`
 	Ended         string         `json:"ended,omitempty"`
 	Datasets      []DatasetMount `json:"datasets,omitempty"`
+	// RegistryAuth: the job carries sealed registry credentials (never
+	// shown).
+	RegistryAuth bool `json:"registry_auth,omitempty"`
 }
 
 // DatasetMount is a dataset a job mounts read-only at Path.

@@ -24,7 +24,7 @@ func (s *Service) jobInfo(j *ledger.Job) api.JobInfo {
 	ji := api.JobInfo{ID: j.ID, Name: j.Spec.Name, Submitter: j.Submitter, Priority: j.Priority, CPUs: j.Spec.CPUs,
 		Driver: j.Spec.Driver, Image: j.Spec.Image, Cmd: j.Spec.Cmd, Range: fmt.Sprintf("%d-%d", j.Spec.RangeStart, j.Spec.RangeEnd),
 		Cores: j.Spec.Cores, MemoryMB: j.Spec.MemoryMB, GPUs: j.Spec.GPUs, Retries: j.Spec.Retries, Error: j.Error,
-		DiskMB: j.Spec.DiskMB, GPUMemoryMB: j.Spec.GPUMemoryMB,
+		DiskMB: j.Spec.DiskMB, GPUMemoryMB: j.Spec.GPUMemoryMB, RegistryAuth: len(j.Spec.RegistryAuth) > 0,
 		Submitted: api.FormatTime(time.UnixMilli(j.Submitted)), Instances: []api.InstanceInfo{}}
 	ji.MaxCPUs = "default"
 	if j.MaxCPUs != nil {

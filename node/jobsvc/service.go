@@ -120,8 +120,9 @@ type Deps struct {
 	Host      Host
 	Logs      Logs
 	Drivers   Drivers
-	// RegistryAuth is node.yaml's credentials for an image's registry, or nil.
-	RegistryAuth func(image string) *runtime.RegistryAuth
+	// RegistryAuth is the credentials to pull an image with (a contract's
+	// or job's sealed ones, else node.yaml's).
+	RegistryAuth runtime.AuthSource
 	// Kick wakes the scheduler to plan now.
 	Kick func()
 	// Machine is this machine's ID.

@@ -36,7 +36,7 @@ func (s *Service) SubmitJob(ctx context.Context, req api.JobSubmit) (api.JobSubm
 		Cores: req.CoresMilli, MemoryMB: req.MemoryMB, GPUs: req.GPUs, RangeStart: 1,
 		Priority: req.Priority, CPUs: req.CPUs, Retries: req.Retries,
 		DiskMB: req.DiskMB, GPUMemoryMB: req.GPUMemoryMB, ItemTimeoutMS: req.ItemTimeoutMS,
-		Entrypoint: req.Entrypoint}
+		Entrypoint: req.Entrypoint, RegistryAuth: req.RegistryAuth}
 	if req.RangeStart != nil {
 		spec.RangeStart = *req.RangeStart
 	}
@@ -122,7 +122,15 @@ func (s *Service) checkImage(ctx context.Context, spec ledger.JobSpec) error {
 	defer c()
 	// A machine without an engine (or a driver that cannot check images)
 	// says nothing: other machines may run it.
-	if err := s.d.Drivers.EnsureImage(cctx, "docker", spec.Image, s.d.RegistryAuth(spec.Image)); err != nil {
+	var person string
+	s.snapshot(func(st *ledger.State) { person = s.personIn(st) })
+	auth, err := s.d.RegistryAuth(spec.Image, spec.RegistryAuth, person)
+	if err != nil {
+		// Sealed to other machines (this one is not approved, or is new):
+		// they check the image when they run it.
+		return nil
+	}
+	if err := s.d.Drivers.EnsureImage(cctx, "docker", spec.Image, auth); err != nil {
 		if errors.Is(err, runtime.ErrImageNotFound) {
 			return api.FieldErrorf(http.StatusBadRequest, "image", "image: %s", strings.TrimPrefix(err.Error(), "runtime: "))
 		}

@@ -166,7 +166,11 @@ func (s *Service) refusal(ctx context.Context, c *ledger.Contract, all []ledger.
 	}
 	pctx, cancel := context.WithTimeout(ctx, contractAnswerMax)
 	defer cancel()
-	if err := s.d.Drivers.EnsureImage(pctx, "docker", c.Spec.Image, s.d.RegistryAuth(c.Spec.Image)); err != nil {
+	auth, err := s.d.RegistryAuth(c.Spec.Image, c.Spec.RegistryAuth, c.Renter)
+	if err != nil {
+		return err.Error() // names registry_auth, quotes no credential
+	}
+	if err := s.d.Drivers.EnsureImage(pctx, "docker", c.Spec.Image, auth); err != nil {
 		if ctx.Err() != nil {
 			return "" // shutting down: the next start answers
 		}
@@ -323,7 +327,17 @@ func (s *Service) contractSpec(c ledger.Contract, gpus []string) runtime.Contrac
 	return runtime.ContractSpec{Org: s.orgID(), Machine: s.d.Machine, Contract: c.ID, Image: c.Spec.Image, Cmd: c.Spec.Cmd, Env: c.Spec.Env,
 		OnStart: c.Spec.OnStart, Mode: c.Spec.Mode, Entrypoint: c.Spec.Entrypoint, GPUs: gpus, CPUShares: max(2, a.CPUMilli*1024/1000), NanoCPUs: a.CPUCeilingMilli * 1_000_000,
 		MemoryReservationBytes: memRes, MemoryBytes: memMax, ShmBytes: a.ShmMB * mb, DiskBytes: a.DiskMB * mb,
-		Auth: s.d.RegistryAuth(c.Spec.Image)}
+		Auth: s.auth(c)}
+}
+
+// auth is the credentials to pull c's image with; nil (and a warning)
+// when c's own cannot be opened here: acceptance refused those already.
+func (s *Service) auth(c ledger.Contract) *runtime.RegistryAuth {
+	a, err := s.d.RegistryAuth(c.Spec.Image, c.Spec.RegistryAuth, c.Renter)
+	if err != nil {
+		s.d.Log.Warn("contract's registry credentials not usable", "contract", c.ID, "err", err)
+	}
+	return a
 }
 
 // contractPlan is what a pass does with the instances it found.

@@ -298,6 +298,7 @@ func (s *Service) CreateOffer(ctx context.Context, req api.OfferCreate) (api.Off
 	if err != nil {
 		return api.OfferInfo{}, err
 	}
+	o.AgeRecipient = s.d.AgeRecipient
 	so := s.d.Signer.SignOffer(org, o)
 	if _, err := so.Verify(org); err != nil {
 		return api.OfferInfo{}, api.BadRequest(err)

@@ -82,8 +82,11 @@ type Deps struct {
 	Person  func() string
 	// Hardware is this machine's inventory (its GPUs' UUIDs for Docker).
 	Hardware hw.Hardware
-	// RegistryAuth is node.yaml's credentials for an image's registry, or nil.
-	RegistryAuth func(image string) *runtime.RegistryAuth
+	// RegistryAuth is the credentials to pull an image with (a contract's
+	// or job's sealed ones, else node.yaml's).
+	RegistryAuth runtime.AuthSource
+	// AgeRecipient is this machine's age recipient, put in its offers.
+	AgeRecipient string
 	// DataDir holds this machine's own offers (offersFile).
 	DataDir string
 	// Interval is the heartbeat interval, for reliability.

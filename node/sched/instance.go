@@ -88,7 +88,10 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			began = s.now()
 			err := unmountable
 			if err == nil {
-				run, err = in.drv.Start(ctx, s.spec(in, j, item, c))
+				var sp runtime.Spec
+				if sp, err = s.spec(in, j, item, c); err == nil {
+					run, err = in.drv.Start(ctx, sp)
+				}
 			}
 			if err != nil {
 				if ctx.Err() != nil {
@@ -340,12 +343,17 @@ func (s *Scheduler) flush(ctx context.Context) {
 	}
 }
 
-// spec is the run of item by in, with caps c (capsFor).
-func (s *Scheduler) spec(in *instance, j *ledger.Job, item int64, c caps) runtime.Spec {
+// spec is the run of item by in, with caps c (capsFor); an error when the
+// job's registry credentials cannot be opened here (the item fails with
+// it, naming registry_auth, rather than pulling without them).
+func (s *Scheduler) spec(in *instance, j *ledger.Job, item int64, c caps) (runtime.Spec, error) {
 	sp := runtime.Spec{Org: s.d.Ledger.Org(), Job: j.ID, Instance: in.id, Machine: s.d.Machine, Item: int(item),
 		Image: j.Spec.Image, Cmd: j.Spec.Cmd, Entrypoint: j.Spec.Entrypoint, Env: j.Spec.Env, PidsLimit: 4096,
 		WorkDir: filepath.Join(s.d.DataDir, "work", in.id)}
-	sp.Auth = s.d.RegistryAuth(j.Spec.Image)
+	var err error
+	if sp.Auth, err = s.d.RegistryAuth(j.Spec.Image, j.Spec.RegistryAuth, j.Submitter); err != nil {
+		return sp, err
+	}
 	if len(j.Spec.Datasets) > 0 {
 		mounts, env := s.d.Datasets.Mounts(j, sp.WorkDir)
 		sp.Mounts = append(sp.Mounts, mounts...)
@@ -367,7 +375,7 @@ func (s *Scheduler) spec(in *instance, j *ledger.Job, item int64, c caps) runtim
 			}
 		}
 	}
-	return sp
+	return sp, nil
 }
 
 // RunningOn returns the machine running item of job: this one if one of

@@ -144,8 +144,9 @@ type Deps struct {
 	Machine  string
 	Hardware hw.Hardware
 	Limits   config.Limits
-	// RegistryAuth is node.yaml's credentials for an image's registry, or nil.
-	RegistryAuth func(image string) *runtime.RegistryAuth
+	// RegistryAuth is the credentials to pull an image with (a contract's
+	// or job's sealed ones, else node.yaml's).
+	RegistryAuth runtime.AuthSource
 	// DataDir holds the instances' work dirs.
 	DataDir string
 	// Interval is the heartbeat interval.

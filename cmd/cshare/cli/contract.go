@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cshare/cshare/internal/regauth"
 	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/market"
@@ -29,6 +30,8 @@ func (a *app) contractCreateCmd() *cobra.Command {
 	var env []string
 	var gpus, cpus int64
 	var req api.ContractCreate
+	var regAuthFile string
+	var regAuth *regauth.Creds
 	c := &cobra.Command{
 		Use:   "create OFFER_ID --image IMG [--gpus N] [--cpus N] [--disk SIZE] [--for DURATION] [--env K=V]... [--mode entrypoint|ssh] [--entrypoint CMD] [--onstart CMD] [--ssh-key FILE.pub] [-- ARGS...]",
 		Short: "Request part of an offer; the host's node accepts or rejects it. Prints the contract's ID",
@@ -66,6 +69,10 @@ func (a *app) contractCreateCmd() *cobra.Command {
 					return err
 				}
 			}
+			var err error
+			if regAuth, err = readRegistryAuth(cmd, regAuthFile, strings.TrimSpace(image)); err != nil {
+				return err
+			}
 			// The node's checks (ledger.ValidateContractSpec), said here
 			// naming the flags: JSON would turn a byte that is not UTF-8
 			// into U+FFFD on the way.
@@ -83,7 +90,6 @@ func (a *app) contractCreateCmd() *cobra.Command {
 			if gpus < 0 || cpus < 0 {
 				return usagef(cmd, "--gpus and --cpus: a positive number")
 			}
-			var err error
 			if req.Env, err = jobspec.ParseEnv(env); err != nil {
 				return usagef(cmd, "%v", flagErr(err, "--env"))
 			}
@@ -116,8 +122,15 @@ func (a *app) contractCreateCmd() *cobra.Command {
 	f.StringVar(&mode, "mode", "", "how the instance runs: entrypoint (the default: the image's entrypoint, or --entrypoint, with the arguments after --) or ssh (kept up for cshare contract ssh; --onstart runs at each start)")
 	f.StringVar(&entrypoint, "entrypoint", "", "the program to run instead of the image's entrypoint; its arguments after --")
 	f.StringVar(&sshKey, "ssh-key", "", "FILE.pub: a public key that enters this contract alone through the SSH gateway (your own keys do too: cshare user ssh-key add)")
+	f.StringVar(&regAuthFile, "registry-auth", "", "FILE: credentials for a private --image, a Docker config JSON or a line user:token; sent sealed to the host machine's key")
 	return viewCmd(a, c, "print the contract as JSON",
 		func(ctx context.Context, cl *api.Client, _ []string) (api.ContractInfo, error) {
+			if regAuth != nil {
+				var err error
+				if req.Offer, req.RegistryAuth, err = sealForOffer(ctx, cl, *regAuth, req.Offer); err != nil {
+					return api.ContractInfo{}, err
+				}
+			}
 			return cl.CreateContract(ctx, req)
 		},
 		func(info api.ContractInfo) error {

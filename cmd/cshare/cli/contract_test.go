@@ -13,6 +13,7 @@ import (
 func (f *fakeNode) CreateContract(_ context.Context, req api.ContractCreate) (api.ContractInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.contract = &req
 	f.calls = append(f.calls, fmt.Sprintf("contract create %s %s gpus=%d disk=%d for=%d env=%v onstart=%q cmd=%q",
 		req.Offer, req.Image, req.GPUs, req.DiskMB, req.ForMS, req.Env, req.OnStart, req.Cmd))
 	return api.ContractInfo{ID: "c0123456789ab", State: "requested"}, nil

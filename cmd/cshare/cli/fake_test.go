@@ -60,6 +60,8 @@ type fakeNode struct {
 	datasets []api.DatasetInfo
 	dsAdd    *api.DatasetAdd
 	dsGet    *api.DatasetGet
+	offers   []api.OfferInfo     // what offer ls lists (none unless a test sets them)
+	contract *api.ContractCreate // the last contract create
 }
 
 func newFake() *fakeNode {

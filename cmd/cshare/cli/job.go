@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/cshare/cshare/internal/regauth"
 	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
@@ -213,6 +214,8 @@ func (s *submitFlags) request(cmd *cobra.Command, args []string) (submission, er
 func (a *app) jobSubmitCmd() *cobra.Command {
 	var s submitFlags
 	var sub submission
+	var regAuthFile string
+	var regAuth *regauth.Creds
 	c := &cobra.Command{
 		Use:   "submit [flags] -- CMD ARGS...",
 		Short: "Submit a job; the last line of output is its ID",
@@ -234,7 +237,11 @@ SmartShare adds secondary ones up to --max-cpus.
 				}
 			}
 			sub.req.Datasets = s.datasets
-			return nil
+			if regAuthFile != "" && sub.req.Driver != "" && sub.req.Driver != "docker" {
+				return usagef(cmd, "--registry-auth: only with --driver docker (it pulls the image)")
+			}
+			regAuth, err = readRegistryAuth(cmd, regAuthFile, sub.req.Image)
+			return err
 		},
 	}
 	f := c.Flags()
@@ -257,8 +264,15 @@ SmartShare adds secondary ones up to --max-cpus.
 	f.StringVar(&s.name, "name", "", "the job's name")
 	f.StringArrayVar(&s.env, "env", nil, "NAME=VALUE for the instances' environment, repeatable")
 	f.StringArrayVar(&s.datasets, "dataset", nil, "NAME|CID:/path: mount a dataset read-only at /path in every instance, repeatable")
+	f.StringVar(&regAuthFile, "registry-auth", "", "FILE: credentials for a private --image, a Docker config JSON or a line user:token; sent sealed to every approved machine's key")
 	return viewCmd(a, c, "print the submitted job as JSON",
 		func(ctx context.Context, cl *api.Client, _ []string) (api.JobSubmitted, error) {
+			if regAuth != nil {
+				var err error
+				if sub.req.RegistryAuth, err = sealForMachines(ctx, cl, *regAuth); err != nil {
+					return api.JobSubmitted{}, err
+				}
+			}
 			j, err := cl.SubmitJob(ctx, sub.req)
 			if err != nil {
 				return j, err

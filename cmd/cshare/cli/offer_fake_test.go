@@ -19,7 +19,7 @@ func (f *fakeNode) Offers(_ context.Context, query, order string) ([]api.OfferIn
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, "offer ls "+query+" -o "+order)
-	return []api.OfferInfo{}, nil
+	return append([]api.OfferInfo{}, f.offers...), nil
 }
 
 func (f *fakeNode) RemoveOffer(_ context.Context, id string) (api.OfferInfo, error) {
