@@ -52,6 +52,7 @@ type barriers struct {
 	baseLen   int
 	baseDepth int32
 	baseTop   *node
+	before    *State // the State base's hash names (AtBarrier of baseTop)
 	below     bool
 }
 
@@ -251,10 +252,15 @@ func (l *Log) AtBarrier(c *Entry) (*State, []*Entry, error) {
 		return nil, nil, fmt.Errorf("ledger: %s is not a barrier", c.CID())
 	}
 	pos := l.posOf(n)
-	if pos < l.bar.baseLen {
+	var st *State
+	switch {
+	case n == l.bar.baseTop:
+		st = l.bar.before
+	case pos < l.bar.baseLen:
 		return nil, nil, fmt.Errorf("ledger: barrier %s is below this log's start", c.CID())
+	default:
+		st = l.stateAt(pos)
 	}
-	st := l.stateAt(pos)
 	var below []*Entry
 	seen := map[*node]bool{}
 	for _, m := range l.order[pos+1:] {
@@ -369,7 +375,7 @@ func NewLogAt(st *State, cp *Entry, depth int, below []*Entry) (*Log, error) {
 	}
 	top := l.nodes[cp.key.CID]
 	l.bar = barriers{depth: map[*node]int32{top: d}, top: top,
-		base: after, baseLen: len(l.order), baseDepth: d, baseTop: top}
+		base: after, baseLen: len(l.order), baseDepth: d, baseTop: top, before: st}
 	l.st, l.stFolded = after.Clone(), len(l.order)
 	return l, nil
 }

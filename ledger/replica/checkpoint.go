@@ -245,3 +245,36 @@ func (r *Replica) WriteCheckpoint(ctx context.Context) (*ledger.Entry, error) {
 		return p, nil
 	})
 }
+
+// Compact starts the Log again at its newest barrier: the State there,
+// the ancestors later entries name and the entries after it; everything
+// below stays in the store only. The State hash does not change (checked:
+// on a difference the Log is kept as it was). Peers behind the barrier
+// then start from it too (JoinAt): Collect no longer finds what is below.
+// A Replica opened again folds its whole store (see docs/design.md §5.6).
+func (r *Replica) Compact() error {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	top := r.lg.Top()
+	if top.Entry == nil {
+		return fmt.Errorf("%w: no barrier", ErrNoCheckpoint)
+	}
+	st, below, err := r.lg.AtBarrier(top.Entry)
+	if err != nil {
+		return err
+	}
+	lg, err := ledger.NewLogAt(st, top.Entry, top.Depth, below)
+	if err != nil {
+		return err
+	}
+	if _, err := lg.AddBatch(r.lg.Tail()); err != nil {
+		return err
+	}
+	if lg.StateHash() != r.lg.StateHash() {
+		return fmt.Errorf("replica: compacted log reaches another state")
+	}
+	r.lg = lg
+	return nil
+}
