@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/store"
@@ -277,4 +279,35 @@ func (r *Replica) Compact() error {
 	}
 	r.lg = lg
 	return nil
+}
+
+// joinFrom starts an empty ledger at peer p's newest checkpoint, when
+// Config.FetchCheckpoint is set and p has one; otherwise, or when anything
+// fails (logged), the ledger stays empty and CatchUp fetches everything.
+func (r *Replica) joinFrom(ctx context.Context, p peer.ID, org string) {
+	if r.cfg.FetchCheckpoint == nil || r.Len() > 0 {
+		return
+	}
+	o, err := r.cfg.FetchCheckpoint(ctx, p, org)
+	if err == nil {
+		err = r.JoinAt(org, o)
+	}
+	if err != nil {
+		r.log.Info("ledger: not starting from a checkpoint; fetching the whole ledger", "peer", p, "err", err)
+		return
+	}
+	r.log.Info("ledger: started from a checkpoint", "peer", p, "entries", r.Len())
+}
+
+// CheckpointDue reports whether this replica's machine should write a
+// checkpoint now by the org's ledger.checkpoint_every (its count of
+// entries since the newest barrier, or the time since it).
+func (r *Replica) CheckpointDue(now time.Time) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	var last int64
+	if t := r.lg.Top(); t.Entry != nil {
+		last = t.Entry.Time
+	}
+	return r.lg.State().Settings.Ledger.CheckpointDue(int64(r.lg.SinceTop()), last, now.UnixMilli())
 }

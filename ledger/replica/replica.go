@@ -76,6 +76,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Fetch fetches blocks from a peer; without it every sync fails.
 	Fetch FetchFunc
+	// FetchCheckpoint fetches a peer's newest checkpoint (p2p.FetchCheckpoint):
+	// CatchUp on an empty ledger starts there (checkpoint.go). Optional.
+	FetchCheckpoint func(ctx context.Context, p peer.ID, org string) (Offer, error)
 	// Publish sends a heads announcement on the org's ledger topic; without
 	// it nothing is announced. An error is logged at debug level.
 	Publish func(ctx context.Context, payload []byte) error
