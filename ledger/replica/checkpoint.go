@@ -293,7 +293,7 @@ func (r *Replica) joinFrom(ctx context.Context, p peer.ID, org string) {
 		err = r.JoinAt(org, o)
 	}
 	if err != nil {
-		r.log.Info("ledger: not starting from a checkpoint; fetching the whole ledger", "peer", p, "err", err)
+		r.log.Debug("ledger: not starting from a checkpoint; fetching the whole ledger", "peer", p, "err", err)
 		return
 	}
 	r.log.Info("ledger: started from a checkpoint", "peer", p, "entries", r.Len())
