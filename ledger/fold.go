@@ -44,6 +44,8 @@ var folds = map[string]kindFold{
 	KindMachineReg:    {false, foldMachineRegister},
 	KindMachineUpdate: {false, foldMachineUpdate},
 	KindMerge:         {false, foldMerge},
+	// checkpoint.go
+	KindCheckpoint: {true, foldCheckpoint},
 	// fold_org.go
 	KindOrgUpdate:   {true, foldOrgUpdate},
 	KindOrgKey:      {true, foldOrgKey},

@@ -67,6 +67,9 @@ func foldGenesis(st *State, e *Entry) error {
 	if err := ValidatePolicies(p.Settings.Policies); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
+	if err := CheckLedgerSettings(p.Settings.Ledger); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
 	machine := e.author
 	name := p.MachineName
 	if name == "" {
@@ -121,6 +124,9 @@ func foldOrgUpdate(st *State, e *Entry, _, person string) error {
 		set.Market.DeleteAfter = *p.MarketDeleteAfter
 	}
 	if err := applyPolicies(&set.Policies, p.Policies); err != nil {
+		return err
+	}
+	if err := applyLedger(&set.Ledger, p); err != nil {
 		return err
 	}
 	if err := ValidateSettings(set.SmartShare); err != nil {

@@ -34,6 +34,7 @@ type node struct {
 	e       *Entry
 	key     OrderKey
 	parents []*node
+	seg     int32 // barrier segment (log_barrier.go): tailSeg until a checkpoint's ancestry takes it
 
 	revKind bool   // member.role or member.remove: may revoke authority
 	target  string // for revKind: the member it names
@@ -93,6 +94,8 @@ type Log struct {
 	cpInterval     int // current distance between checkpoints
 
 	hash hashCache // StateHash's (statehash.go)
+
+	bar barriers // the chain of checkpoints (log_barrier.go)
 }
 
 // NewLog returns an empty log.
@@ -234,7 +237,7 @@ func (l *Log) AddBatch(es []*Entry) ([]error, error) {
 			}
 			continue
 		}
-		if n.revKind || (l.lastRev != nil && n.key.Less(l.lastRev.key)) {
+		if n.revKind || (l.lastRev != nil && n.before(l.lastRev)) {
 			needVoid = true
 		}
 		added = append(added, n)
@@ -242,13 +245,17 @@ func (l *Log) AddBatch(es []*Entry) ([]error, error) {
 	for _, n := range added {
 		if n.revKind {
 			l.revs = append(l.revs, n)
-			if l.lastRev == nil || l.lastRev.key.Less(n.key) {
+			if l.lastRev == nil || l.lastRev.before(n) {
 				l.lastRev = n
 			}
 		}
 	}
 	if len(added) > 0 {
 		minPos := l.insert(added)
+		if p, moved := l.rechain(added); moved {
+			minPos = min(minPos, p)
+			needVoid = needVoid || len(l.revs) > 0
+		}
 		if needVoid {
 			l.resolve(minPos)
 		} else {
@@ -296,7 +303,7 @@ func (l *Log) AddBatch(es []*Entry) ([]error, error) {
 
 // link checks e against the DAG and registers it (not yet in order).
 func (l *Log) link(e *Entry) (*node, error) {
-	n := &node{e: e, key: e.key}
+	n := &node{e: e, key: e.key, seg: tailSeg}
 	if e.Kind == KindGenesis {
 		if len(l.nodes) > 0 {
 			return nil, fmt.Errorf("%w: a second genesis entry", ErrWrongOrg)
@@ -353,19 +360,19 @@ func (l *Log) insert(ns []*node) int {
 	var minPos int
 	if len(ns) == 1 {
 		n := ns[0]
-		i := sort.Search(len(l.order), func(i int) bool { return n.key.Less(l.order[i].key) })
+		i := sort.Search(len(l.order), func(i int) bool { return n.before(l.order[i]) })
 		l.order = append(l.order, nil)
 		copy(l.order[i+1:], l.order[i:])
 		l.order[i] = n
 		minPos = i
 	} else {
 		old := l.order
-		minPos = sort.Search(len(old), func(i int) bool { return ns[0].key.Less(old[i].key) })
+		minPos = sort.Search(len(old), func(i int) bool { return ns[0].before(old[i]) })
 		merged := make([]*node, 0, len(old)+len(ns))
 		merged = append(merged, old[:minPos]...)
 		i, j := minPos, 0
 		for i < len(old) || j < len(ns) {
-			if j == len(ns) || (i < len(old) && old[i].key.Less(ns[j].key)) {
+			if j == len(ns) || (i < len(old) && old[i].before(ns[j])) {
 				merged = append(merged, old[i])
 				i++
 			} else {
@@ -386,7 +393,7 @@ func (l *Log) insert(ns []*node) int {
 
 // posOf is a node's index in order.
 func (l *Log) posOf(n *node) int {
-	return sort.Search(len(l.order), func(i int) bool { return !l.order[i].key.Less(n.key) })
+	return sort.Search(len(l.order), func(i int) bool { return !l.order[i].before(n) })
 }
 
 // foldFrom makes st the fold of order with the current void set, re-applying
@@ -403,8 +410,8 @@ func (l *Log) foldFrom(pos int) {
 	}
 	l.cps = l.cps[:k]
 	if k == 0 {
-		l.st = NewState()
-		l.foldRange(0)
+		l.st = l.bar.baseState()
+		l.foldRange(l.bar.baseLen)
 		return
 	}
 	l.st = l.cps[k-1].st.Clone()

@@ -80,6 +80,11 @@ type OrgUpdate struct {
 	// "policy." prefix), in their stored units (ms, MB, counts); 0 removes
 	// one.
 	Policies map[string]int64 `cbor:"policies,omitempty"`
+	// Ledger settings (checkpoint.go): a count of entries or a time (ms)
+	// between checkpoints, and how long pruned history is kept (ms).
+	LedgerCheckpointEvery   *int64 `cbor:"ledger_checkpoint_every,omitempty"`
+	LedgerCheckpointEveryMS *int64 `cbor:"ledger_checkpoint_every_ms,omitempty"`
+	LedgerRetainMS          *int64 `cbor:"ledger_retain_ms,omitempty"`
 }
 
 // OrgKey rotates the org key: from this entry on, only capabilities of kind

@@ -3,6 +3,7 @@ package ledger
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -127,7 +128,7 @@ func (g *dagGen) pick(label string) *replica {
 // then, on stale parents), a sync, or a power struggle.
 func (g *dagGen) step() {
 	rt := g.rt
-	op := rapid.IntRange(0, 16).Draw(rt, "op")
+	op := rapid.IntRange(0, 18).Draw(rt, "op")
 	r := g.pick("who")
 	target := g.pick("target").a.id
 	if rapid.IntRange(0, 5).Draw(rt, "topat") == 0 {
@@ -151,6 +152,12 @@ func (g *dagGen) step() {
 		return js[rapid.IntRange(0, len(js)-1).Draw(rt, "job")].ID
 	}
 	switch op {
+	case 17, 18: // a checkpoint: of the replica's State, on its heads (or stale parents: a wrong hash)
+		var prev string
+		if t := r.view.Top(); t.Entry != nil {
+			prev = t.Entry.CID().String()
+		}
+		g.write(r, KindCheckpoint, Checkpoint{Prev: prev, Entries: st.Applied + st.Ineffective, Hash: r.view.StateHash()}, parents)
 	case 0, 1: // sync
 		g.sync(r, g.pick("peer"))
 	case 2: // join
@@ -341,6 +348,7 @@ func TestPropertyDeliveryOrder(t *testing.T) {
 			rt.Fatalf("re-adding changed the state: %v", err)
 		}
 		checkRevocationWins(rt, ref)
+		checkBarriers(rt, ref, stats)
 		for _, n := range ref.order {
 			if n.applied {
 				stats["effective"]++
@@ -369,9 +377,53 @@ func checkRevocationWins(rt *rapid.T, l *Log) {
 			continue
 		}
 		for _, n := range l.byPerson[r.target] {
-			if n.key.Less(r.key) && !l.isAncestor(n, r) && n.applied {
+			if n.seg == r.seg && n.before(r) && !l.isAncestor(n, r) && n.applied {
 				rt.Fatalf("%s by %s is effective though %s revoked its author without seeing it", n.e.Kind, r.target, r.e.Kind)
 			}
 		}
 	}
+}
+
+// checkBarriers: every barrier's position holds the fold of its ancestors;
+// a checkpoint written on its author's heads names that State's hash; a
+// Log started at the top (when the top is such a checkpoint and took
+// effect) and given the tail, in any order, reaches the State of the whole.
+func checkBarriers(rt *rapid.T, l *Log, stats map[string]int) {
+	for _, b := range l.bar.chain {
+		pos := l.posOf(b)
+		for _, n := range l.order[:pos] {
+			if n.seg > b.seg || !l.isAncestor(n, b) {
+				rt.Fatalf("%s sorts before barrier %s but is not its ancestor", n.e.Kind, b.key.CID)
+			}
+		}
+		for _, n := range l.order[pos+1:] {
+			if l.isAncestor(n, b) {
+				rt.Fatalf("%s is an ancestor of barrier %s but sorts after it", n.e.Kind, b.key.CID)
+			}
+		}
+		stats["barriers"]++
+	}
+	top := l.Top()
+	if top.Entry == nil {
+		return
+	}
+	st, below, err := l.AtBarrier(top.Entry)
+	if err != nil {
+		rt.Fatalf("AtBarrier: %v", err)
+	}
+	j, err := NewLogAt(st, top.Entry, top.Depth, below)
+	if err != nil {
+		stats["no join: "+strings.SplitN(err.Error(), ":", 2)[0]]++
+		return
+	}
+	tail := l.Tail()
+	rng := rand.New(rand.NewPCG(uint64(len(tail)), 3))
+	rng.Shuffle(len(tail), func(i, k int) { tail[i], tail[k] = tail[k], tail[i] })
+	if _, err := j.AddBatch(tail); err != nil {
+		rt.Fatalf("joiner: tail: %v", err)
+	}
+	if got, want := j.StateHash(), l.StateHash(); got != want {
+		rt.Fatalf("a Log started at the top reaches %s, the whole ledger %s\n got  %+v\n want %+v", got, want, j.State(), l.State())
+	}
+	stats["joins"]++
 }

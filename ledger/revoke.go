@@ -93,7 +93,7 @@ func (l *Log) computeVoid(contributed, overridden map[*node]bool) map[*node]bool
 			continue
 		}
 		rp := l.nodes[c.Entry.CID]
-		if rp == nil || rp == r || overridden[rp] || l.isAncestor(rp, r) {
+		if rp == nil || rp == r || rp.seg != r.seg || overridden[rp] || l.isAncestor(rp, r) {
 			continue
 		}
 		if stronger(c.TargetRank, c.TargetGrant, r.key, c.ByRank, c.ByGrant, rp.key) {
@@ -130,7 +130,7 @@ func (l *Log) candidates(r *node) []*node {
 	var check []*node
 	minClock := r.e.Clock
 	for _, n := range list[r.candSeen:] {
-		if n.key.Less(r.key) {
+		if n.seg == r.seg && n.before(r) { // within r's segment: a barrier's State never changes
 			check = append(check, n)
 			minClock = min(minClock, n.e.Clock)
 		}

@@ -53,6 +53,8 @@ type Settings struct {
 	// Policies are the org's resource policies (fold_policies.go); the
 	// API shows them apart, as org show's "policies".
 	Policies Policies `cbor:"policies,omitempty" json:"-"`
+	// Ledger: checkpoints and pruning (checkpoint.go).
+	Ledger LedgerSettings `cbor:"ledger,omitempty" json:"-"`
 }
 
 // DefaultSettings are a new org's settings.

@@ -23,6 +23,10 @@ func (n *Node) openReplica() error {
 		Fetch: func(ctx context.Context, p peer.ID, org string, want []cid.Cid, floor uint64, fn func([][]byte) error) error {
 			return p2p.FetchBlocks(ctx, n.host.LibP2P(), p, org, want, floor, fn)
 		},
+		FetchCheckpoint: func(ctx context.Context, p peer.ID, org string) (replica.Offer, error) {
+			o, err := p2p.FetchCheckpoint(ctx, n.host.LibP2P(), p, org)
+			return replica.Offer(o), err
+		},
 		Publish: func(ctx context.Context, payload []byte) error {
 			o := n.topics()
 			if o == nil {

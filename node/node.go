@@ -243,6 +243,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	// services.
 	lp := n.host.LibP2P()
 	p2p.ServeSync(lp, orgsvc.SyncSource{Replica: n.rep, Gate: n.host.Gate()})
+	p2p.ServeCheckpoints(lp, n.rep)
 	n.host.Gate().OnFormer(n.orgs.TellFormer)
 	p2p.ServeLogs(lp, jobsvc.LogSource{Ledger: n.rep, Logs: n.logs})
 	p2p.ServeWitness(lp, n.orgs.WitnessSource())

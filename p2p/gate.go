@@ -341,7 +341,7 @@ func streamNeed(proto protocol.ID) need {
 		// AutoNAT v2's dial-back comes from the asked machine's dialer, a
 		// peer of its own, and carries only the nonce this host sent.
 		return needNothing
-	case proto == SyncProtocol:
+	case proto == SyncProtocol, proto == CheckpointProtocol:
 		return needSync
 	case proto == HeartbeatProtocol:
 		return needApproved // as the heartbeat topic

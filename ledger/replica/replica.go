@@ -76,6 +76,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Fetch fetches blocks from a peer; without it every sync fails.
 	Fetch FetchFunc
+	// FetchCheckpoint fetches a peer's newest checkpoint (p2p.FetchCheckpoint):
+	// CatchUp on an empty ledger starts there (checkpoint.go). Optional.
+	FetchCheckpoint func(ctx context.Context, p peer.ID, org string) (Offer, error)
 	// Publish sends a heads announcement on the org's ledger topic; without
 	// it nothing is announced. An error is logged at debug level.
 	Publish func(ctx context.Context, payload []byte) error
@@ -156,6 +159,9 @@ type Replica struct {
 	lost      []cid.Cid
 	lostClock uint64
 	lostDrops int
+
+	ckMu sync.Mutex
+	ck   offerCache // checkpoint.go
 }
 
 // openBatch is how many stored blocks Open decodes together.
@@ -179,7 +185,11 @@ func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) 
 	if cfg.maxFetchBlocks == 0 {
 		cfg.maxFetchBlocks = MaxFetchBlocks
 	}
-	r := &Replica{cfg: cfg, log: cfg.Logger, st: st, signer: signer, lg: ledger.NewLog(),
+	lg, err := openAt(st) // checkpoint.go
+	if err != nil {
+		return nil, err
+	}
+	r := &Replica{cfg: cfg, log: cfg.Logger, st: st, signer: signer, lg: lg,
 		waiting: map[string]*ledger.Entry{}, syncing: map[peer.ID]bool{}, syncMore: map[peer.ID][]cid.Cid{},
 		wanted: map[string]time.Time{}, haveHeads: map[string][]string{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
@@ -208,7 +218,7 @@ func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) 
 		}
 		cids, raws = cids[:0], raws[:0]
 	}
-	err := st.ForEachBlock(func(c cid.Cid, data []byte) error {
+	err = st.ForEachBlock(func(c cid.Cid, data []byte) error {
 		cids, raws = append(cids, c), append(raws, data)
 		if len(raws) == openBatch {
 			decode()
@@ -427,6 +437,12 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 // The error is the fold's verdict when the entry had no effect (it stays in
 // the DAG, as every entry does); the entry is returned then too.
 func (r *Replica) Write(ctx context.Context, kind string, payload any) (*ledger.Entry, error) {
+	return r.write(ctx, kind, func(heads []cid.Cid) (any, error) { return payload, nil })
+}
+
+// write is Write with the payload made by payloadAt from the Log as the
+// parents see it (under the read lock; heads are the parents).
+func (r *Replica) write(ctx context.Context, kind string, payloadAt func(heads []cid.Cid) (any, error)) (*ledger.Entry, error) {
 	r.writeMu.Lock()
 	defer r.writeMu.Unlock()
 	// Every entry folded so far is durable before this one names it: a
@@ -435,8 +451,12 @@ func (r *Replica) Write(ctx context.Context, kind string, payload any) (*ledger.
 	r.mu.RLock()
 	org := r.lg.Org()
 	heads, clock := r.parentsLocked()
+	payload, err := payloadAt(heads)
 	r.mu.RUnlock()
 	r.persisting.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	if kind == ledger.KindGenesis {
 		org, heads, clock = "", nil, 0
 	}

@@ -245,6 +245,7 @@ func (r *Replica) SyncFrom(p peer.ID, want []cid.Cid) {
 // CatchUp fetches peer p's whole ledger of org (what this replica lacks of
 // it): how a joining machine, which has no org yet, gets the ledger.
 func (r *Replica) CatchUp(ctx context.Context, p peer.ID, org string) error {
+	r.joinFrom(ctx, p, org) // checkpoint.go: an empty ledger starts at the peer's checkpoint
 	return r.fetch(ctx, p, org, nil)
 }
 

@@ -33,6 +33,7 @@ func (s *Service) Heartbeats() {
 		case <-t.C:
 			s.Beat(s.ctx)
 			s.maybeMerge(s.ctx, s.now())
+			s.maybeCheckpoint(s.ctx, s.now())
 			t.Reset(beatPeriod(s.d.Interval))
 		}
 	}

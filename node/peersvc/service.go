@@ -62,6 +62,10 @@ type Ledger interface {
 	WantHeads(id peer.ID, heads []string)
 	// LastAdded is when an entry was last added.
 	LastAdded() time.Time
+	// CheckpointDue and WriteCheckpoint: the org's checkpoints
+	// (checkpoint.go).
+	CheckpointDue(now time.Time) bool
+	WriteCheckpoint(ctx context.Context) (*ledger.Entry, error)
 }
 
 // Host is the libp2p host as the peer service uses it (*p2p.Host).

@@ -265,6 +265,10 @@ func (a *app) orgSetCmd() *cobra.Command {
   smartshare.max_cpus_limit=N
   market.delete_after=DURATION       (how long after its end a contract's container
                                       and disk are kept, like 48h; 0 = 48h)
+  ledger.checkpoint_every=N|DURATION (an admin machine writes a checkpoint every N
+                                      entries, 100..10000000, or every 1m..30d;
+                                      0 = every 10000 entries)
+  ledger.retain=DURATION             (accepted and stored: pruning is not built yet)
 
 Org policies (every node enforces them from the ledger; 0 or none removes one):
   policy.max_machines_per_user=N       a person's machines beyond N cannot join
