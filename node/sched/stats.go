@@ -13,7 +13,8 @@ import (
 )
 
 // What runs now: while a run goes on, its instance samples the driver's
-// stats (docker's stats API; exec: its cgroup, or /proc) every statsEvery,
+// stats (docker's stats API; exec: its cgroup, or /proc) every statsEvery
+// from firstSample on,
 // and the last sample is in the read view (job show on this machine) and
 // in the heartbeat (job show and machine show everywhere).
 
