@@ -32,10 +32,16 @@ import (
 //
 // The command is not started directly. It runs under a tiny /bin/sh wrapper
 //
-//	sh -c 'trap : HUP INT TERM; [join cgroup]; "$@"; echo $? > exit.tmp; mv exit.tmp exit' ...
+//	sh -c 'trap : HUP INT TERM; [join cgroup]; "$@"; echo $? > exit' ...
 //
 // in a new session (so it has its own process group and outlives the node),
-// and the wrapper writes the command's exit code to the exit file itself.
+// and the wrapper writes the command's exit code to the exit file itself,
+// with the shell's own echo: a rename (mv) was a second process per run,
+// which for short items cost as much as the command. A reader that finds
+// the file empty or partial (the wrapper between its open and its write)
+// takes the run for running while its wrapper lives, and a wrapper killed
+// in between leaves the code to the node that reaps it, as if it had
+// written nothing.
 // The exit code is therefore recorded even when the node that started the
 // run was killed with SIGKILL and nobody was left to wait(2) for it. (A
 // shell was chosen over re-executing the node binary as the wrapper: it needs
@@ -134,7 +140,7 @@ if [ -n "$g" ]; then
 fi
 "$@"
 c=$?
-echo $c > "$f.tmp" && mv -f "$f.tmp" "$f"
+echo $c > "$f"
 exit $c
 `
 
@@ -333,8 +339,10 @@ func (e *Exec) recordExit(id RunID, code int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	p := e.exitPath(id)
-	if _, err := os.Stat(p); err == nil {
-		return
+	if b, err := os.ReadFile(p); err == nil {
+		if _, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			return // the wrapper wrote it
+		}
 	}
 	if _, err := os.Stat(e.runDir(id)); err != nil {
 		return // removed

@@ -60,12 +60,32 @@ func linkMount(workDir string, m Mount) error {
 	return os.Symlink(m.Source, dst)
 }
 
+// writeJSONAtomic replaces a run's state.json so that a reader (or a node
+// after a kill) sees the old or the new content, never a torn one. It is
+// not synced to disk: what it describes, a process, does not outlive a
+// power loss either, and a sync on every run's start cost short items more
+// than their run (List skips a state torn by a power loss).
 func writeJSONAtomic(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("runtime: exec: encode %s: %w", filepath.Base(path), err)
 	}
-	return writeFileAtomic(path, append(b, '\n'))
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("runtime: exec: write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // after a failure; gone once renamed
+	_, err = tmp.Write(append(b, '\n'))
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("runtime: exec: write %s: %w", path, err)
+	}
+	return nil
 }
 
 // writeFileAtomic replaces a run's file so that a reader (or a node after

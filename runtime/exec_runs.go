@@ -241,10 +241,19 @@ func (e *Exec) Remove(ctx context.Context, id RunID) error {
 	if e.status(st).running {
 		return stillRunning(id)
 	}
+	// Renamed out of the runs under the lock (recordExit writes into a run's
+	// directory if it is there), deleted after it: deleting under the lock
+	// held up every other run's Wait and Start.
+	gone := filepath.Join(e.runsDir(), ".removed-"+string(id))
 	e.mu.Lock()
 	delete(e.children, id)
-	err = os.RemoveAll(e.runDir(id))
+	err = os.Rename(e.runDir(id), gone)
 	e.mu.Unlock()
+	if err == nil {
+		err = os.RemoveAll(gone)
+	} else if errors.Is(err, fs.ErrNotExist) {
+		err = nil
+	}
 	if err != nil {
 		return fmt.Errorf("runtime: exec: remove run %s: %w", id, err)
 	}

@@ -269,6 +269,44 @@ func (s *Store) PutRecord(key string, val []byte) error {
 	return s.db.Update(func(txn *badger.Txn) error { return txn.Set(walKey(key), val) })
 }
 
+// Record is one write-ahead record: its key and value.
+type Record struct {
+	Key string
+	Val []byte
+}
+
+// PutRecords stores write-ahead records durably, in as few synchronous
+// transactions as Badger allows: a batch costs one disk sync, not one a
+// record.
+func (s *Store) PutRecords(recs []Record) error {
+	var need int64
+	for _, r := range recs {
+		need += int64(len(walPrefix) + len(r.Key) + len(r.Val))
+	}
+	if err := s.mayWrite(need); err != nil {
+		return err
+	}
+	for len(recs) > 0 {
+		txn := s.db.NewTransaction(true)
+		n := 0
+		for ; n < len(recs); n++ {
+			err := txn.Set(walKey(recs[n].Key), recs[n].Val)
+			if errors.Is(err, badger.ErrTxnTooBig) && n > 0 {
+				break
+			}
+			if err != nil {
+				txn.Discard()
+				return fmt.Errorf("store: put records: %w", err)
+			}
+		}
+		if err := txn.Commit(); err != nil {
+			return fmt.Errorf("store: put records: %w", err)
+		}
+		recs = recs[n:]
+	}
+	return nil
+}
+
 // DeleteRecords removes write-ahead records (absent keys are ignored).
 func (s *Store) DeleteRecords(keys []string) error {
 	ks := make([][]byte, len(keys))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -179,8 +180,8 @@ func TestLargeBlock(t *testing.T) {
 	}
 }
 
-// TestRecords: write-ahead records survive a reopen, list by prefix in key
-// order, and go when deleted.
+// TestRecords: write-ahead records, put one by one or in a batch, survive a
+// reopen, list by prefix in key order, and go when deleted.
 func TestRecords(t *testing.T) {
 	dir := t.TempDir()
 	s, err := Open(dir, nil)
@@ -191,6 +192,9 @@ func TestRecords(t *testing.T) {
 		if err := s.PutRecord(k, []byte(k)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := s.PutRecords([]Record{{"r/d/4", []byte("r/d/4")}, {"r/c/3", []byte("r/c/3")}, {"y/1", []byte("y/1")}}); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -212,13 +216,13 @@ func TestRecords(t *testing.T) {
 		}
 		return got
 	}
-	if got := list(); len(got) != 2 || got[0] != "r/a/1" || got[1] != "r/b/2" {
+	if got := list(); !slices.Equal(got, []string{"r/a/1", "r/b/2", "r/c/3", "r/d/4"}) {
 		t.Fatalf("records = %v", got)
 	}
-	if err := s.DeleteRecords([]string{"r/a/1", "r/none"}); err != nil {
+	if err := s.DeleteRecords([]string{"r/a/1", "r/c/3", "r/none"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := list(); len(got) != 1 || got[0] != "r/b/2" {
+	if got := list(); !slices.Equal(got, []string{"r/b/2", "r/d/4"}) {
 		t.Fatalf("after delete: %v", got)
 	}
 }

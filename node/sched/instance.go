@@ -97,7 +97,7 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 				if ctx.Err() != nil {
 					return
 				}
-				s.record(in, item, ledger.ItemResult{Item: item, Code: -1, DurationMS: s.now().Sub(began).Milliseconds(), Instance: in.id, Error: err.Error(), Started: began.UnixMilli()})
+				s.record(in, item, ledger.ItemResult{Item: item, Code: -1, DurationMS: s.now().Sub(began).Milliseconds(), Instance: in.id, Error: err.Error(), Started: began.UnixMilli()}, "")
 				s.release(in)
 				continue
 			}
@@ -168,15 +168,14 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			res.TimedOut, res.Error = true, timeoutError(limit)
 			s.d.Log.Info("item stopped at its timeout", "job", in.job, "item", item, "timeout", limit)
 		}
-		// The result is durable before the run is removed: a kill in
-		// between leaves the run for adoption, which finds the record. A
-		// stopped run's "result" only tells the ledger it ran (the item goes
-		// back to the agenda).
-		s.record(in, item, res)
-		_ = in.drv.Remove(context.Background(), run)
+		// The retirer makes the result durable, then removes the run: a
+		// kill in between leaves the run for adoption, which finds the
+		// record or, before it, the finished run. A stopped run's "result"
+		// only tells the ledger it ran (the item goes back to the agenda).
+		s.record(in, item, res, run)
 		s.release(in)
 		in.mu.Lock()
-		in.run = "" // only now: until removed, the run is this instance's (see sweep)
+		in.run = "" // only now: the retirer holds the run (see sweep)
 		if killed {
 			// Preempted or cancelled: no result; the item goes back to the agenda.
 			in.item = -1
@@ -260,15 +259,14 @@ func (s *Scheduler) paced(floor, per time.Duration) time.Duration {
 }
 
 // record keeps a finished item's result until flush writes it to the
-// ledger: first durably in the store (see results.go), then in s.results,
-// where it counts as this machine's lease.
-func (s *Scheduler) record(in *instance, item int64, r ledger.ItemResult) {
-	if err := s.wal.put(in.job, r); err != nil {
-		s.d.Log.Warn("could not record a result durably; it is kept in memory until written to the ledger", "job", in.job, "item", item, "err", err)
-	}
+// ledger: in s.results, where it counts as this machine's lease at once,
+// and with the retirer, which makes it durable in the store (results.go)
+// and then removes its run ("" for none).
+func (s *Scheduler) record(in *instance, item int64, r ledger.ItemResult, run runtime.RunID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.results[in.job] = append(s.results[in.job], r)
+	s.retire.add(retiree{job: in.job, res: r, drv: in.drv, run: run})
 	in.mu.Lock()
 	in.item = -1
 	in.mu.Unlock()
@@ -279,11 +277,16 @@ func (s *Scheduler) record(in *instance, item int64, r ledger.ItemResult) {
 // the last flush: the ledger grows by batches, not by items.
 func (s *Scheduler) flush(ctx context.Context) {
 	// Results stay in s.results (and so count as leased for dispatch) until
-	// their entry is in the ledger; only then are they dropped here.
+	// their entry is in the ledger; only then are they dropped here. Only
+	// retired ones are written (see retire.go).
 	s.mu.Lock()
 	pending := make(map[string][]ledger.ItemResult, len(s.results))
 	for id, rs := range s.results {
-		pending[id] = rs
+		for _, r := range rs {
+			if s.retire.retired(id, r) {
+				pending[id] = append(pending[id], r)
+			}
+		}
 	}
 	s.mu.Unlock()
 	ids := make([]string, 0, len(pending))
@@ -316,6 +319,7 @@ func (s *Scheduler) flush(ctx context.Context) {
 			rs = kept
 		}
 		full := false
+		gone := map[string]bool{} // resultKey of what left s.results (in the ledger, or refused for good)
 		for len(rs) > 0 {
 			k := min(len(rs), 500)
 			if _, err := s.d.Ledger.Write(ctx, ledger.KindJobResults, ledger.JobResults{Job: id, Results: rs[:k]}); err != nil && !errors.Is(err, ledger.ErrNotAuthority) {
@@ -325,14 +329,21 @@ func (s *Scheduler) flush(ctx context.Context) {
 				}
 			}
 			s.wal.forget(id, rs[:k]) // in the ledger now (or refused for good)
+			for _, r := range rs[:k] {
+				gone[resultKey(id, r)] = true
+			}
 			rs = rs[k:]
 		}
 		s.mu.Lock()
-		rest := s.results[id][len(pending[id]):]
-		if full {
-			rest = append(slices.Clone(rs), rest...)
+		// The cancelled job's stopped runs dropped above go too; kept are
+		// those not written (the disk full: in memory until there is room,
+		// node/disk.go), those not retired yet and those finished since.
+		for _, r := range pending[id] {
+			if r.Stopped && cancelled {
+				gone[resultKey(id, r)] = true
+			}
 		}
-		s.results[id] = rest
+		s.results[id] = slices.DeleteFunc(slices.Clone(s.results[id]), func(r ledger.ItemResult) bool { return gone[resultKey(id, r)] })
 		if len(s.results[id]) == 0 {
 			delete(s.results, id)
 		}

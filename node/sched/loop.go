@@ -167,7 +167,8 @@ func (s *Scheduler) forEachRun(org string, onErr func(Driver, error), fn func(Dr
 
 // supervised reports whether run r must be left alone by sweep: its job is
 // active and the run is still running (an instance waits for it, or is
-// about to) or is the current run of one of this machine's instances.
+// about to), it is the current run of one of this machine's instances, or
+// the retirer has it.
 func (s *Scheduler) supervised(r runtime.RunInfo) bool {
 	jobID := r.Labels[runtime.LabelJob]
 	active := false
@@ -175,11 +176,14 @@ func (s *Scheduler) supervised(r runtime.RunInfo) bool {
 		j := st.Jobs[jobID]
 		active = j != nil && j.State == ledger.JobActive
 	})
+	if s.retire.holds(r.ID) {
+		return true // finished, its result on the way to the store (retire.go)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, in := range s.slots {
 		if _, run := in.current(); run == r.ID {
-			return true // its instance removes it when it ends
+			return true // its instance hands it to the retirer when it ends
 		}
 	}
 	return active && r.Running

@@ -7,12 +7,14 @@ import (
 	"strings"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/store"
 )
 
 // Finished items' results are facts of this machine until a job.results
 // entry carries them into the ledger. So that a kill -9 cannot lose one
 // (and the item run again), each is first written to the store as a
-// write-ahead record, synchronously, before its run is removed; flush
+// write-ahead record, synchronously, before its run is removed (in batches,
+// off the instance's path: retire.go); flush
 // deletes the records once their entry is written, and a restarted node
 // loads what is left and flushes it.
 
@@ -38,6 +40,19 @@ func (w resultLog) put(job string, r ledger.ItemResult) error {
 		return err
 	}
 	return w.rec.PutRecord(resultKey(job, r), b)
+}
+
+// putAll writes the records of a batch of results durably, in one write.
+func (w resultLog) putAll(xs []retiree) error {
+	recs := make([]store.Record, len(xs))
+	for i, x := range xs {
+		b, err := json.Marshal(x.res)
+		if err != nil {
+			return err
+		}
+		recs[i] = store.Record{Key: resultKey(x.job, x.res), Val: b}
+	}
+	return w.rec.PutRecords(recs)
 }
 
 // forget deletes the records of results now in the ledger (or

@@ -38,6 +38,7 @@ import (
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/replica"
+	"github.com/cshare/cshare/ledger/store"
 	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/node/dispatch"
 	"github.com/cshare/cshare/p2p"
@@ -64,6 +65,7 @@ type Ledger interface {
 // Records are the store's write-ahead records (*store.Store).
 type Records interface {
 	PutRecord(key string, val []byte) error
+	PutRecords(recs []store.Record) error
 	DeleteRecords(keys []string) error
 	ForEachRecord(prefix string, fn func(key string, val []byte) error) error
 }
@@ -204,6 +206,7 @@ type Scheduler struct {
 	cache  dispatchCache // nextItem's caches (nextitem.go)
 	placed places        // where the plans put instances (leases.go)
 	wal    resultLog     // the results' write-ahead records (results.go)
+	retire *retirer      // finished runs: their records, then their removal (retire.go)
 
 	mu        sync.Mutex
 	slots     map[int]*instance
@@ -237,6 +240,7 @@ func New(ctx context.Context, d Deps) *Scheduler {
 	s.cache = dispatchCache{peers: d.Peers, leases: &s.leases, me: d.Machine}
 	s.placed = places{interval: d.Interval}
 	s.wal = resultLog{rec: d.Records, log: d.Log}
+	s.retire = newRetirer(ctx, s.wal, d.Spawn, d.Log, func() { signal(d.Wakeup) })
 	return s
 }
 

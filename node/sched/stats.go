@@ -13,12 +13,17 @@ import (
 )
 
 // What runs now: while a run goes on, its instance samples the driver's
-// stats (docker's stats API; exec: its cgroup, or /proc) every statsEvery,
+// stats (docker's stats API; exec: its cgroup, or /proc) every statsEvery
+// from firstSample on,
 // and the last sample is in the read view (job show on this machine) and
 // in the heartbeat (job show and machine show everywhere).
 
-// statsEvery is how often a run's use is sampled.
-const statsEvery = 5 * time.Second
+// statsEvery is how often a run's use is sampled; the first sample is
+// firstSample after the run starts.
+const (
+	statsEvery  = 5 * time.Second
+	firstSample = 500 * time.Millisecond
+)
 
 // use is a run's last sampled use.
 type use struct {
@@ -43,6 +48,18 @@ type Use use
 // (its writable layer or work directory) and, past the request, stops the
 // run and records the size in over: its item fails naming the disk.
 func (s *Scheduler) sample(ctx context.Context, in *instance, run runtime.RunID, done <-chan struct{}, diskMB int64, over *atomic.Int64) {
+	// A short run is not sampled: a sample costs the driver a quarter
+	// second of measuring (exec: reading /proc), more than many items take.
+	first := time.NewTimer(firstSample)
+	select {
+	case <-done:
+		first.Stop()
+		return
+	case <-ctx.Done():
+		first.Stop()
+		return
+	case <-first.C:
+	}
 	t := time.NewTicker(statsEvery)
 	defer t.Stop()
 	for {

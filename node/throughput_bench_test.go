@@ -1,0 +1,168 @@
+package node
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/runtime"
+)
+
+// gapDriver records, per instance, when each run's Wait returned (the
+// node learns that the item ended) and when the next Start of that
+// instance returned (the next item's process runs): the per-item overhead
+// of one slot, node and driver together. It also counts finished runs.
+type gapDriver struct {
+	runtime.Driver
+	mu       sync.Mutex
+	ended    map[string]time.Time // instance -> its last run's Wait return
+	runInst  map[runtime.RunID]string
+	gaps     []time.Duration // Wait return -> next Start return, same instance
+	nodeGaps []time.Duration // Wait return -> next Start call, same instance
+	starts   []time.Duration // Start call -> Start return
+	finished int
+}
+
+func newGapDriver(d runtime.Driver) *gapDriver {
+	return &gapDriver{Driver: d, ended: map[string]time.Time{}, runInst: map[runtime.RunID]string{}}
+}
+
+func (d *gapDriver) Start(ctx context.Context, s runtime.Spec) (runtime.RunID, error) {
+	t0 := time.Now()
+	id, err := d.Driver.Start(ctx, s)
+	t1 := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.starts = append(d.starts, t1.Sub(t0))
+	if end, ok := d.ended[s.Instance]; ok {
+		d.gaps = append(d.gaps, t1.Sub(end))
+		d.nodeGaps = append(d.nodeGaps, t0.Sub(end))
+		delete(d.ended, s.Instance)
+	}
+	if err == nil {
+		d.runInst[id] = s.Instance
+	}
+	return id, err
+}
+
+func (d *gapDriver) Wait(ctx context.Context, id runtime.RunID) (runtime.ExitStatus, error) {
+	st, err := d.Driver.Wait(ctx, id)
+	t := time.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if inst, ok := d.runInst[id]; ok && err == nil {
+		d.ended[inst] = t
+		d.finished++
+		delete(d.runInst, id)
+	}
+	return st, err
+}
+
+func (d *gapDriver) done() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.finished
+}
+
+// reset forgets what was recorded (between the benchmark's jobs).
+func (d *gapDriver) reset() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	clear(d.ended)
+	d.gaps, d.nodeGaps, d.starts, d.finished = nil, nil, nil, 0
+}
+
+func p50ms(ds []time.Duration) float64 {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[len(s)/2].Microseconds()) / 1000
+}
+
+// BenchmarkAgendaThroughput runs, per op, one job of 1,000 items of `true`
+// on one node with 8 exec slots and reports items/s (submission to the
+// last item's end on this node), done-items/s (submission to the job done
+// in the ledger: every result written), and xargs-items/s for
+// `seq 1000 | xargs -P8 -I{} sh -c true` timed in the same op: the
+// machine's own rate. gap-p50-ms is the per-item overhead on one slot,
+// from the driver's Wait returning to the next item's process started
+// (Start returned); node-gap-p50-ms the same up to the Start call (what
+// the node adds); start-p50-ms the exec driver's Start itself.
+// CSHARE_BENCH_ITEMS changes the item count.
+func BenchmarkAgendaThroughput(b *testing.B) {
+	if _, err := exec.LookPath("xargs"); err != nil {
+		b.Skip("no xargs")
+	}
+	items := 1000
+	if v := os.Getenv("CSHARE_BENCH_ITEMS"); v != "" {
+		k, err := strconv.Atoi(v)
+		if err != nil || k < 1 {
+			b.Fatalf("CSHARE_BENCH_ITEMS: want a positive integer, got %q", v)
+		}
+		items = k
+	}
+	drv := newGapDriver(runtime.NewExec(b.TempDir(), nil))
+	n := benchNode(b, drv, "resources: {max_concurrent_jobs: 8}\nruntime: {exec: true}\n", "/ip4/127.0.0.1/tcp/0")
+	ctx := context.Background()
+	if _, err := n.orgs.CreateOrg(ctx, api.OrgCreate{Name: "bench"}); err != nil {
+		b.Fatal(err)
+	}
+	var ran, done, xargs time.Duration
+	var gaps, nodeGaps, starts []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		drv.reset()
+		t0 := time.Now()
+		ji, err := n.jobs.SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"},
+			RangeStart: ptr[int64](1), RangeEnd: ptr[int64](int64(items)), MaxCPUs: ptr[int64](8)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Minute)
+		for drv.done() < items {
+			if time.Now().After(deadline) {
+				b.Fatalf("%d of %d items ran in 5 minutes", drv.done(), items)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		ran += time.Since(t0)
+		for {
+			j, err := jobOf(n, ji.ID)
+			if err == nil && j.State == ledger.JobDone {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("job not done in 5 minutes")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		done += time.Since(t0)
+		drv.mu.Lock()
+		gaps, nodeGaps, starts = append(gaps, drv.gaps...), append(nodeGaps, drv.nodeGaps...), append(starts, drv.starts...)
+		drv.mu.Unlock()
+		x0 := time.Now()
+		cmd := exec.Command("sh", "-c", "seq "+strconv.Itoa(items)+" | xargs -P8 -I{} sh -c true")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("xargs: %v: %s", err, out)
+		}
+		xargs += time.Since(x0)
+	}
+	b.StopTimer()
+	total := float64(items * b.N)
+	b.ReportMetric(total/ran.Seconds(), "items/s")
+	b.ReportMetric(total/done.Seconds(), "done-items/s")
+	b.ReportMetric(total/xargs.Seconds(), "xargs-items/s")
+	b.ReportMetric(p50ms(gaps), "gap-p50-ms")
+	b.ReportMetric(p50ms(nodeGaps), "node-gap-p50-ms")
+	b.ReportMetric(p50ms(starts), "start-p50-ms")
+	b.ReportMetric(0, "ns/op")
+}
