@@ -79,7 +79,7 @@ func (n *Node) serveAPI() error {
 	}
 	n.apiAddr = ln.Addr().String()
 	svc := n.services()
-	n.web = web.New(web.Config{Services: svc, Now: n.opts.Now, Log: n.log, TLS: tlsConf != nil, UploadDir: filepath.Join(n.opts.DataDir, "uploads")})
+	n.web = web.New(web.Config{Services: svc, Now: n.opts.Now, Log: n.log, TLS: tlsConf != nil, UploadDir: filepath.Join(n.opts.DataDir, "uploads"), Carry: n.opts.dash})
 	svc.Dashboard = n.web
 	mux := api.Handler(svc, n.token)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))

@@ -47,6 +47,10 @@ type Config struct {
 	// CodeTTL is how long a sign-in code lasts (default 2 minutes);
 	// SessionTTL how long a session lasts (default 12 hours).
 	CodeTTL, SessionTTL time.Duration
+	// Carry is this node's dashboard before it started again (it left its
+	// org, on the same API address): its sign-in codes, sessions and busy
+	// samples go on, so the browser stays signed in.
+	Carry *Dashboard
 	// SampleEvery is how often the busy slots are sampled for the chart
 	// (default 30 s).
 	SampleEvery time.Duration
@@ -79,8 +83,12 @@ func New(c Config) *Dashboard {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Dashboard{svc: c.Services, now: c.Now, log: c.Log, tls: c.TLS, up: c.UploadDir,
+	d := &Dashboard{svc: c.Services, now: c.Now, log: c.Log, tls: c.TLS, up: c.UploadDir,
 		sess: newSessions(c.Now, c.CodeTTL, c.SessionTTL), pages: parsePages(), busy: &busySamples{}, every: c.SampleEvery}
+	if c.Carry != nil {
+		d.sess, d.busy = c.Carry.sess, c.Carry.busy
+	}
+	return d
 }
 
 // SignInCode is a new one-time sign-in code (api.DashboardService).
@@ -175,6 +183,6 @@ func header(w http.ResponseWriter) {
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin") // not no-referrer: a form would send Origin: null
 	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'")
 }
