@@ -174,7 +174,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	if shot := os.Getenv("CSHARE_DASHBOARD_SCREENSHOT"); shot != "" {
 		var png []byte
 		run(t, ctx, "screenshot", time.Minute, chromedp.Navigate(base0+"/"), chromedp.WaitVisible(chromedp.CSS("#total-machines")),
-			into(chromedp.FullScreenshot(90), &png))
+			into(chromedp.FullScreenshot(100), &png))
 		if err := os.WriteFile(shot, png, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,10 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -164,6 +166,30 @@ func TestDashboardNeedsItsSession(t *testing.T) {
 		}
 		return ""
 	})
+	// Upload a dataset as the page's script does (multipart, the CSRF
+	// token in a header): refused without the token, added with it.
+	var mp bytes.Buffer
+	mw := multipart.NewWriter(&mp)
+	_ = mw.WriteField("name", "frames")
+	fw, _ := mw.CreateFormFile("file", "frames.txt")
+	_, _ = fw.Write([]byte("frame 1\nframe 2\n"))
+	_ = mw.Close()
+	upload := func(csrf string) (int, string) {
+		st, _, body := d.doBody(t, "POST", "/datasets/upload", mp.String(), map[string]string{"Content-Type": mw.FormDataContentType(), "X-CSRF-Token": csrf})
+		return st, body
+	}
+	if st, _ := upload("wrong"); st != http.StatusForbidden {
+		t.Errorf("upload with a wrong CSRF token: %d, want 403", st)
+	}
+	if st, body := upload(tok); st != http.StatusOK || !strings.Contains(body, `"name":"frames"`) {
+		t.Errorf("upload: %d %s", st, body)
+	}
+	if ds, err := cl.Dataset(ctxT(t), "frames"); err != nil || ds.Size != 16 {
+		t.Errorf("the uploaded dataset: %+v %v", ds, err)
+	}
+	if st, page := d.get(t, "/datasets"); st != http.StatusOK || !strings.Contains(page, "frames") {
+		t.Errorf("GET /datasets after the upload: %d, lists frames: %v", st, strings.Contains(page, "frames"))
+	}
 	if st, _ := d.do(t, "POST", "/logout", url.Values{"csrf": {tok}}.Encode(), nil); st != http.StatusSeeOther {
 		t.Errorf("sign out: %d", st)
 	}
