@@ -77,6 +77,7 @@ func (d *Dashboard) readOverview(r *http.Request, v *view) error {
 	}
 	slices.SortFunc(o.Events, func(a, b event) int { return strings.Compare(b.At, a.At) })
 	o.Events = o.Events[:min(len(o.Events), 12)]
+	d.sampleIfStale(r.Context())
 	o.Busy = busyChart(d.busy.get(), v.Now)
 	v.Data = o
 	return nil

@@ -111,6 +111,14 @@ func (d *Dashboard) Run(ctx context.Context) {
 	}
 }
 
+// sampleIfStale samples when the last sample is older than 5 seconds (a
+// page that shows the chart asks: the chart is then current).
+func (d *Dashboard) sampleIfStale(ctx context.Context) {
+	if s := d.busy.get(); len(s) == 0 || d.now().Sub(s[len(s)-1].at) > 5*time.Second {
+		d.sample(ctx)
+	}
+}
+
 func (d *Dashboard) sample(ctx context.Context) {
 	ms, err := d.svc.Org.Machines(ctx)
 	if err != nil {
@@ -135,10 +143,15 @@ func (d *Dashboard) Register(mux *http.ServeMux) {
 	mux.Handle("GET /static/", http.StripPrefix("/static/", cacheFor(http.FileServerFS(static))))
 	mux.HandleFunc("GET /login", d.login)
 	mux.HandleFunc("GET /signed-out", func(w http.ResponseWriter, r *http.Request) { d.signedOut(w, http.StatusOK, "You are signed out.") })
-	mux.HandleFunc("POST /logout", d.action(func(r *http.Request, id string) (string, flash) {
+	mux.HandleFunc("POST /logout", func(w http.ResponseWriter, r *http.Request) {
+		id, _, ok := d.checkPost(w, r)
+		if !ok {
+			return
+		}
 		d.sess.end(id)
-		return "/signed-out", flash{}
-	}))
+		http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true, Secure: d.tls, SameSite: http.SameSiteStrictMode, MaxAge: -1})
+		http.Redirect(w, r, "/signed-out", http.StatusSeeOther)
+	})
 	for path, p := range d.pageRoutes() {
 		mux.HandleFunc("GET "+path, d.page(p))
 	}

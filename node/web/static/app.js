@@ -44,8 +44,12 @@
       es.onopen = function () { say("event stream"); };
       es.onmessage = refresh;
       es.onerror = poll; // no stream (404), or it failed: poll instead
-      ["machine.online", "machine.offline", "machine.status", "item.done", "item.failed", "job.done", "job.failed",
-       "job.submitted", "job.cancelled", "ledger", "contract.state"].forEach(function (t) {
+      // The stream's event types (event: TYPE); each refreshes the page's
+      // fragments, and the overview lists it.
+      ["machine.online", "machine.offline", "machine.status", "machine.approved", "machine.removed",
+       "item.started", "item.done", "item.failed", "job.submitted", "job.modified", "job.done", "job.failed",
+       "job.cancelled", "member.joined", "member.removed", "ledger", "ledger.entry",
+       "contract.state", "contract.started", "contract.stopped", "contract.ending"].forEach(function (t) {
         es.addEventListener(t, function (e) { note(t, e.data); refresh(); });
       });
     } else {
