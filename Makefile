@@ -4,14 +4,14 @@ BIN       := bin/cshare
 PKGS      := ./...
 TESTFLAGS ?= -race -timeout 15m
 
-.PHONY: build test check bench e2e chaos nat nat-bench demo testimage clean fuzz
+.PHONY: build test check bench e2e chaos nat nat-bench demo testimage browser clean fuzz
 
 build:
 	$(GO) build -o $(BIN) ./cmd/cshare
 
 # Tier 1-3: unit/property tests, in-process meshes, real Docker (skipped with a
 # printed reason when no engine is reachable).
-test: testimage
+test: testimage browser
 	$(GO) test $(TESTFLAGS) $(PKGS)
 	$(MAKE) nat
 	$(MAKE) chaos CHAOS_DURATION=2m
@@ -19,6 +19,11 @@ test: testimage
 testimage:
 	@if docker info >/dev/null 2>&1; then bash scripts/testimage.sh; \
 	else echo "make test: no Docker engine reachable: Docker driver tests will be skipped"; fi
+
+# The dashboard's browser tests drive Debian's Chromium (installed here
+# when missing; they skip with the reason when it cannot be).
+browser:
+	@bash scripts/browser.sh
 
 check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cshare/cshare/internal/atomicfile"
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/node/web"
 )
 
 // checkAPIOptions refuses a non-loopback API address without TLS or
@@ -46,8 +47,8 @@ func (n *Node) services() api.Services {
 	return api.Services{Node: n, Org: n.orgs, Leave: n.orgs.Leaving(), Jobs: n.jobs, Market: n.market, Datasets: n.ds, Usage: n.orgs.Usage(), Gateway: n.gw}
 }
 
-// serveAPI serves the services' routes, /metrics and the dashboard on
-// Options.API.
+// serveAPI serves the services' routes, /metrics and the dashboard
+// (node/web) on Options.API.
 func (n *Node) serveAPI() error {
 	tokBytes := make([]byte, 24)
 	if _, err := rand.Read(tokBytes); err != nil {
@@ -77,9 +78,13 @@ func (n *Node) serveAPI() error {
 		n.log.Warn("the API listens on a non-loopback address; anyone who can reach it and has the token controls this node", "addr", ln.Addr().String(), "tls", tlsConf != nil)
 	}
 	n.apiAddr = ln.Addr().String()
-	mux := api.Handler(n.services(), n.token)
+	svc := n.services()
+	n.web = web.New(web.Config{Services: svc, Now: n.opts.Now, Log: n.log, TLS: tlsConf != nil, UploadDir: filepath.Join(n.opts.DataDir, "uploads"), Carry: n.opts.dash})
+	svc.Dashboard = n.web
+	mux := api.Handler(svc, n.token)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
-	registerWeb(mux.ServeMux, n)
+	n.web.Register(mux.ServeMux)
+	n.spawn(func() { n.web.Run(n.ctx) })
 	h := api.Guard(mux, api.GuardOptions{Token: n.token, Addr: n.apiAddr, TLS: tlsConf != nil, PublicMetrics: n.cfg.Metrics.Public})
 	n.apiSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf}
 	if err := atomicfile.WriteFile(filepath.Join(n.opts.DataDir, api.TokenFile), []byte(n.token+"\n"), 0o600); err != nil {

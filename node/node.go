@@ -45,6 +45,7 @@ import (
 	"github.com/cshare/cshare/node/orgsvc"
 	"github.com/cshare/cshare/node/peersvc"
 	"github.com/cshare/cshare/node/sched"
+	"github.com/cshare/cshare/node/web"
 	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/runtime"
 	"github.com/cshare/cshare/runtime/hw"
@@ -87,6 +88,7 @@ type Node struct {
 	jobs   *jobsvc.Service     // the jobs API: submit, list, show, modify, cancel, items, logs
 
 	apiSrv  *http.Server
+	web     *web.Dashboard // the dashboard (node/web); its SessionOK admits a signed-in browser
 	apiAddr string
 	token   string
 

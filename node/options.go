@@ -11,6 +11,7 @@ import (
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/node/jobsvc"
+	"github.com/cshare/cshare/node/web"
 	"github.com/cshare/cshare/p2p"
 	"github.com/cshare/cshare/runtime"
 	"github.com/cshare/cshare/runtime/hw"
@@ -70,6 +71,9 @@ type Options struct {
 	// that Restart starts again keeps its token, so clients that wait on it
 	// (member leave, org delete) go on working.
 	token string
+	// dash is the dashboard a node that Restart starts again carries on:
+	// the browser stays signed in (node/web).
+	dash *web.Dashboard
 	// heartbeatLie, for tests, rewrites what each heartbeat says of this
 	// machine before it is signed: a machine that lies (see
 	// attack_test.go).

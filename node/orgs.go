@@ -67,7 +67,7 @@ func (n *Node) Restart(ctx context.Context) (*Node, error) {
 		return nil, err
 	}
 	opts := n.opts
-	opts.API, opts.token = n.apiAddr, n.token
+	opts.API, opts.token, opts.dash = n.apiAddr, n.token, n.web
 	return Start(ctx, opts)
 }
 

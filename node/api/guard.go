@@ -4,14 +4,9 @@ import (
 	"crypto/subtle"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 )
-
-// CookieName is the cookie through which a browser holds the API token
-// after opening the dashboard once with ?token=.
-const CookieName = "cshare_token"
 
 // GuardOptions say what Guard admits.
 type GuardOptions struct {
@@ -19,7 +14,7 @@ type GuardOptions struct {
 	Token string
 	// Addr is the address the API is bound to (host:port, as bound).
 	Addr string
-	// TLS says the API is served over TLS (the cookie is then Secure).
+	// TLS says the API is served over TLS.
 	TLS bool
 	// PublicMetrics opens GET /metrics without the token.
 	PublicMetrics bool
@@ -30,56 +25,42 @@ type GuardOptions struct {
 //   - its Host header names the API's own address, or localhost,
 //     127.0.0.1 or [::1] (any port): a page that reached the API through
 //     DNS rebinding carries its own host name and is refused (403);
-//   - its body is capped at MaxBodySize (413);
-//   - outside /v1 (whose routes check the bearer token themselves) it
-//     carries the token: the Authorization bearer or the CookieName cookie
-//     (401), except GET /metrics when PublicMetrics. A GET with ?token=T
-//     (the right token) sets the cookie (HttpOnly, SameSite=Strict) and
-//     redirects to the same URL without the token, so the browser's
-//     address bar and history do not keep it.
+//   - its body is capped at MaxBodySize (413), but for the archives that
+//     stream to their routes and the dashboard's dataset upload;
+//   - GET /metrics carries the bearer token (401), unless PublicMetrics.
+//
+// The /v1 routes check the bearer token themselves; the dashboard (every
+// other path, node/web) wants its own session, opened with a one-time
+// code, never the token.
 func Guard(h http.Handler, o GuardOptions) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !HostAllowed(r.Host, o.Addr) {
 			writeJSON(w, http.StatusForbidden, Error{Error: sprintf("host %q is not this API's address; use %s or localhost", Ellipsize(r.Host), o.Addr)})
 			return
 		}
-		if !StreamsBody(r) { // an archive streams to its route (gateway.go)
+		if !StreamsBody(r) && !(r.Method == http.MethodPost && r.URL.Path == DashboardUploadPath) {
 			if r.ContentLength > MaxBodySize {
 				writeJSON(w, http.StatusRequestEntityTooLarge, Error{Error: sprintf("request body: larger than %d bytes", MaxBodySize)})
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBodySize)
 		}
-		if strings.HasPrefix(r.URL.Path, "/v1/") {
-			h.ServeHTTP(w, r)
-			return
-		}
-		if q := r.URL.Query(); q.Has("token") && r.Method == http.MethodGet {
-			if !tokenEqual(q.Get("token"), o.Token) {
-				writeJSON(w, http.StatusUnauthorized, Error{Error: "token: wrong API token; the node's token is in <data-dir>/api.token (cshare node dashboard prints the URL)"})
-				return
-			}
-			http.SetCookie(w, &http.Cookie{Name: CookieName, Value: o.Token, Path: "/", HttpOnly: true, Secure: o.TLS, SameSite: http.SameSiteStrictMode})
-			q.Del("token")
-			clean := url.URL{Path: r.URL.Path, RawQuery: q.Encode()}
-			http.Redirect(w, r, clean.String(), http.StatusSeeOther)
-			return
-		}
-		if !(o.PublicMetrics && r.URL.Path == "/metrics") && !authorized(r, o.Token) {
-			writeJSON(w, http.StatusUnauthorized, Error{Error: "missing or wrong API token: open the URL that cshare node dashboard prints, or send Authorization: Bearer <data-dir>/api.token"})
+		if r.URL.Path == "/metrics" && !o.PublicMetrics && !authorized(r, o.Token) {
+			writeJSON(w, http.StatusUnauthorized, Error{Error: "missing or wrong API token: send Authorization: Bearer <data-dir>/api.token, or set metrics: {public: true} in node.yaml"})
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
 }
 
-// authorized says whether r carries the token as a bearer or the cookie.
+// DashboardUploadPath is the dashboard's dataset upload (node/web), whose
+// body streams to a file: Guard does not cap it.
+const DashboardUploadPath = "/datasets/upload"
+
+// authorized says whether r carries the token as a bearer.
 func authorized(r *http.Request, token string) bool {
-	if got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return tokenEqual(got, token)
-	}
-	c, err := r.Cookie(CookieName)
-	return err == nil && tokenEqual(c.Value, token)
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && tokenEqual(got, token)
 }
 
 func tokenEqual(got, token string) bool {

@@ -85,6 +85,9 @@ func Handler(svc Services, token string) Mux {
 	if svc.Gateway != nil {
 		mux.handle(token, gatewayRoutes(svc.Gateway)...)
 	}
+	if svc.Dashboard != nil {
+		mux.handle(token, dashboardRoutes(svc.Dashboard)...)
+	}
 	return mux
 }
 

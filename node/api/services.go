@@ -19,6 +19,8 @@ type Services struct {
 	Datasets DatasetsAPI    // node/datasetsvc.Service
 	Usage    UsageService   // node/orgsvc.Service: org usage (nil: not served)
 	Gateway  GatewayService // node/gateway.Service: SSH keys, file copy (nil: not served)
+	// Dashboard: node/web.Dashboard, its sign-in codes (nil: not served)
+	Dashboard DashboardService
 }
 
 // NodeAPI is the node's own status, and the request to stop it.

@@ -1,33 +1,23 @@
 package cli
 
 import (
-	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/cshare/cshare/node/api"
 )
 
-// TestNodeDashboardURL: the printed URL carries the token once; through
-// the API's guard it leaves the cookie and sends the browser on to a
-// clean URL.
+// TestNodeDashboardURL: the printed URL carries a one-time sign-in code
+// from the node, not the token.
 func TestNodeDashboardURL(t *testing.T) {
 	n := startNode(t)
 	r := n.run("node", "dashboard")
-	want := n.srv.URL + "/?token=test-token\n"
-	if r.code != 0 || r.stdout != want {
+	want := n.srv.URL + "/login?code=c0de\n"
+	if r.code != 0 || r.stdout != want || strings.Contains(r.stdout, "test-token") {
 		t.Fatalf("node dashboard: exit %d, %q (stderr %q), want %q", r.code, r.stdout, r.stderr, want)
 	}
-	n.srv.Config.Handler = api.Guard(n.srv.Config.Handler, api.GuardOptions{Token: "test-token", Addr: n.srv.Listener.Addr().String()})
-	c := n.srv.Client()
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	resp, err := c.Get(strings.TrimSpace(r.stdout))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" || len(resp.Cookies()) != 1 {
-		t.Errorf("opening the URL: %d to %q with %d cookies; want 303 to / with the cookie", resp.StatusCode, resp.Header.Get("Location"), len(resp.Cookies()))
+	t.Setenv("PATH", t.TempDir()) // no xdg-open: the URL, and a line that says so
+	r = n.run("node", "dashboard", "--open")
+	if r.code != 0 || r.stdout != want || !strings.Contains(r.stderr, "--open: no ") {
+		t.Errorf("node dashboard --open without xdg-open: exit %d, %q, %q", r.code, r.stdout, r.stderr)
 	}
 	if r := runCLI("--data-dir", t.TempDir(), "node", "dashboard"); r.code == 0 || strings.Count(r.stderr, "\n") != 1 {
 		t.Errorf("without a node: exit %d, %q; want one line and a failure", r.code, r.stderr)

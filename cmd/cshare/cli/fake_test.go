@@ -418,7 +418,7 @@ func startNode(t *testing.T) *testNode {
 	t.Helper()
 	const token = "test-token"
 	f := newFake()
-	srv := httptest.NewServer(api.Handler(api.Services{Node: f, Org: f, Leave: f, Jobs: f, Market: f, Datasets: f, Usage: f}, token))
+	srv := httptest.NewServer(api.Handler(api.Services{Node: f, Org: f, Leave: f, Jobs: f, Market: f, Datasets: f, Usage: f, Dashboard: f}, token))
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, api.AddrFile), strings.TrimPrefix(srv.URL, "http://")+"\n")
@@ -477,4 +477,9 @@ func closedAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	l.Close()
 	return addr
+}
+
+// SignInCode is the dashboard's sign-in code (node dashboard).
+func (f *fakeNode) SignInCode(context.Context) (api.SignInCode, error) {
+	return api.SignInCode{Code: "c0de", Path: "/login?code=c0de", Expires: "2026-01-01T00:00:00Z"}, nil
 }

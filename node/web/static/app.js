@@ -1,0 +1,106 @@
+// cshare dashboard: live fragments, confirmations and uploads. No library.
+// A page names its event topics on <body data-topics>; each element with
+// data-frag="NAME" is re-fetched from the same page with ?frag=NAME when an
+// event arrives on GET /v1/events (server-sent events), or every 5 s when
+// the stream is not there (or fails).
+(function () {
+  "use strict";
+  var body = document.body;
+  var live = document.getElementById("live");
+  var say = function (s) { if (live) live.textContent = "live: " + s; };
+  var frags = document.querySelectorAll("[data-frag]");
+  var busy = false, again = false;
+
+  function refresh() {
+    if (busy) { again = true; return; }
+    busy = true;
+    var jobs = Array.prototype.map.call(frags, function (el) {
+      var u = new URL(window.location.href);
+      u.searchParams.set("frag", el.getAttribute("data-frag"));
+      return fetch(u.toString(), { credentials: "same-origin", headers: { "X-Requested-With": "fetch" } })
+        .then(function (r) {
+          if (r.status === 401) { say("signed out"); stop(); return null; }
+          return r.text();
+        })
+        .then(function (html) { if (html !== null && html !== undefined) el.innerHTML = html; });
+    });
+    Promise.all(jobs).catch(function () { say("node unreachable, retrying"); }).then(function () {
+      busy = false;
+      if (again) { again = false; refresh(); }
+    });
+  }
+
+  var timer = null, es = null;
+  function stop() { if (timer) clearInterval(timer); timer = null; if (es) es.close(); es = null; }
+  function poll() {
+    if (es) { es.close(); es = null; }
+    if (!timer) { timer = setInterval(refresh, 5000); say("polling every 5 s"); }
+  }
+
+  var topics = body.getAttribute("data-topics");
+  if (frags.length && topics) {
+    if (window.EventSource) {
+      es = new EventSource("/v1/events?topics=" + encodeURIComponent(topics));
+      es.onopen = function () { say("event stream"); };
+      es.onmessage = refresh;
+      es.onerror = poll; // no stream (404), or it failed: poll instead
+      // The stream's event types (event: TYPE); each refreshes the page's
+      // fragments, and the overview lists it.
+      ["machine.online", "machine.offline", "machine.status", "machine.approved", "machine.removed",
+       "item.started", "item.done", "item.failed", "job.submitted", "job.modified", "job.done", "job.failed",
+       "job.cancelled", "member.joined", "member.removed", "ledger", "ledger.entry",
+       "contract.state", "contract.started", "contract.stopped", "contract.ending"].forEach(function (t) {
+        es.addEventListener(t, function (e) { note(t, e.data); refresh(); });
+      });
+    } else {
+      poll();
+    }
+  } else {
+    say("static page");
+  }
+
+  // note adds an event to the overview's list of recent events.
+  function note(type, data) {
+    var ul = document.getElementById("live-events");
+    if (!ul) return;
+    var li = document.createElement("li");
+    li.textContent = "just now " + type + (data ? " " + data.slice(0, 200) : "");
+    ul.insertBefore(li, ul.firstChild);
+    while (ul.children.length > 20) ul.removeChild(ul.lastChild);
+  }
+
+  // Forms with data-confirm ask first.
+  document.addEventListener("submit", function (e) {
+    var msg = e.target.getAttribute("data-confirm");
+    if (msg && !window.confirm(msg)) e.preventDefault();
+  });
+
+  // Dataset upload with progress.
+  var up = document.getElementById("upload-form");
+  if (up) {
+    up.addEventListener("submit", function (e) {
+      e.preventDefault();
+      var bar = document.getElementById("upload-progress");
+      var status = document.getElementById("upload-status");
+      var x = new XMLHttpRequest();
+      x.open("POST", up.action);
+      x.setRequestHeader("X-CSRF-Token", body.getAttribute("data-csrf"));
+      bar.hidden = false;
+      x.upload.onprogress = function (p) {
+        if (p.lengthComputable) { bar.value = Math.round(100 * p.loaded / p.total); status.textContent = bar.value + "% sent"; }
+      };
+      x.onload = function () {
+        var a = {};
+        try { a = JSON.parse(x.responseText); } catch (err) { a = { error: "upload: the node answered " + x.status }; }
+        if (a.error) { status.textContent = a.error; bar.hidden = true; return; }
+        status.textContent = "added " + a.added.name;
+        window.location.reload();
+      };
+      x.onerror = function () { status.textContent = "upload: the node could not be reached"; };
+      var fd = new FormData(up);
+      fd.delete("csrf");
+      var f = fd.get("file"); fd.delete("file"); fd.append("file", f); // the file last: the name comes first
+      x.send(fd);
+    });
+  }
+})();
