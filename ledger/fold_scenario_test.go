@@ -467,7 +467,7 @@ func (s *foldScenario) state() string {
 		rest = append(rest, s.text(fmt.Sprintf("machine %s %s person=%s", m.ID, m.Status, m.Owner)))
 	}
 	for _, j := range st.Jobs {
-		line := fmt.Sprintf("job %s %s by=%s done=%d/%d priority=%d", j.ID, j.State, j.Submitter, j.Done, len(j.Items), j.Priority)
+		line := fmt.Sprintf("job %s %s by=%s done=%d/%d priority=%d", j.ID, j.State, j.Submitter, j.Done, j.Items.Len(), j.Priority)
 		if j.Queued != "" {
 			line += " queued: " + j.Queued
 		}

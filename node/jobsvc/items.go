@@ -96,7 +96,7 @@ func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit
 				return
 			}
 			off := k - j.Spec.RangeStart
-			page = append(page[:0], j.Items[off:off+m]...)
+			page = j.Items.AppendRange(page[:0], int(off), int(off+m))
 			ix.sync(j)
 		})
 		if gone {

@@ -57,7 +57,7 @@ func (s *Scheduler) nextItem(in *instance) (int64, bool) {
 	lg, unlock := s.d.Ledger.ReadLog()
 	defer unlock()
 	j := lg.State().Jobs[in.job]
-	if j == nil || j.State != ledger.JobActive || len(j.Items) == 0 {
+	if j == nil || j.State != ledger.JobActive || j.Items.Len() == 0 {
 		return 0, false
 	}
 	jl := jobLeases{limit: claimLimit(ItemTimeout(lg.State(), j), s.d.Interval), items: j.Items, start: j.Spec.RangeStart}
@@ -74,7 +74,7 @@ func (s *Scheduler) nextItem(in *instance) (int64, bool) {
 		Owners:     jo.Owners,
 	}
 	if rank, ok := jo.Rank[self]; ok {
-		v.Mine = s.cache.itemsOf(jo.ring, rank, len(j.Items))
+		v.Mine = s.cache.itemsOf(jo.ring, rank, j.Items.Len())
 	}
 	if prev != nil {
 		v.Prev, v.PlanAge = prev.Owners, planAge
@@ -186,15 +186,15 @@ const remoteViewTTL = 100 * time.Millisecond
 // in the ledger start a claim afresh. Read under the ledger's read lock.
 type jobLeases struct {
 	limit time.Duration
-	items []ledger.Item
-	start int64 // the item number of items[0]
+	items ledger.ItemList
+	start int64 // the item number of items.At(0)
 }
 
 // attempts returns the runs the ledger knows of item, -1 if it is no item
 // of the job.
 func (jl jobLeases) attempts(item int64) int64 {
-	if i := item - jl.start; i >= 0 && i < int64(len(jl.items)) {
-		return jl.items[i].Attempts
+	if i := item - jl.start; i >= 0 && i < int64(jl.items.Len()) {
+		return jl.items.At(int(i)).Attempts
 	}
 	return -1
 }

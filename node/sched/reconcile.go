@@ -43,7 +43,7 @@ func (s *Scheduler) buildInput(now time.Time) smartshare.Input {
 		if j.State != ledger.JobActive || j.Queued != "" {
 			continue // a queued job waits for its submitter's others (policies.go)
 		}
-		remaining := len(j.Items) - int(j.Done) - int(j.Failed)
+		remaining := j.Items.Len() - int(j.Done) - int(j.Failed)
 		sj := smartshare.Job{ID: j.ID, Priority: int(j.Priority), CPUs: int(j.Spec.CPUs), Submitted: j.Seq,
 			ItemsRemaining: remaining, Cores: j.Spec.Cores, MemoryMB: j.Spec.MemoryMB, GPUs: int(j.Spec.GPUs), DiskMB: j.Spec.DiskMB}
 		if j.MaxCPUs != nil {
