@@ -126,11 +126,11 @@ type Replica struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // goroutines of the default Spawn
 
-	mu      sync.RWMutex
-	lg      *ledger.Log
+	mu sync.RWMutex
+	lg *ledger.Log
 	// snap is the State as of the last fold, frozen (see Snapshot):
 	// swapped under mu after each batch of folds, read without any lock.
-	snap atomic.Pointer[Snapshot]
+	snap    atomic.Pointer[Snapshot]
 	waiting map[string]*ledger.Entry // entries whose parents have not arrived
 	// waitBytes is the size of the waiting entries; waitPeak the most
 	// bytes they ever took (tests).
