@@ -47,8 +47,12 @@ const (
 )
 
 // Freeze marks s published: it must not change from now on. The fold
-// goes on with s.Thaw().
-func (s *State) Freeze() { s.frozen = true }
+// goes on with s.Thaw(). Call it before s is shared: it writes s.
+func (s *State) Freeze() {
+	if !s.frozen {
+		s.frozen, s.cow = true, nil // what it copied is its own now
+	}
+}
 
 // Frozen reports whether s was published (Freeze).
 func (s *State) Frozen() bool { return s.frozen }
@@ -67,8 +71,8 @@ func (s *State) Thaw() *State {
 	return &c
 }
 
-// owns reports whether s may write map bit in place, and notes that it
-// will.
+// ownMap reports whether s may write map bit in place, and notes that
+// it will from now on (the caller copies it when it may not).
 func (s *State) ownMap(bit uint16) bool {
 	if s.cow == nil || s.cow.maps&bit != 0 {
 		return true
