@@ -88,6 +88,9 @@
 //   - Usage (usage.go): State.Usage, per person and machine over a window,
 //     from the State alone.
 //   - Log: the DAG in its one total order, with the State folded from it.
+//   - Snapshots (cow.go, items.go): Log.Snapshot freezes the State for
+//     readers; the fold goes on with a copy that shares what it does not
+//     write (maps, objects, a job's items by chunks of 256).
 //   - ledger/store: Badger, blocks by CID (SyncWrites) and small metadata.
 //
 // # The Log's invariants (what the tests check)
@@ -124,6 +127,11 @@
 //     scratch, re-folding from the first position that can change: with
 //     voids in the distant past that can mean most of the ledger, which is
 //     acceptable because role changes are rare human acts.
+//   - Snapshots: a frozen State never changes: it encodes to the same
+//     bytes after any later folds (TestSnapshotsImmutable over random DAGs
+//     and batches; the fold scenarios, before every entry of every kind),
+//     and a Log snapshotted after every batch folds to the same State as
+//     one never snapshotted.
 //   - Jobs: the first completion of an item in total order counts; later
 //     ones are ignored; a failure is retried up to the job's retries, then
 //     the item fails; the job is done when every item is done, failed when
@@ -131,5 +139,6 @@
 //     machines and cancels its active jobs.
 //
 // Nothing here reads a clock, does IO (except ledger/store), or iterates a
-// map into an output order. A Log is not safe for concurrent use.
+// map into an output order. A Log is not safe for concurrent use; a frozen
+// State may be read by any number of goroutines.
 package ledger

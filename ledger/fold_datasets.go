@@ -42,10 +42,7 @@ func foldDatasetAdd(st *State, e *Entry, author, person string) error {
 	if st.Datasets[p.Name] != nil {
 		return fmt.Errorf("%w: dataset name %q is taken", ErrMalformed, p.Name)
 	}
-	if st.Datasets == nil {
-		st.Datasets = map[string]*Dataset{}
-	}
-	st.Datasets[p.Name] = &Dataset{Name: p.Name, CID: p.CID, Size: p.Size, Blocks: p.Blocks, Access: p.Access,
+	st.datasetsW()[p.Name] = &Dataset{Name: p.Name, CID: p.CID, Size: p.Size, Blocks: p.Blocks, Access: p.Access,
 		Owner: person, Machine: author, Added: e.Time}
 	return nil
 }
@@ -63,7 +60,7 @@ func foldDatasetRm(st *State, e *Entry, _, person string) error {
 	if d.Owner != person && !st.IsAdmin(person) {
 		return denied("only the dataset's owner or an admin may remove dataset %q", p.Name)
 	}
-	delete(st.Datasets, p.Name)
+	delete(st.datasetsW(), p.Name)
 	st.DatasetsRemoved = append(st.DatasetsRemoved, DatasetSpan{Owner: d.Owner, Size: d.Size, Added: d.Added, Removed: max(e.Time, d.Added)})
 	return nil
 }

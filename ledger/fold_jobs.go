@@ -162,8 +162,8 @@ func foldJobSubmit(st *State, e *Entry, author, person string) error {
 		mc = &v
 	}
 	j := &Job{ID: id, Submitter: person, Machine: author, Spec: p, Seq: st.JobSeq, Submitted: e.Time, State: JobActive,
-		Priority: p.Priority, MaxCPUs: mc, Items: make([]Item, n), Machines: map[string]bool{}}
-	st.Jobs[id] = j
+		Priority: p.Priority, MaxCPUs: mc, Items: NewItemList(int(n)), Machines: map[string]bool{}}
+	st.putJob(j)
 	admitNew(st, j, e.Time)
 	return nil
 }
@@ -182,6 +182,7 @@ func foldJobModify(st *State, e *Entry, _, person string) error {
 	if err := ValidateJobModify(p); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
+	j = st.editJob(j)
 	if p.Priority != nil {
 		j.Priority = *p.Priority
 	}
@@ -205,6 +206,7 @@ func foldJobCancel(st *State, e *Entry, _, person string) error {
 	if j.State != JobActive {
 		return fmt.Errorf("%w: job %s is already %s", ErrMalformed, j.ID, j.State)
 	}
+	j = st.editJob(j)
 	j.State, j.Ended = JobCancelled, e.Time
 	jobEnded(st, j, e.Time)
 	return nil
@@ -237,22 +239,23 @@ func foldJobResults(st *State, e *Entry, author, _ string) error {
 		}
 		p.Results[i] = normalizeResult(r)
 	}
+	j = st.editJob(j)
 	if j.State != JobActive {
 		// Late results of a finished or cancelled job count for nothing,
 		// but they were real runs.
 		for _, r := range p.Results {
-			j.Items[uint64(r.Item)-uint64(j.Spec.RangeStart)].Attempts++ // a real run all the same
+			j.Items.at(int(uint64(r.Item)-uint64(j.Spec.RangeStart))).Attempts++ // a real run all the same
 			addRun(j, author, r, false)
 		}
 		return nil
 	}
 	if !j.Machines[author] {
 		j.Machines[author] = true
-		m.TotalJobs++
+		st.editMachine(m).TotalJobs++
 	}
 	noteFirstStart(j, p.Results, e.Time)
 	for _, r := range p.Results {
-		it := &j.Items[uint64(r.Item)-uint64(j.Spec.RangeStart)]
+		it := j.Items.at(int(uint64(r.Item) - uint64(j.Spec.RangeStart)))
 		it.Attempts++ // every real attempt, counted or not
 		if r.Stopped || it.Status != ItemPending {
 			addRun(j, author, r, false) // the first completion in the total order counts
@@ -278,7 +281,7 @@ func foldJobResults(st *State, e *Entry, author, _ string) error {
 			}
 		}
 	}
-	if j.Done+j.Failed == int64(len(j.Items)) {
+	if j.Done+j.Failed == int64(j.Items.Len()) {
 		j.State, j.Ended = JobDone, e.Time
 		if j.Failed > 0 {
 			j.State = JobFailed

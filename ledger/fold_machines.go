@@ -120,17 +120,19 @@ func foldMachineRegister(st *State, e *Entry, author, _ string) error {
 	if m != nil && (m.Status == MachineApproved || m.Status == MachinePending) {
 		// Already here: a re-register only renames.
 		if p.Name != "" {
-			m.Name = p.Name
+			st.editMachine(m).Name = p.Name
 		}
 		return nil
 	}
 	if err := checkMachinesPolicy(st, person); err != nil {
 		return err
 	}
-	st.CapUses[capUseKey(c)]++
+	st.capUsesW()[capUseKey(c)]++
 	if m == nil {
 		m = &Machine{ID: author}
-		st.Machines[author] = m
+		st.putMachine(m)
+	} else {
+		m = st.editMachine(m)
 	}
 	m.Name, m.Owner, m.OwnerName, m.Role, m.Registered = name, person, personName, c.Role, e.Time
 	setStatus(m, MachinePending, e, person)
@@ -161,11 +163,14 @@ func approve(st *State, m *Machine, e *Entry, by string) {
 		if name == "" {
 			name = m.Name
 		}
-		st.Members[m.Owner] = &Member{ID: m.Owner, Name: name, Role: role, Grant: e.Key(), Joined: e.Time}
-		delete(st.Revoked, m.Owner)
+		st.putMember(&Member{ID: m.Owner, Name: name, Role: role, Grant: e.Key(), Joined: e.Time})
+		if _, ok := st.Revoked[m.Owner]; ok {
+			delete(st.revokedW(), m.Owner)
+		}
 		return
 	}
 	if RoleRank(role) > RoleRank(cur.Role) {
+		cur = st.editMember(cur)
 		cur.Role, cur.Grant = role, e.Key()
 	}
 }
@@ -187,6 +192,7 @@ func foldMachineUpdate(st *State, e *Entry, author, _ string) error {
 	if err := ValidateMachineFigures(p.Hardware, p.Limits); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
+	m = st.editMachine(m)
 	if p.Name != "" {
 		m.Name = p.Name
 	}
@@ -232,7 +238,7 @@ func foldMachineApprove(st *State, e *Entry, _, person string) error {
 	if err != nil {
 		return err
 	}
-	approve(st, m, e, person)
+	approve(st, st.editMachine(m), e, person)
 	return nil
 }
 
@@ -242,7 +248,7 @@ func foldMachineReject(st *State, e *Entry, _, person string) error {
 	if err != nil {
 		return err
 	}
-	setStatus(m, MachineRejected, e, person)
+	setStatus(st.editMachine(m), MachineRejected, e, person)
 	return nil
 }
 
@@ -263,7 +269,7 @@ func foldMachineRemove(st *State, e *Entry, author, person string) error {
 	if m.Status == MachineRemoved {
 		return fmt.Errorf("%w: machine %s already removed", ErrMalformed, m.ID)
 	}
-	setStatus(m, MachineRemoved, e, person)
+	setStatus(st.editMachine(m), MachineRemoved, e, person)
 	endContracts(st, e, "its host machine was removed from the org", func(c *Contract) bool { return c.Offer.Machine == m.ID })
 	return nil
 }

@@ -113,11 +113,8 @@ func foldContractRequest(st *State, e *Entry, author, person string) error {
 			c.Rejected, c.Reason, c.Alloc = true, err.Error(), market.Alloc{}
 		}
 	}
-	if st.Contracts == nil { // a state decoded from before contracts existed
-		st.Contracts = map[string]*Contract{}
-	}
 	st.ContractSeq++
-	st.Contracts[id] = &Contract{Contract: c, Spec: r.Spec, Machine: author}
+	st.contractsW()[id] = &Contract{Contract: c, Spec: r.Spec, Machine: author}
 	return nil
 }
 
@@ -289,7 +286,7 @@ func stepContract(st *State, e *Entry, id string, may func(*Contract) error, ste
 	}
 	nc := *c
 	nc.Contract = next.NameMark(e.cid.String()) // a move it made is named by its entry
-	st.Contracts[c.ID] = &nc
+	st.contractsW()[c.ID] = &nc
 	return nil
 }
 
@@ -309,6 +306,6 @@ func endContracts(st *State, e *Entry, reason string, match func(*Contract) bool
 		}
 		nc := *c
 		nc.Contract = next
-		st.Contracts[id] = &nc
+		st.contractsW()[id] = &nc
 	}
 }

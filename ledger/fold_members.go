@@ -33,9 +33,10 @@ func foldMemberRole(st *State, e *Entry, _, person string) error {
 	old := RoleRank(m.Role)
 	if RoleRank(p.Role) < old {
 		a := st.Members[person]
-		st.Revoked[m.ID] = &Revocation{Entry: e.Key(), By: person, ByRank: RoleRank(a.Role), ByGrant: a.Grant,
+		st.revokedW()[m.ID] = &Revocation{Entry: e.Key(), By: person, ByRank: RoleRank(a.Role), ByGrant: a.Grant,
 			Target: m.ID, TargetRank: old, TargetGrant: m.Grant, NewRank: RoleRank(p.Role)}
 	}
+	m = st.editMember(m)
 	m.Role, m.Grant = p.Role, e.Key()
 	return nil
 }
@@ -67,17 +68,18 @@ func foldMemberRemove(st *State, e *Entry, _, person string) error {
 		}
 	}
 	a := st.Members[person]
-	st.Revoked[m.ID] = &Revocation{Entry: e.Key(), By: person, ByRank: RoleRank(a.Role), ByGrant: a.Grant,
+	st.revokedW()[m.ID] = &Revocation{Entry: e.Key(), By: person, ByRank: RoleRank(a.Role), ByGrant: a.Grant,
 		Target: m.ID, TargetRank: RoleRank(m.Role), TargetGrant: m.Grant, NewRank: 0}
-	delete(st.Members, m.ID)
+	delete(st.membersW(), m.ID)
 	dropSSHKeys(st, m.ID)
 	for _, mc := range st.Machines {
 		if mc.Owner == m.ID && mc.Status != MachineRemoved {
-			setStatus(mc, MachineRemoved, e, person)
+			setStatus(st.editMachine(mc), MachineRemoved, e, person)
 		}
 	}
 	for _, j := range st.Jobs {
 		if j.Submitter == m.ID && j.State == JobActive {
+			j = st.editJob(j)
 			j.State, j.Ended, j.Error = JobCancelled, e.Time, "its submitter is no longer a member"
 		}
 	}

@@ -86,9 +86,9 @@ func foldGenesis(st *State, e *Entry) error {
 	st.Org = e.cid.String()
 	st.Name, st.Description, st.Owner, st.Created = p.Name, p.Description, owner, e.Time
 	st.Settings, st.OrgKeyID = p.Settings, p.OrgKeyID
-	st.Members[owner] = &Member{ID: owner, Name: ownerName, Role: RoleOwner, Grant: e.Key(), Joined: e.Time}
-	st.Machines[machine] = &Machine{ID: machine, Name: name, Owner: owner, OwnerName: ownerName, Status: MachineApproved,
-		Role: RoleOwner, Registered: e.Time, History: []MachineEvent{{Status: MachineApproved, Time: e.Time, By: owner, Entry: e.cid.String()}}}
+	st.putMember(&Member{ID: owner, Name: ownerName, Role: RoleOwner, Grant: e.Key(), Joined: e.Time})
+	st.putMachine(&Machine{ID: machine, Name: name, Owner: owner, OwnerName: ownerName, Status: MachineApproved,
+		Role: RoleOwner, Registered: e.Time, History: []MachineEvent{{Status: MachineApproved, Time: e.Time, By: owner, Entry: e.cid.String()}}})
 	return nil
 }
 
@@ -190,7 +190,7 @@ func foldOrgTransfer(st *State, e *Entry, _, person string) error {
 	if to.Role != RoleAdmin {
 		return denied("the org can be transferred to an admin only; %s is a %s", to.ID, to.Role)
 	}
-	old := st.Members[person]
+	old, to := st.editMember(st.Members[person]), st.editMember(to)
 	old.Role, old.Grant = RoleAdmin, e.Key()
 	to.Role, to.Grant = RoleOwner, e.Key()
 	st.Owner = to.ID

@@ -240,9 +240,12 @@ func admitQueued(st *State, person string, at int64) {
 	running := runningJobs(st, person)
 	for _, j := range queued {
 		if n > 0 && running >= n {
-			j.Queued = QueuedReason(n) // the policy may have changed
+			if why := QueuedReason(n); j.Queued != why {
+				st.editJob(j).Queued = why // the policy may have changed
+			}
 			continue
 		}
+		j = st.editJob(j)
 		j.Queued, j.Admitted = "", at
 		running++
 	}
@@ -324,6 +327,7 @@ func foldJobStart(st *State, e *Entry, author, _ string) error {
 	if j.Started != 0 {
 		return fmt.Errorf("%w: job %s has started already", ErrMalformed, j.ID)
 	}
+	j = st.editJob(j)
 	j.Started = max(e.Time, j.Admitted)
 	return nil
 }
@@ -346,6 +350,7 @@ func foldJobExpire(st *State, e *Entry, author, _ string) error {
 		return fmt.Errorf("%w: job %s has run %s of the %s policy.%s allows", ErrMalformed, j.ID,
 			market.FormatDuration(max(e.Time-j.Started, 0)), market.FormatDuration(limit), PolicyMaxJobRuntime)
 	}
+	j = st.editJob(j)
 	j.State, j.Ended = JobFailed, e.Time
 	j.Error = fmt.Sprintf("policy.%s: still running %s after its first start; the org allows %s", PolicyMaxJobRuntime,
 		market.FormatDuration(e.Time-j.Started), market.FormatDuration(limit))

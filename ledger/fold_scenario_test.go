@@ -227,7 +227,9 @@ func (s *foldScenario) run(t *testing.T, d *datadriven.TestData) string {
 
 	before := s.w.log.State().Hash()
 	e := sign(t, by, org, kind, payload, at, s.w.heads()...)
+	snap := freeze(t, s.w.log, "before "+kind) // TestSnapshotsImmutable, for every kind
 	verdict, err := s.w.log.Add(e)
+	snap.check(t, kind)
 	if err != nil {
 		// The log keeps no entry of another org; Apply refuses it too.
 		return s.text(fmt.Sprintf("not added: %v\nApply: %v", err, Apply(s.w.log.State().Clone(), e)))
@@ -467,7 +469,7 @@ func (s *foldScenario) state() string {
 		rest = append(rest, s.text(fmt.Sprintf("machine %s %s person=%s", m.ID, m.Status, m.Owner)))
 	}
 	for _, j := range st.Jobs {
-		line := fmt.Sprintf("job %s %s by=%s done=%d/%d priority=%d", j.ID, j.State, j.Submitter, j.Done, len(j.Items), j.Priority)
+		line := fmt.Sprintf("job %s %s by=%s done=%d/%d priority=%d", j.ID, j.State, j.Submitter, j.Done, j.Items.Len(), j.Priority)
 		if j.Queued != "" {
 			line += " queued: " + j.Queued
 		}

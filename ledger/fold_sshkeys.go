@@ -33,10 +33,7 @@ func foldSSHKeyAdd(st *State, e *Entry, _, person string) error {
 	if len(have) >= MaxSSHKeys {
 		return fmt.Errorf("%w: %d SSH keys already; allowed: at most %d a person (remove one with cshare user ssh-key rm)", ErrMalformed, len(have), MaxSSHKeys)
 	}
-	if st.SSHKeys == nil {
-		st.SSHKeys = map[string][]SSHKey{}
-	}
-	st.SSHKeys[person] = append(slices.Clip(have), SSHKey{Key: k.Line, Fingerprint: k.Fingerprint, Added: e.Time})
+	st.sshKeysW()[person] = append(slices.Clip(have), SSHKey{Key: k.Line, Fingerprint: k.Fingerprint, Added: e.Time})
 	return nil
 }
 
@@ -55,15 +52,17 @@ func foldSSHKeyRm(st *State, e *Entry, _, person string) error {
 		return fmt.Errorf("%w: key %s is not one of yours", ErrMalformed, p.Fingerprint)
 	}
 	if len(have) == 1 {
-		delete(st.SSHKeys, person)
+		delete(st.sshKeysW(), person)
 		return nil
 	}
-	st.SSHKeys[person] = slices.Delete(slices.Clone(have), i, i+1)
+	st.sshKeysW()[person] = slices.Delete(slices.Clone(have), i, i+1)
 	return nil
 }
 
 // dropSSHKeys forgets a removed person's keys: should they be a member
 // again, they add keys again.
 func dropSSHKeys(st *State, person string) {
-	delete(st.SSHKeys, person)
+	if _, ok := st.SSHKeys[person]; ok {
+		delete(st.sshKeysW(), person)
+	}
 }

@@ -44,11 +44,11 @@ func TestForgedLimitsHaveNoEffect(t *testing.T) {
 	// again, and fails for good the second time.
 	timedOut := ItemResult{Item: 1, Code: 143, Error: "item timeout: stopped after running longer than its item timeout of 2s"}
 	w.ok(w.owner, KindJobResults, JobResults{Job: id, Results: []ItemResult{timedOut}})
-	if it := w.log.State().Jobs[id].Items[0]; it.Status != ItemPending || it.Failures != 1 {
+	if it := w.log.State().Jobs[id].Items.At(0); it.Status != ItemPending || it.Failures != 1 {
 		t.Fatalf("after one timeout: %+v, want pending with one failure", it)
 	}
 	w.ok(w.owner, KindJobResults, JobResults{Job: id, Results: []ItemResult{timedOut}})
-	if it := w.log.State().Jobs[id].Items[0]; it.Status != ItemFailed {
+	if it := w.log.State().Jobs[id].Items.At(0); it.Status != ItemFailed {
 		t.Fatalf("after two timeouts with retries 1: %+v, want failed", it)
 	}
 

@@ -108,8 +108,18 @@ func newLog(cpEvery, cpMax int) *Log {
 }
 
 // State is the current folded state. Callers must not modify it; it is
-// replaced (not updated) when a late entry causes a re-fold.
+// replaced (not updated) when a late entry causes a re-fold. The next fold
+// may change it in place: a reader that runs beside the fold reads
+// Snapshot instead.
 func (l *Log) State() *State { return l.st }
+
+// Snapshot is the current folded state, frozen: no later fold changes it
+// (they go on with a copy that shares what they do not write; cow.go), so
+// it may be read without the Log, by any number of goroutines.
+func (l *Log) Snapshot() *State {
+	l.st.Freeze()
+	return l.st
+}
 
 // Len is the number of entries in the DAG.
 func (l *Log) Len() int { return len(l.order) }
@@ -424,6 +434,9 @@ func (l *Log) foldRange(from int) {
 	last := 0
 	if len(l.cps) > 0 {
 		last = l.cps[len(l.cps)-1].pos
+	}
+	if from < len(l.order) {
+		l.st = l.st.Thaw() // a published State stays as it was
 	}
 	for i := from; i < len(l.order); i++ {
 		n := l.order[i]

@@ -108,7 +108,7 @@ func TestLateEntries(t *testing.T) {
 	}
 	// The side branch's failures came first in total order for the items
 	// they share with the main branch.
-	if it := fresh.State().Jobs[job].Items[0]; it.Machine != late.id && it.Machine != m.id {
+	if it := fresh.State().Jobs[job].Items.At(0); it.Machine != late.id && it.Machine != m.id {
 		t.Fatalf("item 1 machine %q", it.Machine)
 	}
 }

@@ -154,10 +154,10 @@ func checkFiguresInRange(t *rapid.T, st *State, nows []int64) {
 		if j.Started != 0 && (!inTime(j.Started) || j.Started < j.Admitted) || !inTime(j.Admitted) {
 			t.Fatalf("job %s admitted %d, started %d", j.ID, j.Admitted, j.Started)
 		}
-		if j.Done < 0 || j.Failed < 0 || j.Done+j.Failed > int64(len(j.Items)) || j.Duplicates < 0 {
-			t.Fatalf("job %s: %d done, %d failed of %d", j.ID, j.Done, j.Failed, len(j.Items))
+		if j.Done < 0 || j.Failed < 0 || j.Done+j.Failed > int64(j.Items.Len()) || j.Duplicates < 0 {
+			t.Fatalf("job %s: %d done, %d failed of %d", j.ID, j.Done, j.Failed, j.Items.Len())
 		}
-		for i, it := range j.Items {
+		for i, it := range j.Items.Slice() {
 			if it.DurationMS < 0 || it.DurationMS > MaxRunDurationMS || it.OutputSize < 0 || it.OutputSize > MaxOutputSize || it.Attempts < 0 || it.Failures < 0 {
 				t.Fatalf("job %s item %d: %+v", j.ID, i, it)
 			}

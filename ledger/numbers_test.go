@@ -150,16 +150,16 @@ func TestResultFiguresNormalized(t *testing.T) {
 			t.Errorf("run %+v out of range", r)
 		}
 	})
-	for i, it := range j.Items {
+	for i, it := range j.Items.Slice() {
 		if it.DurationMS < 0 || it.OutputSize < 0 || it.OutputSize > MaxOutputSize {
 			t.Errorf("item %d: %+v", i+1, it)
 		}
 	}
-	if it := j.Items[2]; it.DurationMS != 1500 || it.OutputSize != 10 || it.Status != ItemDone {
+	if it := j.Items.At(2); it.DurationMS != 1500 || it.OutputSize != 10 || it.Status != ItemDone {
 		t.Fatalf("an in-range result was changed: %+v", it)
 	}
-	if j.Items[1].Status != ItemFailed || j.Items[1].Code != -1 {
-		t.Fatalf("an exit code out of int32 reads as -1 (lost): %+v", j.Items[1])
+	if j.Items.At(1).Status != ItemFailed || j.Items.At(1).Code != -1 {
+		t.Fatalf("an exit code out of int32 reads as -1 (lost): %+v", j.Items.At(1))
 	}
 }
 

@@ -271,7 +271,7 @@ func TestLateRunCounted(t *testing.T) {
 	w.ok(m, KindJobResults, JobResults{Job: j, Results: []ItemResult{{Item: 1}}})
 	w.ok(w.owner, KindJobResults, JobResults{Job: j, Results: []ItemResult{{Item: 1}}})
 	st := w.log.State()
-	it := st.Jobs[j].Items[0]
+	it := st.Jobs[j].Items.At(0)
 	if st.Jobs[j].State != JobDone || it.Attempts != 2 || st.Jobs[j].Runs.Len() != 2 || st.Jobs[j].Duplicates != 1 {
 		t.Fatalf("state %s, attempts %d, runs %d, duplicates %d; want done, 2, 2, 1", st.Jobs[j].State, it.Attempts, st.Jobs[j].Runs.Len(), st.Jobs[j].Duplicates)
 	}

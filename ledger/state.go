@@ -118,7 +118,7 @@ type Job struct {
 	State     string          `cbor:"state"`
 	Priority  int64           `cbor:"priority"`
 	MaxCPUs   *int64          `cbor:"max_cpus"`
-	Items     []Item          `cbor:"items"`
+	Items     ItemList        `cbor:"items"`
 	Done      int64           `cbor:"done"`
 	Failed    int64           `cbor:"failed"`
 	Error     string          `cbor:"error"`
@@ -276,6 +276,11 @@ type State struct {
 	// SSHKeys are persons' SSH public keys by person, in the order added
 	// (nil until the first sshkey.add; fold_sshkeys.go).
 	SSHKeys map[string][]SSHKey `cbor:"ssh_keys,omitempty"`
+
+	// frozen: published as a snapshot, never to change again; cow: what
+	// this State owns of what it shares with a frozen one (cow.go).
+	frozen bool
+	cow    *cow
 }
 
 // NewState is the empty state before genesis.
@@ -305,6 +310,7 @@ func (s *State) Hash() string {
 // Clone deep-copies the state (for checkpoints).
 func (s *State) Clone() *State {
 	c := *s
+	c.frozen, c.cow = false, nil
 	c.Members = make(map[string]*Member, len(s.Members))
 	for k, v := range s.Members {
 		m := *v
@@ -323,7 +329,7 @@ func (s *State) Clone() *State {
 	c.Jobs = make(map[string]*Job, len(s.Jobs))
 	for k, v := range s.Jobs {
 		j := *v
-		j.Items = append([]Item(nil), v.Items...)
+		j.Items = v.Items.clone()
 		j.Runs = v.Runs.clone()
 		j.Machines = make(map[string]bool, len(v.Machines))
 		for m := range v.Machines {
@@ -394,7 +400,7 @@ func (s *State) SortedJobs() []*Job {
 func (s *State) weight() int {
 	w := len(s.Members) + len(s.Machines) + len(s.Revoked) + len(s.CapUses) + len(s.Contracts) + len(s.SSHKeys)
 	for _, j := range s.Jobs {
-		w += 1 + len(j.Items) + len(j.Machines)
+		w += 1 + j.Items.Len() + len(j.Machines)
 	}
 	return w
 }

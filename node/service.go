@@ -26,16 +26,15 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 	}
 	s.Peers = len(s.PeerIDs)
 	s.Reconnecting = s.Peers == 0 && n.peers.Reconnecting()
-	lg, unlock := n.rep.ReadLog()
-	st := lg.State()
-	heads, _ := lg.Heads()
-	for _, h := range heads {
+	snap := n.rep.Snapshot()
+	st := snap.State
+	for _, h := range snap.Heads {
 		s.Heads = append(s.Heads, h.String())
 	}
-	s.Entries = lg.Len()
+	s.Entries = snap.Len
 	s.Org, s.OrgName = st.Org, st.Name
 	if st.Org != "" {
-		s.StateHash = lg.StateHash() // as org show gives it: converged nodes agree
+		s.StateHash = snap.StateHash() // as org show gives it: converged nodes agree
 	} else {
 		s.Left = n.orgs.Leaving().LastLeft()
 	}
@@ -48,7 +47,6 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 	if m := st.Machines[s.ID]; m != nil {
 		s.Name = m.Name
 	}
-	unlock()
 	if s.Person == "" {
 		// In no org yet: the person key's, if this data dir has one.
 		if k, err := userkey.Load(n.opts.DataDir); err == nil {

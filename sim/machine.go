@@ -253,14 +253,14 @@ func (w *world) fold(m *machine, i int32) {
 }
 
 // jobItems is the job's agenda as m knows it.
-func (w *world) jobItems(m *machine) []ledger.Item {
+func (w *world) jobItems(m *machine) ledger.ItemList {
 	if m.log != nil {
 		if j := m.log.State().Jobs[w.job.id]; j != nil {
 			return j.Items
 		}
-		return nil
+		return ledger.ItemList{}
 	}
-	return m.items
+	return ledger.ItemsOf(m.items...)
 }
 
 func (w *world) doneCount(m *machine) int {

@@ -134,6 +134,9 @@ func TestOrphanChainBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	a.mu.Lock()
+	a.publishLocked() // added behind the replica's back: its snapshot too
+	a.mu.Unlock()
 	honest = true
 	if err := b.CatchUp(context.Background(), "a", org); err != nil {
 		t.Fatal(err)

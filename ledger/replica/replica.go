@@ -47,6 +47,7 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -128,8 +129,11 @@ type Replica struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // goroutines of the default Spawn
 
-	mu      sync.RWMutex
-	lg      *ledger.Log
+	mu sync.RWMutex
+	lg *ledger.Log
+	// snap is the State as of the last fold, frozen (see Snapshot):
+	// swapped under mu after each batch of folds, read without any lock.
+	snap    atomic.Pointer[Snapshot]
 	waiting map[string]*ledger.Entry // entries whose parents have not arrived
 	// waitBytes is the size of the waiting entries; waitPeak the most
 	// bytes they ever took (tests).
@@ -231,6 +235,7 @@ func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) 
 	decode()
 	r.mu.Lock()
 	r.addLocked(es)
+	r.publishLocked()
 	r.lastAdded = r.cfg.Now() // a node just started does not yet know who is online
 	r.mu.Unlock()
 	return r, nil
@@ -257,53 +262,78 @@ type Reader interface {
 	Entries() []*ledger.Entry
 }
 
-// View runs fn with the current State under the read lock. fn must not
-// modify it, keep it, or call the Replica.
-func (r *Replica) View(fn func(st *ledger.State)) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	fn(r.lg.State())
+// Snapshot is the ledger as of one fold (or batch of folds): its State,
+// frozen, and the DAG's size and heads then. Nothing changes it: it is
+// read without any lock, kept as long as wanted, and shared by every
+// reader; the fold goes on with a copy of the State that shares what it
+// does not write (ledger/cow.go).
+type Snapshot struct {
+	State *ledger.State
+	// Len is the number of entries in the DAG; Heads its heads, sorted
+	// by CID, and Clock the largest clock among them.
+	Len   int
+	Heads []cid.Cid
+	Clock uint64
+
+	hashOnce sync.Once
+	hash     string
 }
 
-// TryView is View if the read lock is free now; it reports whether fn ran.
-// For monitors that must not wait on a fold.
-func (r *Replica) TryView(fn func(st *ledger.State)) bool {
-	if !r.mu.TryRLock() {
-		return false
+// StateHash is State.Hash(), computed once per snapshot.
+func (s *Snapshot) StateHash() string {
+	s.hashOnce.Do(func() { s.hash = s.State.Hash() })
+	return s.hash
+}
+
+// publishLocked swaps in a snapshot of the Log as it is now, when it
+// changed. r.mu must be held.
+func (r *Replica) publishLocked() {
+	if old := r.snap.Load(); old != nil && old.State == r.lg.State() && old.Len == r.lg.Len() {
+		return
 	}
-	defer r.mu.RUnlock()
-	fn(r.lg.State())
+	heads, clock := r.lg.Heads()
+	r.snap.Store(&Snapshot{State: r.lg.Snapshot(), Len: r.lg.Len(), Heads: heads, Clock: clock})
+}
+
+// Snapshot is the ledger as of the last fold; it takes no lock (see
+// Snapshot).
+func (r *Replica) Snapshot() *Snapshot { return r.snap.Load() }
+
+// View runs fn with the State as of the last fold (Snapshot), holding no
+// lock: a slow fn delays no fold. fn must not modify the State; it may
+// keep it, and call the Replica.
+func (r *Replica) View(fn func(st *ledger.State)) {
+	fn(r.snap.Load().State)
+}
+
+// TryView is View; it always runs fn and reports true. (Kept for the
+// monitors that once had to skip a look while a fold held the lock.)
+func (r *Replica) TryView(fn func(st *ledger.State)) bool {
+	r.View(fn)
 	return true
 }
 
 // ReadLog read-locks the Log and returns it with the function that unlocks
-// it. Until then the caller must not call the Replica. Prefer View.
+// it. Until then the caller must not call the Replica, and the lock delays
+// every fold: it is for reading the DAG (Has, Get, Effective, Entries).
+// Readers of the State, heads or hash use Snapshot or View.
 func (r *Replica) ReadLog() (Reader, func()) {
 	r.mu.RLock()
 	return r.lg, r.mu.RUnlock
 }
 
 // Org is the org ID, once genesis is known ("" before).
-func (r *Replica) Org() string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.lg.Org()
-}
+func (r *Replica) Org() string { return r.snap.Load().State.Org }
 
 // Heads are the entries without children, sorted by CID, and the largest
 // clock among them.
 func (r *Replica) Heads() ([]cid.Cid, uint64) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.lg.Heads()
+	s := r.snap.Load()
+	return append([]cid.Cid(nil), s.Heads...), s.Clock
 }
 
 // Len is the number of entries in the DAG.
-func (r *Replica) Len() int {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.lg.Len()
-}
+func (r *Replica) Len() int { return r.snap.Load().Len }
 
 // Has reports whether the entry is in the Log.
 func (r *Replica) Has(c cid.Cid) bool {
@@ -320,11 +350,7 @@ func (r *Replica) Get(c cid.Cid) *ledger.Entry {
 }
 
 // StateHash is the hash of the current State.
-func (r *Replica) StateHash() string {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.lg.StateHash()
-}
+func (r *Replica) StateHash() string { return r.snap.Load().StateHash() }
 
 // LastAdded is when an entry was last added, or the Replica opened.
 func (r *Replica) LastAdded() time.Time {
@@ -352,6 +378,7 @@ func (r *Replica) dropped(reason string, k int) {
 func (r *Replica) add(es []*ledger.Entry) []*ledger.Entry {
 	r.mu.Lock()
 	added := r.addLocked(es)
+	r.publishLocked()
 	r.mu.Unlock()
 	r.notify(added)
 	return added
@@ -469,6 +496,7 @@ func (r *Replica) write(ctx context.Context, kind string, payloadAt func(heads [
 	}
 	r.mu.Lock()
 	errs, err := r.lg.AddBatch([]*ledger.Entry{e})
+	r.publishLocked()
 	r.lastAdded = r.cfg.Now()
 	r.mu.Unlock()
 	if err != nil {
@@ -483,7 +511,7 @@ func (r *Replica) write(ctx context.Context, kind string, payloadAt func(heads [
 // returns the fold's verdict; nothing is written.
 func (r *Replica) DryRun(kind string, payload any) error {
 	r.mu.RLock()
-	st := r.lg.State().Clone()
+	st := r.snap.Load().State.Thaw() // copies only what the fold writes
 	heads, clock := r.parentsLocked()
 	org := r.lg.Org()
 	r.mu.RUnlock()
@@ -542,17 +570,13 @@ func (r *Replica) Import(es []*ledger.Entry) error {
 // IsMachine reports whether id is a registered machine of the org (pending
 // or approved): p2p.Membership.
 func (r *Replica) IsMachine(id peer.ID) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	mc := r.lg.State().Machines[id.String()]
+	mc := r.snap.Load().State.Machines[id.String()]
 	return mc != nil && (mc.Status == ledger.MachinePending || mc.Status == ledger.MachineApproved)
 }
 
 // IsApproved reports whether id is an approved machine: p2p.Membership.
 func (r *Replica) IsApproved(id peer.ID) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	mc := r.lg.State().Machines[id.String()]
+	mc := r.snap.Load().State.Machines[id.String()]
 	return mc != nil && mc.Status == ledger.MachineApproved
 }
 

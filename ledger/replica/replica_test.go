@@ -336,3 +336,58 @@ func TestCollectUpTo(t *testing.T) {
 		t.Fatal("a stranger has a horizon")
 	}
 }
+
+// TestSlowReaderDelaysNoFold: a reader inside View, blocked there until
+// the writes end, delays no fold: the writes complete while it still
+// reads, it keeps reading the State it was given (a snapshot, unchanged),
+// and the next reader sees the writes.
+func TestSlowReaderDelaysNoFold(t *testing.T) {
+	r := open(t, t.TempDir(), newSigner(t), Config{})
+	genesis(t, r)
+	writeN(t, r, 1)
+	before := r.Snapshot()
+	key0 := before.State.OrgKeyID
+
+	inside, release, readerDone := make(chan struct{}), make(chan struct{}), make(chan string)
+	go func() {
+		var seen string
+		r.View(func(st *ledger.State) {
+			close(inside)
+			<-release // a slow handler: it reads on after the writes below
+			seen = st.OrgKeyID
+		})
+		readerDone <- seen
+	}()
+	<-inside
+
+	written := make(chan []*ledger.Entry)
+	go func() {
+		var es []*ledger.Entry
+		for i := 0; i < 5; i++ {
+			e, err := r.Write(context.Background(), ledger.KindOrgKey, ledger.OrgKey{KeyID: fmt.Sprintf("slow-%d", i)})
+			if err != nil {
+				t.Errorf("write %d: %v", i, err)
+			}
+			es = append(es, e)
+		}
+		written <- es
+	}()
+	// Not a timed assertion: the bound only turns a deadlock (a fold
+	// waiting on the reader, which waits on the fold) into a failure.
+	select {
+	case <-written:
+	case <-time.After(time.Minute):
+		close(release)
+		t.Fatal("the writes did not complete while a reader was inside View")
+	}
+	if got := r.Snapshot().State.OrgKeyID; got != "slow-4" {
+		t.Fatalf("after the writes the snapshot's org key is %q, want slow-4", got)
+	}
+	close(release)
+	if seen := <-readerDone; seen != key0 {
+		t.Fatalf("the slow reader's State changed under it: org key %q, it was %q", seen, key0)
+	}
+	if before.State.OrgKeyID != key0 || before.Len+5 != r.Len() {
+		t.Fatalf("an earlier snapshot changed: key %q (was %q), %d entries, now %d", before.State.OrgKeyID, key0, before.Len, r.Len())
+	}
+}

@@ -47,7 +47,7 @@ import (
 // Ledger is the org's replica as the dataset service uses it
 // (*replica.Replica).
 type Ledger interface {
-	// View runs fn with the state under the replica's read lock.
+	// View runs fn with the state as of the last fold, without a lock.
 	View(fn func(st *ledger.State))
 	// Write signs, stores and folds an entry; a non-nil entry with an
 	// error was written but kept without effect.
@@ -191,7 +191,7 @@ func (s *Service) Run(ctx context.Context) {
 
 func (s *Service) now() time.Time { return s.d.Now() }
 
-// snapshot runs fn with the state under the read lock.
+// snapshot runs fn with the state as of the last fold (no lock).
 func (s *Service) snapshot(fn func(st *ledger.State)) { s.d.Ledger.View(fn) }
 
 func (s *Service) write(ctx context.Context, kind string, payload any) (*ledger.Entry, error) {

@@ -18,7 +18,7 @@ func ExampleNext() {
 	for _, sl := range slots {
 		var c dispatch.Cursor // kept by the instance between calls
 		v := dispatch.View{
-			Items: items, RangeStart: 100, Slot: sl, Owners: owners,
+			Items: ledger.ItemsOf(items...), RangeStart: 100, Slot: sl, Owners: owners,
 			Alive: func(k dispatch.Slot) bool { _, ok := owners.Rank[k]; return ok },
 		}
 		it, ok := dispatch.Next(v, &c, now)

@@ -33,7 +33,7 @@ const PrevFor = OwnerGrace + 2*IdleSteal
 // takes next. Next only reads it.
 type View struct {
 	// Items is the job's agenda; item i is RangeStart+i.
-	Items      []ledger.Item
+	Items      ledger.ItemList
 	RangeStart int64
 	// Leased reports whether an item is leased: running or finished (its
 	// result not yet seen) on this machine or another online one. Nil: none.
@@ -102,7 +102,7 @@ type Cursor struct {
 // together never take the same one.
 func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 	items := v.Items
-	if len(items) == 0 {
+	if items.Len() == 0 {
 		return 0, false
 	}
 	rank := -1
@@ -120,8 +120,8 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 		rank, owners, ring, mine = 0, []Slot{v.Slot}, nil, nil
 	} else if mine == nil {
 		b := v.Buckets
-		if b == nil || b.N() != len(items) {
-			b = NewBuckets(len(items))
+		if b == nil || b.N() != items.Len() {
+			b = NewBuckets(items.Len())
 		}
 		mine = ring.ItemsOf(b, rank)
 	}
@@ -142,14 +142,14 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 		isAlive = v.Alive
 	}
 
-	if c.Tail <= 0 || c.Tail >= len(items) {
-		c.Tail = len(items) - 1
+	if c.Tail <= 0 || c.Tail >= items.Len() {
+		c.Tail = items.Len() - 1
 	}
-	c.Cursor = max(0, min(c.Cursor, len(items)))
+	c.Cursor = max(0, min(c.Cursor, items.Len()))
 	free := func(i int) bool {
-		return items[i].Status == ledger.ItemPending && !leased(v.RangeStart+int64(i))
+		return items.Status(i) == ledger.ItemPending && !leased(v.RangeStart+int64(i))
 	}
-	for c.Cursor < len(items) && items[c.Cursor].Status != ledger.ItemPending {
+	for c.Cursor < items.Len() && items.Status(c.Cursor) != ledger.ItemPending {
 		c.Cursor++ // done for good: skip it from now on
 	}
 	// Its own items, lowest first.
@@ -163,7 +163,7 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 		return prevRing == nil || prevRing.OwnerOf(i) == prevRank
 	}
 	if all {
-		for i := c.Cursor; i < len(items); i++ {
+		for i := c.Cursor; i < items.Len(); i++ {
 			if own(i) {
 				c.IdleSince = time.Time{}
 				return v.RangeStart + int64(i), true
@@ -210,7 +210,7 @@ func Next(v View, c *Cursor, now time.Time) (int64, bool) {
 	var cands []cand
 	lowest := map[int][]int{} // owner -> indexes in cands of its lowest free items seen, lowest last
 	for i := c.Tail; i >= c.Cursor && len(cands) < (OwnReserve+4)*len(owners)+64; i-- {
-		if items[i].Status != ledger.ItemPending {
+		if items.Status(i) != ledger.ItemPending {
 			if i == c.Tail {
 				c.Tail--
 			}

@@ -46,7 +46,7 @@ func drawWorld(t *rapid.T) *world {
 }
 
 func (w *world) view(sl Slot, leased func(int64) bool, alive func(Slot) bool) View {
-	return View{Items: w.items, RangeStart: w.start, Leased: leased, Alive: alive, Slot: sl, Owners: w.owners}
+	return View{Items: ledger.ItemsOf(w.items...), RangeStart: w.start, Leased: leased, Alive: alive, Slot: sl, Owners: w.owners}
 }
 
 func (w *world) ownerOf(it int64) Slot { return w.slots[w.owners.Ring.OwnerOf(int(it-w.start))] }
@@ -211,7 +211,7 @@ func TestPropEveryItemTaken(t *testing.T) {
 				if cursors[sl] == nil {
 					cursors[sl] = &Cursor{}
 				}
-				v := View{Items: items, RangeStart: w.start, Leased: func(it int64) bool { return leased[it] }, Alive: alive,
+				v := View{Items: ledger.ItemsOf(items...), RangeStart: w.start, Leased: func(it int64) bool { return leased[it] }, Alive: alive,
 					Slot: sl, Owners: w.owners, Prev: prev, PlanAge: age + now.Sub(epoch)}
 				if it, ok := Next(v, cursors[sl], now); ok {
 					leased[it] = true
@@ -400,7 +400,7 @@ func TestPropThievesAcrossAPlanChange(t *testing.T) {
 		}
 		for _, sl := range old {
 			if !machines[sl.Machine] {
-				v := View{Items: w.items, RangeStart: w.start, Leased: leased, Slot: sl, Owners: prev,
+				v := View{Items: ledger.ItemsOf(w.items...), RangeStart: w.start, Leased: leased, Slot: sl, Owners: prev,
 					Alive: func(k Slot) bool { _, ok := prev.Rank[k]; return ok }}
 				ask(sl, v, prev)
 			}
@@ -433,11 +433,11 @@ func TestThiefLeavesAnItemTheOldPlanBacksUp(t *testing.T) {
 		items[i].Status = ledger.ItemPending
 	}
 	alive := func(o *Owners) func(Slot) bool { return func(k Slot) bool { _, ok := o.Rank[k]; return ok } }
-	onOld, ok := Next(View{Items: items, Slot: Slot{"m8", 0}, Owners: prev, Alive: alive(prev)}, &Cursor{}, epoch)
+	onOld, ok := Next(View{Items: ledger.ItemsOf(items...), Slot: Slot{"m8", 0}, Owners: prev, Alive: alive(prev)}, &Cursor{}, epoch)
 	if !ok || onOld != 16 || prev.Slots[prev.Ring.OwnerOf(16)] == (Slot{"m8", 0}) {
 		t.Fatalf("the case changed: m8/0 on the old plan takes %d (%v), as a thief", onOld, ok)
 	}
-	v := View{Items: items, Slot: Slot{"m0", 0}, Owners: owners, Alive: alive(owners), Prev: prev, PlanAge: OwnerGrace / 2}
+	v := View{Items: ledger.ItemsOf(items...), Slot: Slot{"m0", 0}, Owners: owners, Alive: alive(owners), Prev: prev, PlanAge: OwnerGrace / 2}
 	if it, ok := Next(v, &Cursor{}, epoch); ok && it == onOld {
 		t.Fatalf("m0/0 on the new plan took %d too", it)
 	}

@@ -176,7 +176,7 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 
 func (s *scenario) view(sl Slot) View {
 	return View{
-		Items: s.items, RangeStart: s.start,
+		Items: ledger.ItemsOf(s.items...), RangeStart: s.start,
 		Leased: func(it int64) bool { return s.leased[it] },
 		Alive: func(k Slot) bool {
 			if s.alive != nil {

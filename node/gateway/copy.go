@@ -75,7 +75,7 @@ func resolveCopy(st *ledger.State, person string, t api.ArchiveTarget, now int64
 		return ct, api.Errorf(http.StatusConflict, "job %s is %s: only a running item's container can be copied to or from", id, j.State)
 	case t.Item < j.Spec.RangeStart || t.Item > j.Spec.RangeEnd:
 		return ct, api.FieldErrorf(http.StatusBadRequest, "item", "item: job %s has no item %d; its items are %d..%d", id, t.Item, j.Spec.RangeStart, j.Spec.RangeEnd)
-	case j.Items[t.Item-j.Spec.RangeStart].Status != ledger.ItemPending:
+	case j.Items.Status(int(t.Item-j.Spec.RangeStart)) != ledger.ItemPending:
 		return ct, api.Errorf(http.StatusConflict, "item %d of job %s has finished: only a running item's container can be copied to or from", t.Item, id)
 	}
 	ct.ID, ct.Driver = id, j.Spec.Driver

@@ -279,7 +279,7 @@ func TestJobItem(t *testing.T) {
 	w.book.change(func(st *ledger.State) {
 		st.Jobs[job] = &ledger.Job{ID: job, Submitter: "bob", State: ledger.JobActive,
 			Spec:  ledger.JobSpec{Name: "train", Driver: "docker", Image: runtime.TestImage, RangeStart: 1, RangeEnd: 3},
-			Items: []ledger.Item{{Status: ledger.ItemDone}, {}, {}}}
+			Items: ledger.ItemsOf(ledger.Item{Status: ledger.ItemDone}, ledger.Item{}, ledger.Item{})}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -377,7 +377,7 @@ func TestAuthorizeRules(t *testing.T) {
 	st.SSHKeys = map[string][]ledger.SSHKey{"alice": {{Fingerprint: "fa"}}, "bob": {{Fingerprint: "fb"}},
 		"admin": {{Fingerprint: "fadm"}}, "gone": {{Fingerprint: "fgone"}}}
 	st.Jobs["j00000000001"] = &ledger.Job{ID: "j00000000001", Submitter: "alice", State: ledger.JobActive, Spec: ledger.JobSpec{Driver: "exec", RangeStart: 0, RangeEnd: 1},
-		Items: []ledger.Item{{}, {Status: ledger.ItemFailed}}}
+		Items: ledger.ItemsOf(ledger.Item{}, ledger.Item{Status: ledger.ItemFailed})}
 	for _, tc := range []struct {
 		user, fp, person, err string
 	}{

@@ -194,7 +194,7 @@ func authorizeJob(st *ledger.State, g Grant, persons []string, admin bool) (Gran
 	if g.Item < j.Spec.RangeStart || g.Item > j.Spec.RangeEnd {
 		return g, refuse("cshare: job %s has no item %d; its items are %d..%d", id, g.Item, j.Spec.RangeStart, j.Spec.RangeEnd)
 	}
-	if it := j.Items[g.Item-j.Spec.RangeStart]; it.Status != ledger.ItemPending {
+	if it := j.Items.At(int(g.Item - j.Spec.RangeStart)); it.Status != ledger.ItemPending {
 		return g, refuse("cshare: item %d of job %s has finished (%s); only a running item can be entered", g.Item, id, itemStatus(it.Status))
 	}
 	g.Env = []string{"CSHARE_JOB_ID=" + id, "CSHARE_ITEM=" + strconv.FormatInt(g.Item, 10)}

@@ -11,9 +11,9 @@ import (
 
 // Listing a job's items without holding them: a job may have a million
 // items, and a million runs. ListJobItems reads the items a page at a time
-// under the replica's read lock (copying that page only), then renders and
-// emits the page without the lock, so that a slow client never holds up a
-// fold. The runs of an item are found through a runIndex, which links the
+// from the latest snapshot (copying that page only), then renders and
+// emits the page, so that a slow client never holds a snapshot of a job
+// long gone. The runs of an item are found through a runIndex, which links the
 // job's runs (kept in fold order, in chunks that never change once
 // written) item by item without copying them.
 
@@ -96,7 +96,7 @@ func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit
 				return
 			}
 			off := k - j.Spec.RangeStart
-			page = append(page[:0], j.Items[off:off+m]...)
+			page = j.Items.AppendRange(page[:0], int(off), int(off+m))
 			ix.sync(j)
 		})
 		if gone {
@@ -135,7 +135,7 @@ func runInfo(r *ledger.Run) api.RunInfo {
 }
 
 // runIndex finds the runs of items lo..hi of one job, in fold order. sync
-// (under the read lock) takes the job's run chunks as they are, copying
+// takes the job's run chunks as they are, copying
 // their headers only: a chunk's runs never change once added (the fold
 // appends past them); index (without the lock) links the runs not read
 // yet to their items. 8 bytes per item of the range and 12 per run in it.
@@ -152,7 +152,7 @@ type runIndex struct {
 
 type runAt struct{ chunk, off int32 }
 
-// sync takes j's runs. It must run under the read lock.
+// sync takes j's runs (a snapshot's job).
 func (x *runIndex) sync(j *ledger.Job) {
 	if j != x.job || len(j.Runs) < len(x.chunks) || (len(x.chunks) > 0 && len(x.chunks[0]) > 0 && &j.Runs[0][0] != &x.chunks[0][0]) {
 		// Another fold's job (or its runs): start again.

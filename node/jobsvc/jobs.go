@@ -13,9 +13,7 @@ import (
 
 // resolveJob finds a job this machine's person may see by reference
 // (resolveRef's rules): a job they may not see is not found. It returns a
-// shallow copy, safe to read without the read lock except for Items and
-// Machines, which the fold updates in place: read those from the State,
-// in s.snapshot.
+// shallow copy of the job in a snapshot (which no fold changes).
 func (s *Service) resolveJob(ref string) (*ledger.Job, error) {
 	var j *ledger.Job
 	var err error

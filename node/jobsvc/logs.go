@@ -34,7 +34,7 @@ func (s *Service) JobLogs(ctx context.Context, id string, item int64) ([]byte, e
 		return nil, api.FieldErrorf(http.StatusBadRequest, "item", "%v", err)
 	}
 	var it ledger.Item
-	s.snapshot(func(st *ledger.State) { it = st.Jobs[j.ID].Items[item-j.Spec.RangeStart] })
+	s.snapshot(func(st *ledger.State) { it = st.Jobs[j.ID].Items.At(int(item - j.Spec.RangeStart)) })
 	// The output that counts is that of the run whose result the ledger
 	// holds, kept by the machine that ran it; this machine may hold an
 	// earlier attempt's (one preempted, say), which is not it.

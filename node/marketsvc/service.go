@@ -36,7 +36,7 @@ import (
 
 // Ledger is the org's replica as the market uses it (*replica.Replica).
 type Ledger interface {
-	// View runs fn with the state under the replica's read lock.
+	// View runs fn with the state as of the last fold, without a lock.
 	View(fn func(st *ledger.State))
 	// Write signs, stores and folds an entry; a non-nil entry with an
 	// error was written but kept without effect.

@@ -154,13 +154,13 @@ func (l *Leaving) CheckExit() {
 	}
 	var why, org string
 	var tomb []byte
-	lg, unlock := l.s.d.Ledger.ReadLog()
-	st := lg.State()
+	st := l.s.d.Ledger.Snapshot().State
 	why, org = orgExit(st, l.s.idStr), st.Org
 	if why != "" && st.Deleted {
+		lg, unlock := l.s.d.Ledger.ReadLog()
 		tomb = tombstoneOf(lg)
+		unlock()
 	}
-	unlock()
 	if why == "" {
 		return
 	}

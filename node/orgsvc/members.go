@@ -23,8 +23,6 @@ func (s *Service) Machines(ctx context.Context) ([]api.MachineInfo, error) {
 	now := s.now()
 	var out []api.MachineInfo
 	s.snapshot(func(st *ledger.State) {
-		// Rendered under the ledger's lock: the fold changes machines and
-		// members in place.
 		out = make([]api.MachineInfo, 0, len(st.Machines))
 		for _, m := range st.SortedMachines() {
 			out = append(out, s.d.Machines.MachineInfo(st, m, now))

@@ -82,17 +82,15 @@ func (s *Service) Org(ctx context.Context) (api.OrgInfo, error) {
 	}
 	var o api.OrgInfo
 	now := s.now()
-	lg, unlock := s.d.Ledger.ReadLog()
-	st := lg.State()
-	o = api.OrgInfo{ID: st.Org, Name: st.Name, Description: st.Description, Owner: st.Owner, OwnerName: personName(st, st.Owner), StateHash: lg.StateHash(),
-		Entries: lg.Len(), Settings: st.Settings, Members: len(st.Members), Machines: len(st.Machines),
+	snap := s.d.Ledger.Snapshot()
+	st := snap.State
+	o = api.OrgInfo{ID: st.Org, Name: st.Name, Description: st.Description, Owner: st.Owner, OwnerName: personName(st, st.Owner), StateHash: snap.StateHash(),
+		Entries: snap.Len, Settings: st.Settings, Members: len(st.Members), Machines: len(st.Machines),
 		Created: api.FormatTime(time.UnixMilli(st.Created)), Policies: apiPolicies(st.Settings.Policies)}
-	heads, _ := lg.Heads()
-	for _, h := range heads {
+	for _, h := range snap.Heads {
 		o.Heads = append(o.Heads, h.String())
 	}
 	free := s.Usage().ledgerTotals(st, now, &o.Totals)
-	unlock()
 	s.Usage().addAvailable(free, now, &o.Totals)
 	return o, nil
 }

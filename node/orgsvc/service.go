@@ -43,9 +43,12 @@ import (
 
 // Ledger is the org's replica as the org service uses it (*replica.Replica).
 type Ledger interface {
-	// View runs fn with the state under the replica's read lock.
+	// View runs fn with the state as of the last fold, without a lock.
 	View(fn func(st *ledger.State))
-	// ReadLog is the log under the read lock, until unlock.
+	// Snapshot is the ledger as of the last fold, read without a lock.
+	Snapshot() *replica.Snapshot
+	// ReadLog is the log (the DAG) under the read lock, until unlock;
+	// every fold waits meanwhile.
 	ReadLog() (lg replica.Reader, unlock func())
 	// Write signs, stores and folds an entry; a non-nil entry with an
 	// error was written but kept without effect.
@@ -205,7 +208,7 @@ func (s *Service) now() time.Time { return s.d.Now() }
 
 func (s *Service) orgID() string { return s.d.Ledger.Org() }
 
-// snapshot runs fn with the state under the read lock.
+// snapshot runs fn with the state as of the last fold (no lock).
 func (s *Service) snapshot(fn func(st *ledger.State)) { s.d.Ledger.View(fn) }
 
 func (s *Service) write(ctx context.Context, kind string, payload any) (*ledger.Entry, error) {

@@ -64,15 +64,14 @@ func (s *Service) Beat(ctx context.Context) {
 	var hb p2p.Heartbeat
 	s.d.Node.Report(&hb)
 	o := s.d.Node.Gossip()
-	lg, unlock := s.d.Ledger.ReadLog()
-	m := lg.State().Machines[s.idStr]
+	snap := s.d.Ledger.Snapshot()
+	m := snap.State.Machines[s.idStr]
 	approved := m != nil && m.Status == ledger.MachineApproved
 	var name string
 	if approved {
-		name = m.Name // the fold renames in place: read it under the lock
+		name = m.Name
 	}
-	heads, _ := lg.Heads()
-	unlock()
+	heads := snap.Heads
 	if o == nil || !approved {
 		return
 	}

@@ -27,11 +27,10 @@ const mergeQuiet = 2
 // maybeMerge writes a ledger.merge entry if this machine should now (see
 // above).
 func (s *Service) maybeMerge(ctx context.Context, now time.Time) {
-	lg, unlock := s.d.Ledger.ReadLog()
-	heads, _ := lg.Heads()
-	m := lg.State().Machines[s.idStr]
+	snap := s.d.Ledger.Snapshot()
+	heads := snap.Heads
+	m := snap.State.Machines[s.idStr]
 	approved := m != nil && m.Status == ledger.MachineApproved
-	unlock()
 	quiet := now.Sub(s.d.Ledger.LastAdded()) >= mergeQuiet*s.d.Interval
 	if s.d.MergeAbove <= 0 || len(heads) <= s.d.MergeAbove || !quiet || !approved {
 		return

@@ -49,8 +49,8 @@ const (
 // Ledger is the org's replica as the peer service uses it
 // (*replica.Replica).
 type Ledger interface {
-	// ReadLog read-locks the log and returns it with its unlock.
-	ReadLog() (replica.Reader, func())
+	// Snapshot is the ledger as of the last fold, read without a lock.
+	Snapshot() *replica.Snapshot
 	// Write signs, stores and folds an entry (a merge).
 	Write(ctx context.Context, kind string, payload any) (*ledger.Entry, error)
 	// Org is the org's ID, "" in no org.
@@ -227,12 +227,10 @@ func (s *Service) PlanAgreement(h string) (agree, peers int) {
 // MachineStatus derives a machine's status: the ledger's pending, rejected
 // or removed; for approved machines, liveness from heartbeats.
 func (s *Service) MachineStatus(id string, now time.Time) string {
-	lg, unlock := s.d.Ledger.ReadLog()
 	status := ""
-	if m := lg.State().Machines[id]; m != nil {
-		status = m.Status // the fold changes it in place: read it under the lock
+	if m := s.d.Ledger.Snapshot().State.Machines[id]; m != nil {
+		status = m.Status
 	}
-	unlock()
 	if status != ledger.MachineApproved || (id != s.idStr && !s.approvedNow()) {
 		// A machine that is not approved itself is sent no heartbeat
 		// (closed org): it does not know the others' liveness.
@@ -251,9 +249,7 @@ func (s *Service) MachineStatus(id string, now time.Time) string {
 // OrgMachines returns the other approved machines of this node's org (none
 // once this machine is removed or rejected).
 func (s *Service) OrgMachines() (ids []peer.ID) {
-	lg, unlock := s.d.Ledger.ReadLog()
-	defer unlock()
-	st := lg.State()
+	st := s.d.Ledger.Snapshot().State
 	if st.Org == "" {
 		return nil
 	}

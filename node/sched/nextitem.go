@@ -54,17 +54,21 @@ func (s *Scheduler) nextItem(in *instance) (int64, bool) {
 		}
 	}
 	s.mu.Unlock()
+	// The State as of the DAG that says which releases are in the
+	// ledger: the snapshot taken under the log's lock.
 	lg, unlock := s.d.Ledger.ReadLog()
-	defer unlock()
-	j := lg.State().Jobs[in.job]
-	if j == nil || j.State != ledger.JobActive || len(j.Items) == 0 {
+	st := s.d.Ledger.Snapshot().State
+	j := st.Jobs[in.job]
+	if j == nil || j.State != ledger.JobActive || j.Items.Len() == 0 {
+		unlock()
 		return 0, false
 	}
-	jl := jobLeases{limit: claimLimit(ItemTimeout(lg.State(), j), s.d.Interval), items: j.Items, start: j.Spec.RangeStart}
+	jl := jobLeases{limit: claimLimit(ItemTimeout(st, j), s.d.Interval), items: j.Items, start: j.Spec.RangeStart}
 	rv := s.cache.remoteView(in.job, myPlan, jo.Slots, s.placed.at(now), now, jl)
 	for _, id := range rv.online {
 		s.leases.released(id, in.job, lg.Has, leased)
 	}
+	unlock()
 	v := dispatch.View{
 		Items:      j.Items,
 		RangeStart: j.Spec.RangeStart,
@@ -74,7 +78,7 @@ func (s *Scheduler) nextItem(in *instance) (int64, bool) {
 		Owners:     jo.Owners,
 	}
 	if rank, ok := jo.Rank[self]; ok {
-		v.Mine = s.cache.itemsOf(jo.ring, rank, len(j.Items))
+		v.Mine = s.cache.itemsOf(jo.ring, rank, j.Items.Len())
 	}
 	if prev != nil {
 		v.Prev, v.PlanAge = prev.Owners, planAge
@@ -183,18 +187,18 @@ const remoteViewTTL = 100 * time.Millisecond
 
 // jobLeases is what vets claims on a job's items beside the plan: the
 // claim limit of its item timeout (claimLimit) and its items, whose runs
-// in the ledger start a claim afresh. Read under the ledger's read lock.
+// in the ledger start a claim afresh. Read from a snapshot.
 type jobLeases struct {
 	limit time.Duration
-	items []ledger.Item
-	start int64 // the item number of items[0]
+	items ledger.ItemList
+	start int64 // the item number of items.At(0)
 }
 
 // attempts returns the runs the ledger knows of item, -1 if it is no item
 // of the job.
 func (jl jobLeases) attempts(item int64) int64 {
-	if i := item - jl.start; i >= 0 && i < int64(len(jl.items)) {
-		return jl.items[i].Attempts
+	if i := item - jl.start; i >= 0 && i < int64(jl.items.Len()) {
+		return jl.items.At(int(i)).Attempts
 	}
 	return -1
 }

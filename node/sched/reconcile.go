@@ -17,8 +17,7 @@ import (
 // same State and heartbeats; this machine's own instances enter through its
 // own published heartbeat, like everyone else's.
 func (s *Scheduler) buildInput(now time.Time) smartshare.Input {
-	lg, unlock := s.d.Ledger.ReadLog()
-	st := lg.State()
+	st := s.d.Ledger.Snapshot().State
 	in := smartshare.Input{Config: smartshare.Config{Mode: st.Settings.SmartShare.Mode, PreemptPolicy: st.Settings.SmartShare.PreemptPolicy,
 		DefaultMaxCPUs: int(st.Settings.SmartShare.DefaultMaxCPUs), MaxCPUsLimit: int(st.Settings.SmartShare.MaxCPUsLimit)}}
 	machines := map[string]int{}
@@ -43,7 +42,7 @@ func (s *Scheduler) buildInput(now time.Time) smartshare.Input {
 		if j.State != ledger.JobActive || j.Queued != "" {
 			continue // a queued job waits for its submitter's others (policies.go)
 		}
-		remaining := len(j.Items) - int(j.Done) - int(j.Failed)
+		remaining := j.Items.Len() - int(j.Done) - int(j.Failed)
 		sj := smartshare.Job{ID: j.ID, Priority: int(j.Priority), CPUs: int(j.Spec.CPUs), Submitted: j.Seq,
 			ItemsRemaining: remaining, Cores: j.Spec.Cores, MemoryMB: j.Spec.MemoryMB, GPUs: int(j.Spec.GPUs), DiskMB: j.Spec.DiskMB}
 		if j.MaxCPUs != nil {
@@ -52,7 +51,6 @@ func (s *Scheduler) buildInput(now time.Time) smartshare.Input {
 		in.Jobs = append(in.Jobs, sj)
 		jobs[j.ID] = true
 	}
-	unlock()
 	for _, hb := range hbs {
 		used := map[int64]bool{}
 		for _, ri := range hb.Instances {

@@ -52,9 +52,12 @@ type Driver = runtime.Driver
 
 // Ledger is the org's replica as the scheduler uses it (*replica.Replica).
 type Ledger interface {
-	// View runs fn with the state under the replica's read lock.
+	// View runs fn with the state as of the last fold, without a lock.
 	View(fn func(st *ledger.State))
-	// ReadLog read-locks the log and returns it with its unlock.
+	// Snapshot is the ledger as of the last fold, read without a lock.
+	Snapshot() *replica.Snapshot
+	// ReadLog read-locks the log (the DAG) and returns it with its
+	// unlock; every fold waits meanwhile.
 	ReadLog() (replica.Reader, func())
 	// Write signs, stores and folds an entry.
 	Write(ctx context.Context, kind string, payload any) (*ledger.Entry, error)
