@@ -156,6 +156,7 @@ func (r *Replica) JoinAt(org string, o Offer) error {
 		return err
 	}
 	r.addLocked(tail)
+	r.publishLocked()
 	return nil
 }
 
@@ -278,6 +279,7 @@ func (r *Replica) Compact() error {
 		return fmt.Errorf("replica: compacted log reaches another state")
 	}
 	r.lg = lg
+	r.publishLocked()
 	return nil
 }
 

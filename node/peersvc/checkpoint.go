@@ -25,8 +25,7 @@ func (s *Service) maybeCheckpoint(ctx context.Context, now time.Time) {
 		m := st.Machines[id]
 		return m != nil && m.Status == ledger.MachineApproved && st.IsAdmin(m.Owner)
 	}
-	lg, unlock := s.d.Ledger.ReadLog()
-	st := lg.State()
+	st := s.d.Ledger.Snapshot().State
 	mine := admin(st, s.idStr)
 	lower := false
 	if mine {
@@ -41,7 +40,6 @@ func (s *Service) maybeCheckpoint(ctx context.Context, now time.Time) {
 			}
 		}
 	}
-	unlock()
 	if !mine || lower {
 		return
 	}
