@@ -97,6 +97,9 @@ type Heartbeat struct {
 	// is what it always was. (A node older than the field refuses the
 	// heartbeat of a machine that has one: decoding is strict.)
 	SSH *SSHGateway `cbor:"ssh,omitempty" json:"ssh,omitempty"`
+	// Jupyter is the machine's Jupyter proxy (node.yaml jupyter.listen),
+	// nil when it has none: omitted then, as SSH.
+	Jupyter *JupyterProxy `cbor:"jupyter,omitempty" json:"jupyter,omitempty"`
 	// Relay: the machine serves as a circuit relay for the org's machines
 	// (nat.go); private machines reserve slots on such machines. Set by
 	// PublishHeartbeat; omitted when false, so a heartbeat of a machine
@@ -115,6 +118,18 @@ type SSHGateway struct {
 
 // MaxSSHHostKey bounds SSHGateway.HostKey.
 const MaxSSHHostKey = 1024
+
+// JupyterProxy is a machine's Jupyter proxy as its heartbeat announces it:
+// the HTTPS port it listens on and its certificate's fingerprint
+// ("sha256//" and the base64 SHA-256 of its public key, as curl's
+// --pinnedpubkey takes it).
+type JupyterProxy struct {
+	Port int64  `cbor:"port" json:"port"`
+	Cert string `cbor:"cert" json:"cert"`
+}
+
+// MaxJupyterCert bounds JupyterProxy.Cert.
+const MaxJupyterCert = 64
 
 var (
 	gossipEnc cbor.EncMode
@@ -248,7 +263,17 @@ func DecodeHeartbeat(data []byte) (Heartbeat, error) {
 	if g := hb.SSH; g != nil && (g.Port < 1 || g.Port > 65535 || g.HostKey == "" || len(g.HostKey) > MaxSSHHostKey) {
 		return Heartbeat{}, fmt.Errorf("%w: ssh: port %d, host key of %d bytes; allowed: a port 1..65535 and a host key of 1..%d bytes", ErrMalformed, g.Port, len(g.HostKey), MaxSSHHostKey)
 	}
+	if err := checkJupyter(hb.Jupyter); err != nil {
+		return Heartbeat{}, err
+	}
 	return hb, nil
+}
+
+func checkJupyter(j *JupyterProxy) error {
+	if j != nil && (j.Port < 1 || j.Port > 65535 || j.Cert == "" || len(j.Cert) > MaxJupyterCert) {
+		return fmt.Errorf("%w: jupyter: port %d, cert of %d bytes; allowed: a port 1..65535 and a cert of 1..%d bytes", ErrMalformed, j.Port, len(j.Cert), MaxJupyterCert)
+	}
+	return nil
 }
 
 // DecodeVerifyHeartbeat decodes data and verifies its signature for org.

@@ -90,6 +90,30 @@ func TestHeartbeatFetches(t *testing.T) {
 	}
 }
 
+// TestHeartbeatJupyter: the Jupyter proxy round-trips; a port out of
+// range, a proxy without a certificate or with a long one are refused.
+func TestHeartbeatJupyter(t *testing.T) {
+	k := ptKey(t)
+	hb := ptSigned(t, ptOrg, k, 7)
+	hb.Jupyter = &JupyterProxy{Port: 8443, Cert: "sha256//abc"}
+	got, err := DecodeHeartbeat(ptEncode(t, hb))
+	if err != nil || got.Jupyter == nil || *got.Jupyter != *hb.Jupyter {
+		t.Fatalf("round trip: %+v, %v", got.Jupyter, err)
+	}
+	for name, j := range map[string]*JupyterProxy{
+		"port":      {Port: 70000, Cert: "x"},
+		"no port":   {Cert: "x"},
+		"no cert":   {Port: 8443},
+		"long cert": {Port: 8443, Cert: string(bytes.Repeat([]byte("a"), MaxJupyterCert+1))},
+	} {
+		bad := hb
+		bad.Jupyter = j
+		if _, err := DecodeHeartbeat(ptEncode(t, bad)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
 func FuzzDecodeHeartbeat(f *testing.F) {
 	k := ptKey(f)
 	f.Add(ptEncode(f, ptSigned(f, ptOrg, k, 1)))
