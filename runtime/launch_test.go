@@ -80,7 +80,7 @@ func TestDockerJupyterDirect(t *testing.T) {
 	defer cancel()
 	c := "cjup" + hex.EncodeToString(b[:])
 	s := ContractSpec{Org: org, Machine: "m1", Contract: c, Image: TestImage, Mode: "jupyter",
-		OnStart: `mkdir -p /www$CSHARE_JUPYTER_BASE_URL && echo "token $CSHARE_JUPYTER_TOKEN" > /www$CSHARE_JUPYTER_BASE_URL/index.html`,
+		OnStart:    `mkdir -p /www$CSHARE_JUPYTER_BASE_URL && echo "token $CSHARE_JUPYTER_TOKEN" > /www$CSHARE_JUPYTER_BASE_URL/index.html`,
 		Entrypoint: "httpd", Cmd: []string{"-f", "-p", "8888", "-h", "/www"}, Jupyter: &Jupyter{Port: 8888, Token: "tok", Direct: true}}
 	id, err := d.CreateContract(ctx, s)
 	if err != nil {
