@@ -100,6 +100,10 @@ type Heartbeat struct {
 	// Jupyter is the machine's Jupyter proxy (node.yaml jupyter.listen),
 	// nil when it has none: omitted then, as SSH.
 	Jupyter *JupyterProxy `cbor:"jupyter,omitempty" json:"jupyter,omitempty"`
+	// JupyterDirect is the host port each of the machine's direct
+	// jupyter contracts publishes (contract ID -> port; at most
+	// MaxJupyterDirect, by ID), omitted when none.
+	JupyterDirect map[string]int64 `cbor:"jupyter_direct,omitempty" json:"jupyter_direct,omitempty"`
 	// Relay: the machine serves as a circuit relay for the org's machines
 	// (nat.go); private machines reserve slots on such machines. Set by
 	// PublishHeartbeat; omitted when false, so a heartbeat of a machine
@@ -130,6 +134,14 @@ type JupyterProxy struct {
 
 // MaxJupyterCert bounds JupyterProxy.Cert.
 const MaxJupyterCert = 64
+
+// MaxJupyterDirect bounds Heartbeat.JupyterDirect, whose contract IDs
+// are at most MaxJupyterDirectID bytes: a heartbeat stays under the
+// gossip limit.
+const (
+	MaxJupyterDirect   = 8
+	MaxJupyterDirectID = 16
+)
 
 var (
 	gossipEnc cbor.EncMode
@@ -265,6 +277,14 @@ func DecodeHeartbeat(data []byte) (Heartbeat, error) {
 	}
 	if err := checkJupyter(hb.Jupyter); err != nil {
 		return Heartbeat{}, err
+	}
+	if len(hb.JupyterDirect) > MaxJupyterDirect {
+		return Heartbeat{}, fmt.Errorf("%w: jupyter_direct: %d contracts; allowed: at most %d", ErrMalformed, len(hb.JupyterDirect), MaxJupyterDirect)
+	}
+	for c, p := range hb.JupyterDirect {
+		if c == "" || len(c) > MaxJupyterDirectID || p < 1 || p > 65535 {
+			return Heartbeat{}, fmt.Errorf("%w: jupyter_direct: port %d of a contract of %d bytes; allowed: a port 1..65535, a contract of 1..%d bytes", ErrMalformed, p, len(c), MaxJupyterDirectID)
+		}
 	}
 	return hb, nil
 }

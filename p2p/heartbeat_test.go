@@ -3,6 +3,7 @@ package p2p
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/fxamacker/cbor/v2"
@@ -110,6 +111,25 @@ func TestHeartbeatJupyter(t *testing.T) {
 		bad.Jupyter = j
 		if _, err := DecodeHeartbeat(ptEncode(t, bad)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+	hb.JupyterDirect = map[string]int64{"c0123456789ab": 32768}
+	if got, err := DecodeHeartbeat(ptEncode(t, hb)); err != nil || got.JupyterDirect["c0123456789ab"] != 32768 {
+		t.Fatalf("direct round trip: %+v, %v", got.JupyterDirect, err)
+	}
+	many := map[string]int64{}
+	for i := range MaxJupyterDirect + 1 {
+		many[fmt.Sprint("c", i)] = 1
+	}
+	for name, d := range map[string]map[string]int64{
+		"port":     {"c1": 0},
+		"long id":  {string(bytes.Repeat([]byte("c"), MaxJupyterDirectID+1)): 1},
+		"too many": many,
+	} {
+		bad := hb
+		bad.JupyterDirect = d
+		if _, err := DecodeHeartbeat(ptEncode(t, bad)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("direct %s: %v, want ErrMalformed", name, err)
 		}
 	}
 }

@@ -28,6 +28,9 @@ type ContractCreate struct {
 	// image's (Cmd are its arguments).
 	Mode       string `json:"mode,omitempty"`
 	Entrypoint string `json:"entrypoint,omitempty"`
+	// Direct (mode jupyter): publish Jupyter's port on the host instead
+	// of proxying it.
+	Direct bool `json:"direct,omitempty"`
 }
 
 // ContractExtendRequest is POST /v1/contracts/{id}/extend (the host's).
@@ -76,6 +79,11 @@ type ContractInfo struct {
 	OnStart        string            `json:"onstart,omitempty"`
 	Mode           string            `json:"mode"`
 	Entrypoint     string            `json:"entrypoint,omitempty"`
+	// Direct: a jupyter-mode contract's Jupyter is published on a port of
+	// the host, not proxied. JupyterURL is where its renter opens it, with
+	// its token (shown to the renter alone, while it runs).
+	Direct     bool   `json:"direct,omitempty"`
+	JupyterURL string `json:"jupyter_url,omitempty"`
 }
 
 // UsageAccount is one person's sum over contracts in `contract usage`.

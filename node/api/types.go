@@ -61,6 +61,12 @@ type NodeStatus struct {
 	// key's SHA256 fingerprint; both empty when node.yaml has no ssh.
 	SSHAddr    string `json:"ssh_addr,omitempty"`
 	SSHHostKey string `json:"ssh_host_key,omitempty"`
+	// JupyterAddr is the Jupyter proxy's listen address and JupyterCert
+	// its certificate's fingerprint (sha256//BASE64 of its public key, as
+	// curl --pinnedpubkey takes it); both empty when node.yaml has no
+	// jupyter.
+	JupyterAddr string `json:"jupyter_addr,omitempty"`
+	JupyterCert string `json:"jupyter_cert,omitempty"`
 	// Reachability is whether other networks reach this machine: public,
 	// private (behind a NAT or a firewall: the org reaches it through
 	// its relays) or unknown; PublicAddrs are the public addresses it has

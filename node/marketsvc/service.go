@@ -84,6 +84,9 @@ type Deps struct {
 	Hardware hw.Hardware
 	// RegistryAuth is node.yaml's credentials for an image's registry, or nil.
 	RegistryAuth func(image string) *runtime.RegistryAuth
+	// JupyterToken is a jupyter-mode contract's token as this machine,
+	// its host, derives it for its renter (node/jupyter.Token).
+	JupyterToken func(contract, renter string) (string, error)
 	// DataDir holds this machine's own offers (offersFile).
 	DataDir string
 	// Interval is the heartbeat interval, for reliability.
