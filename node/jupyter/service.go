@@ -105,8 +105,8 @@ func (s *Service) Start(ctx context.Context) error {
 		return fmt.Errorf("jupyter: jupyter.listen %s: %w", s.d.Listen, err)
 	}
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 20 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{s.cert}, MinVersion: tls.VersionTLS12},
-		ErrorLog:  slog.NewLogLogger(s.d.Log.Handler(), slog.LevelDebug),
+		TLSConfig:   &tls.Config{Certificates: []tls.Certificate{s.cert}, MinVersion: tls.VersionTLS12},
+		ErrorLog:    slog.NewLogLogger(s.d.Log.Handler(), slog.LevelDebug),
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	s.mu.Lock()
 	if s.closed {
