@@ -3,11 +3,6 @@
 package e2e
 
 import (
-	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/base64"
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -16,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cshare/cshare/node/jupyter"
 )
 
 // TestJupyterThroughTheCLI: two node processes with Jupyter proxies
@@ -66,18 +63,7 @@ func TestJupyterThroughTheCLI(t *testing.T) {
 	if out := renter.must("contract", "show", id); !strings.Contains(out, c.JupyterURL) {
 		t.Fatalf("contract show does not print the URL:\n%s", out)
 	}
-	cl := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true,
-		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-			crt, err := x509.ParseCertificate(raw[0])
-			if err != nil {
-				return err
-			}
-			sum := sha256.Sum256(crt.RawSubjectPublicKeyInfo)
-			if "sha256//"+base64.StdEncoding.EncodeToString(sum[:]) != st.JupyterCert {
-				return errors.New("not the host's certificate")
-			}
-			return nil
-		}}}}
+	cl := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: jupyter.PinnedTLS(st.JupyterCert)}}
 	get := func(u string) (int, string) {
 		resp, err := cl.Get(u)
 		if err != nil {

@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -98,20 +96,8 @@ func newWorld(t *testing.T, dial func(ctx context.Context, contract string, port
 	return w
 }
 
-// pinned is a TLS config that trusts the proxy's certificate by its
-// announced fingerprint alone, as a renter checks it.
-func (w *world) pinned() *tls.Config {
-	want := w.px.Announce().Cert
-	return &tls.Config{InsecureSkipVerify: true, VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-		if len(raw) == 0 {
-			return errors.New("no certificate")
-		}
-		if fp, err := Fingerprint(raw[0]); err != nil || fp != want {
-			return fmt.Errorf("certificate %s, want %s (%v)", fp, want, err)
-		}
-		return nil
-	}}
-}
+// pinned trusts the proxy's certificate by its announced fingerprint.
+func (w *world) pinned() *tls.Config { return PinnedTLS(w.px.Announce().Cert) }
 
 // contract adds a running jupyter-mode contract of the renter on this
 // machine to the State.
