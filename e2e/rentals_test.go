@@ -47,6 +47,13 @@ func (p *proc) stop() {
 // contract's container runs; it returns the contract's ID.
 func rent(t *testing.T, host, renter *proc) string {
 	t.Helper()
+	return rentWith(t, host, renter, "--", "sleep", "3600")
+}
+
+// rentWith is rent with the contract create arguments after the image
+// (a launch mode, a command).
+func rentWith(t *testing.T, host, renter *proc, args ...string) string {
+	t.Helper()
 	var offer string
 	eventually(t, 20*time.Second, "the host can offer", func() bool {
 		out, _, code := host.cli("offer", "create", "--price", "1", "--cpus", "1", "--memory", "64m", "--disk", "10m", "--for", "2h")
@@ -55,7 +62,7 @@ func rent(t *testing.T, host, renter *proc) string {
 	})
 	var id string
 	eventually(t, 20*time.Second, "the renter sees the offer and rents it", func() bool {
-		out, _, code := renter.cli("contract", "create", offer[:8], "--image", "cshare-busybox:latest", "--cpus", "1", "--for", "1h", "--", "sleep", "3600")
+		out, _, code := renter.cli(append([]string{"contract", "create", offer[:8], "--image", "cshare-busybox:latest", "--cpus", "1", "--for", "1h"}, args...)...)
 		id = lastLine(out)
 		return code == 0
 	})

@@ -113,15 +113,18 @@ type ContractSpec struct {
 	Cmd     []string          `cbor:"cmd,omitempty" json:"cmd,omitempty"`
 	OnStart string            `cbor:"onstart,omitempty" json:"onstart,omitempty"`
 	SSHKey  string            `cbor:"ssh_key,omitempty" json:"ssh_key,omitempty"`
-	// Mode is how the instance runs (ModeEntrypoint, "" the same, or
-	// ModeSSH); Entrypoint replaces the image's entrypoint (Cmd are then
-	// its arguments), in the entrypoint mode.
+	// Mode is how the instance runs (ModeEntrypoint, "" the same,
+	// ModeSSH or ModeJupyter); Entrypoint replaces the image's entrypoint
+	// (Cmd are then its arguments), in the entrypoint and jupyter modes.
 	Mode       string `cbor:"mode,omitempty" json:"mode,omitempty"`
 	Entrypoint string `cbor:"entrypoint,omitempty" json:"entrypoint,omitempty"`
 	// RegistryAuth is the renter's registry credentials for Image,
 	// sealed with age to the host machine's recipient (internal/regauth):
 	// only the host opens it, to pull Image. Never shown (json "-").
 	RegistryAuth []byte `cbor:"registry_auth,omitempty" json:"-"`
+	// Direct (jupyter mode only): the host publishes the instance's
+	// Jupyter port on one of its own instead of proxying it.
+	Direct bool `cbor:"direct,omitempty" json:"direct,omitempty"`
 }
 
 // Contract launch modes (issue 31).
@@ -132,6 +135,13 @@ const (
 	// ModeSSH keeps the instance up by itself, for sessions through the
 	// SSH gateway: OnStart runs at each start, and no command.
 	ModeSSH = "ssh"
+	// ModeJupyter runs Jupyter (the image's, or Entrypoint and Cmd) on
+	// JupyterPort, after OnStart at each start, and keeps the instance up
+	// by itself; the host's node proxies it over HTTPS with a token
+	// (node/jupyter), or publishes the port with Direct.
+	ModeJupyter = "jupyter"
+	// JupyterPort is the container's port Jupyter listens on.
+	JupyterPort = 8888
 )
 
 // ContractRequest is a renter's request for part of an offer.

@@ -57,8 +57,12 @@ func ValidateContractSpec(s ContractSpec) error {
 		if len(s.Cmd) > 0 || s.Entrypoint != "" {
 			return fmt.Errorf("mode: ssh runs no command or entrypoint (it keeps the instance up itself); allowed: --onstart, or --mode entrypoint")
 		}
+	case ModeJupyter:
 	default:
-		return fmt.Errorf("mode: %s; allowed: entrypoint, ssh", text.Echo(s.Mode))
+		return fmt.Errorf("mode: %s; allowed: entrypoint, ssh, jupyter", text.Echo(s.Mode))
+	}
+	if s.Direct && s.Mode != ModeJupyter {
+		return fmt.Errorf("direct: only in mode jupyter; allowed: --direct with --mode jupyter")
 	}
 	if s.Entrypoint != "" {
 		if err := jobspec.CheckCmd([]string{s.Entrypoint}); err != nil {

@@ -26,25 +26,30 @@ func (n *Node) newGateway() (*gateway.Service, error) {
 type gatewayMachines struct{ n *Node }
 
 // Gateway is machine's gateway as its latest heartbeat announced it, while
-// it is online, at the IP this node is connected to it on (else the first
-// address it announces that is not loopback, else loopback). This
-// machine's own is at loopback.
+// it is online, at the IP this node is connected to it on (see machineAt).
 func (m gatewayMachines) Gateway(machine string) (p2p.SSHGateway, string, bool) {
-	n := m.n
+	hb, host, ok := m.n.machineAt(machine)
+	if !ok || hb.SSH == nil {
+		return p2p.SSHGateway{}, "", false
+	}
+	return *hb.SSH, host, true
+}
+
+// machineAt is machine's latest heartbeat while it is online, and the IP
+// this node is connected to it on (else the first address it announces
+// that is not loopback, else loopback). This machine's own is what its
+// heartbeat would say of its gateway and Jupyter proxy, at loopback.
+func (n *Node) machineAt(machine string) (p2p.Heartbeat, string, bool) {
 	if machine == n.idStr {
-		g := n.gw.Announce()
-		if g == nil {
-			return p2p.SSHGateway{}, "", false
-		}
-		return *g, "127.0.0.1", true
+		return p2p.Heartbeat{SSH: n.gw.Announce(), Jupyter: n.jup.Announce(), JupyterDirect: n.jupyterDirect()}, "127.0.0.1", true
 	}
 	id, err := peer.Decode(machine)
 	if err != nil {
-		return p2p.SSHGateway{}, "", false
+		return p2p.Heartbeat{}, "", false
 	}
 	hb, _, ok := n.peers.Liveness(machine, n.opts.Now())
-	if !ok || hb.SSH == nil {
-		return p2p.SSHGateway{}, "", false
+	if !ok {
+		return p2p.Heartbeat{}, "", false
 	}
 	var addrs []ma.Multiaddr
 	for _, c := range n.host.LibP2P().Network().ConnsToPeer(id) {
@@ -70,9 +75,9 @@ func (m gatewayMachines) Gateway(machine string) (p2p.SSHGateway, string, bool) 
 		}
 	}
 	if host == "" {
-		return p2p.SSHGateway{}, "", false
+		return p2p.Heartbeat{}, "", false
 	}
-	return *hb.SSH, host, true
+	return hb, host, true
 }
 
 func ipOf(a ma.Multiaddr) net.IP {

@@ -89,8 +89,9 @@ type meshConfig struct {
 	onePerson bool
 	// recordGPUs > 0: node.yaml's runtime.record_gpus (with slots > 0).
 	recordGPUs int
-	// ssh: node.yaml's ssh.listen on 127.0.0.1:0 (an SSH gateway on a
-	// free port); without slots the nodes run the machine's real drivers.
+	// ssh: node.yaml's ssh.listen and jupyter.listen on 127.0.0.1:0 (an
+	// SSH gateway and a Jupyter proxy on free ports); without slots the
+	// nodes run the machine's real drivers.
 	ssh bool
 	// relDirs: the test runs in a directory of its own and each node's
 	// data dir is given relative to it ("n0", "n1", ...), as a user's
@@ -119,7 +120,7 @@ func newMesh(t testing.TB, cfg meshConfig) *mesh {
 			conf = fmt.Appendf(conf, "resources:\n  max_concurrent_jobs: %d\nruntime:\n  record_gpus: %d\n", cfg.slots, cfg.recordGPUs)
 		}
 		if cfg.ssh {
-			conf = append(conf, "ssh:\n  listen: 127.0.0.1:0\n"...)
+			conf = append(conf, "ssh:\n  listen: 127.0.0.1:0\njupyter:\n  listen: 127.0.0.1:0\n"...)
 		}
 		confPath = filepath.Join(t.TempDir(), "node.yaml")
 		if err := os.WriteFile(confPath, conf, 0o600); err != nil {

@@ -25,6 +25,11 @@ func TestLargestHeartbeatFits(t *testing.T) {
 		hb.Heads = append(hb.Heads, "bafyreigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi")
 	}
 	hb.Free = hb.Total
+	hb.Jupyter = &p2p.JupyterProxy{Port: 65535, Cert: strings.Repeat("A", p2p.MaxJupyterCert)}
+	hb.JupyterDirect = map[string]int64{}
+	for i := 0; i < p2p.MaxJupyterDirect; i++ {
+		hb.JupyterDirect[fmt.Sprintf("%0*d", p2p.MaxJupyterDirectID, i)] = 65535
+	}
 	for i := 0; i < config.MaxConcurrentJobsLimit; i++ {
 		hb.Instances = append(hb.Instances, p2p.RunningInstance{Job: "0123456789ab", Slot: int64(i), Kind: "secondary", Item: 1 << 40,
 			Instance: fmt.Sprintf("0123456789ab-s%d-%d", i, 999999999), Started: 1 << 42,

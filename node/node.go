@@ -40,6 +40,7 @@ import (
 	"github.com/cshare/cshare/node/datasetsvc"
 	"github.com/cshare/cshare/node/gateway"
 	"github.com/cshare/cshare/node/jobsvc"
+	"github.com/cshare/cshare/node/jupyter"
 	"github.com/cshare/cshare/node/logs"
 	"github.com/cshare/cshare/node/marketsvc"
 	"github.com/cshare/cshare/node/orgsvc"
@@ -83,6 +84,7 @@ type Node struct {
 	orgs   *orgsvc.Service     // persons, joining, witnessing, leaving, machines and members (orgs.go)
 	ds     *datasetsvc.Service // datasets: their API, blocks, exchange, mounts for jobs
 	gw     *gateway.Service    // the SSH gateway, SSH keys and file copy (node/gateway.go)
+	jup    *jupyter.Service    // the Jupyter proxy (node/jupyter.go)
 	sched  *sched.Scheduler    // plan, instances, adoption, results, leases, the read view (sched.go)
 	market *marketsvc.Service  // offers, contracts as renter and host
 	jobs   *jobsvc.Service     // the jobs API: submit, list, show, modify, cancel, items, logs
@@ -233,11 +235,15 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		Now: opts.Now, Log: log})
 	n.market = marketsvc.New(marketsvc.Deps{Ledger: n.rep, Signer: signer, Topics: n.host, Drivers: n.drivers,
 		Machine: n.idStr, Person: n.orgs.Person, Hardware: hwinfo, RegistryAuth: auth, AgeRecipient: n.age,
-		DataDir: opts.DataDir, Interval: interval, Now: opts.Now, Log: log})
+		JupyterToken: n.jupyterToken,
+		DataDir:      opts.DataDir, Interval: interval, Now: opts.Now, Log: log})
 	n.jobs = jobsvc.New(jobsvc.Deps{Ledger: n.rep, Scheduler: n.sched, Persons: n.orgs, Mounts: n.ds, Fetches: n.ds,
 		Peers: n.peers, Host: n.host, Logs: n.logs, Drivers: n.drivers, RegistryAuth: auth, Kick: n.kickScheduler,
 		Machine: n.idStr, Now: opts.Now, Log: log})
 	if n.gw, err = n.newGateway(); err != nil {
+		return nil, err
+	}
+	if n.jup, err = n.newJupyter(); err != nil {
 		return nil, err
 	}
 
@@ -264,6 +270,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		return nil, err
 	}
 	if err := n.gw.Start(n.ctx); err != nil {
+		return nil, err
+	}
+	if err := n.jup.Start(n.ctx); err != nil {
 		return nil, err
 	}
 	n.peers.Hold("start") // no new item before catching up with a peer (node/peersvc/catchup.go)
@@ -315,6 +324,9 @@ func (n *Node) Close() error {
 	}
 	if n.gw != nil {
 		n.gw.Close()
+	}
+	if n.jup != nil {
+		n.jup.Close()
 	}
 	n.wg.Wait()
 	n.bgMu.Lock()

@@ -37,6 +37,7 @@ func (w *peerWiring) Report(hb *p2p.Heartbeat) {
 	hb.DiskFull = w.disk.g.Full()
 	hb.SSH = w.gw.Announce()
 	hb.Age = w.age
+	hb.Jupyter, hb.JupyterDirect = w.jup.Announce(), (*Node)(w).jupyterDirect()
 	if w.opts.heartbeatLie != nil {
 		w.opts.heartbeatLie(hb)
 	}

@@ -60,6 +60,7 @@ func (n *Node) Status(ctx context.Context) (api.NodeStatus, error) {
 	s.PlanHash = n.sched.View().Plan.Hash
 	s.PlanAgree, s.PlanPeers = n.peers.PlanAgreement(s.PlanHash)
 	s.SSHAddr, s.SSHHostKey = n.gw.Addr(), n.gw.HostKeyFingerprint()
+	s.JupyterAddr, s.JupyterCert = n.jup.Addr(), n.jup.CertFingerprint()
 	n.natStatus(&s)
 	if catching, since := n.peers.CatchingUp(); catching {
 		s.CatchingUp, s.CatchingUpSince = true, api.FormatTime(since)

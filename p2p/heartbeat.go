@@ -98,6 +98,13 @@ type Heartbeat struct {
 	// is what it always was. (A node older than the field refuses the
 	// heartbeat of a machine that has one: decoding is strict.)
 	SSH *SSHGateway `cbor:"ssh,omitempty" json:"ssh,omitempty"`
+	// Jupyter is the machine's Jupyter proxy (node.yaml jupyter.listen),
+	// nil when it has none: omitted then, as SSH.
+	Jupyter *JupyterProxy `cbor:"jupyter,omitempty" json:"jupyter,omitempty"`
+	// JupyterDirect is the host port each of the machine's direct
+	// jupyter contracts publishes (contract ID -> port; at most
+	// MaxJupyterDirect, by ID), omitted when none.
+	JupyterDirect map[string]int64 `cbor:"jupyter_direct,omitempty" json:"jupyter_direct,omitempty"`
 	// Relay: the machine serves as a circuit relay for the org's machines
 	// (nat.go); private machines reserve slots on such machines. Set by
 	// PublishHeartbeat; omitted when false, so a heartbeat of a machine
@@ -121,6 +128,26 @@ type SSHGateway struct {
 
 // MaxSSHHostKey bounds SSHGateway.HostKey.
 const MaxSSHHostKey = 1024
+
+// JupyterProxy is a machine's Jupyter proxy as its heartbeat announces it:
+// the HTTPS port it listens on and its certificate's fingerprint
+// ("sha256//" and the base64 SHA-256 of its public key, as curl's
+// --pinnedpubkey takes it).
+type JupyterProxy struct {
+	Port int64  `cbor:"port" json:"port"`
+	Cert string `cbor:"cert" json:"cert"`
+}
+
+// MaxJupyterCert bounds JupyterProxy.Cert.
+const MaxJupyterCert = 64
+
+// MaxJupyterDirect bounds Heartbeat.JupyterDirect, whose contract IDs
+// are at most MaxJupyterDirectID bytes: a heartbeat stays under the
+// gossip limit.
+const (
+	MaxJupyterDirect   = 8
+	MaxJupyterDirectID = 16
+)
 
 var (
 	gossipEnc cbor.EncMode
@@ -259,7 +286,25 @@ func DecodeHeartbeat(data []byte) (Heartbeat, error) {
 			return Heartbeat{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 		}
 	}
+	if err := checkJupyter(hb.Jupyter); err != nil {
+		return Heartbeat{}, err
+	}
+	if len(hb.JupyterDirect) > MaxJupyterDirect {
+		return Heartbeat{}, fmt.Errorf("%w: jupyter_direct: %d contracts; allowed: at most %d", ErrMalformed, len(hb.JupyterDirect), MaxJupyterDirect)
+	}
+	for c, p := range hb.JupyterDirect {
+		if c == "" || len(c) > MaxJupyterDirectID || p < 1 || p > 65535 {
+			return Heartbeat{}, fmt.Errorf("%w: jupyter_direct: port %d of a contract of %d bytes; allowed: a port 1..65535, a contract of 1..%d bytes", ErrMalformed, p, len(c), MaxJupyterDirectID)
+		}
+	}
 	return hb, nil
+}
+
+func checkJupyter(j *JupyterProxy) error {
+	if j != nil && (j.Port < 1 || j.Port > 65535 || j.Cert == "" || len(j.Cert) > MaxJupyterCert) {
+		return fmt.Errorf("%w: jupyter: port %d, cert of %d bytes; allowed: a port 1..65535 and a cert of 1..%d bytes", ErrMalformed, j.Port, len(j.Cert), MaxJupyterCert)
+	}
+	return nil
 }
 
 // DecodeVerifyHeartbeat decodes data and verifies its signature for org.

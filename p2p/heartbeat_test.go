@@ -3,6 +3,7 @@ package p2p
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/fxamacker/cbor/v2"
@@ -86,6 +87,49 @@ func TestHeartbeatFetches(t *testing.T) {
 		bad.Fetches = fs
 		if _, err := DecodeHeartbeat(ptEncode(t, bad)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+}
+
+// TestHeartbeatJupyter: the Jupyter proxy round-trips; a port out of
+// range, a proxy without a certificate or with a long one are refused.
+func TestHeartbeatJupyter(t *testing.T) {
+	k := ptKey(t)
+	hb := ptSigned(t, ptOrg, k, 7)
+	hb.Jupyter = &JupyterProxy{Port: 8443, Cert: "sha256//abc"}
+	got, err := DecodeHeartbeat(ptEncode(t, hb))
+	if err != nil || got.Jupyter == nil || *got.Jupyter != *hb.Jupyter {
+		t.Fatalf("round trip: %+v, %v", got.Jupyter, err)
+	}
+	for name, j := range map[string]*JupyterProxy{
+		"port":      {Port: 70000, Cert: "x"},
+		"no port":   {Cert: "x"},
+		"no cert":   {Port: 8443},
+		"long cert": {Port: 8443, Cert: string(bytes.Repeat([]byte("a"), MaxJupyterCert+1))},
+	} {
+		bad := hb
+		bad.Jupyter = j
+		if _, err := DecodeHeartbeat(ptEncode(t, bad)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: %v, want ErrMalformed", name, err)
+		}
+	}
+	hb.JupyterDirect = map[string]int64{"c0123456789ab": 32768}
+	if got, err := DecodeHeartbeat(ptEncode(t, hb)); err != nil || got.JupyterDirect["c0123456789ab"] != 32768 {
+		t.Fatalf("direct round trip: %+v, %v", got.JupyterDirect, err)
+	}
+	many := map[string]int64{}
+	for i := range MaxJupyterDirect + 1 {
+		many[fmt.Sprint("c", i)] = 1
+	}
+	for name, d := range map[string]map[string]int64{
+		"port":     {"c1": 0},
+		"long id":  {string(bytes.Repeat([]byte("c"), MaxJupyterDirectID+1)): 1},
+		"too many": many,
+	} {
+		bad := hb
+		bad.JupyterDirect = d
+		if _, err := DecodeHeartbeat(ptEncode(t, bad)); !errors.Is(err, ErrMalformed) {
+			t.Errorf("direct %s: %v, want ErrMalformed", name, err)
 		}
 	}
 }

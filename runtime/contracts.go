@@ -29,6 +29,24 @@ const (
 // EnvContract is set in a contract instance's environment to its ID.
 const EnvContract = "CSHARE_CONTRACT"
 
+// The environment of a jupyter-mode instance (ContractSpec.Jupyter): the
+// token Jupyter takes, the port it listens on and the path it serves
+// under, as the host's proxy forwards it (/contract/ID/).
+const (
+	EnvJupyterToken   = "CSHARE_JUPYTER_TOKEN"
+	EnvJupyterPort    = "CSHARE_JUPYTER_PORT"
+	EnvJupyterBaseURL = "CSHARE_JUPYTER_BASE_URL"
+)
+
+// Jupyter is a jupyter-mode instance's Jupyter: its port in the container,
+// its token, and whether the port is published on the host (a free port
+// the engine picks; ContractRun.Published).
+type Jupyter struct {
+	Port   int
+	Token  string
+	Direct bool
+}
+
 // ContractSpec is a rental contract's instance: one container that lives
 // as long as the contract (stopped and started in place, so its disk
 // persists) and is removed with it.
@@ -46,6 +64,8 @@ type ContractSpec struct {
 	// up by itself). Entrypoint replaces the image's.
 	Mode       string
 	Entrypoint string
+	// Jupyter is set in mode "jupyter".
+	Jupyter *Jupyter
 	// GPUs are the device IDs (indices or UUIDs) held exclusively.
 	GPUs []string
 	// CPUShares weighs the instance's CPU under contention (its baseline:
@@ -67,6 +87,9 @@ type ContractRun struct {
 	Contract string
 	GPUs     []string
 	Running  bool
+	// Published is the host port of a direct jupyter instance's Jupyter
+	// port while it runs (0: none).
+	Published int
 }
 
 // ContractDriver runs contract instances. The docker and fake drivers
@@ -114,8 +137,17 @@ func (s ContractSpec) Validate() error {
 		return specErr("onstart", "contains a NUL byte")
 	case strings.ContainsRune(s.Entrypoint, 0):
 		return specErr("entrypoint", "contains a NUL byte")
-	case s.Mode != "" && s.Mode != "entrypoint" && s.Mode != "ssh":
-		return specErr("mode", "%q; allowed: entrypoint, ssh", s.Mode)
+	case s.Mode != "" && s.Mode != "entrypoint" && s.Mode != "ssh" && s.Mode != "jupyter":
+		return specErr("mode", "%q; allowed: entrypoint, ssh, jupyter", s.Mode)
+	case (s.Mode == "jupyter") != (s.Jupyter != nil):
+		return specErr("jupyter", "is set exactly in mode jupyter")
+	case s.Jupyter != nil && (s.Jupyter.Port < 1 || s.Jupyter.Port > 65535 || !tokenText(s.Jupyter.Token)):
+		return specErr("jupyter", "port %d and a token of %d bytes; allowed: a port 1..65535 and a token of 1..128 letters, digits, - and _", s.Jupyter.Port, len(s.Jupyter.Token))
+	}
+	for _, k := range []string{EnvJupyterToken, EnvJupyterPort, EnvJupyterBaseURL} {
+		if _, ok := s.Env[k]; ok && s.Jupyter != nil {
+			return specErr("env", "%s is set by the driver and may not be overridden", k)
+		}
 	}
 	return nil
 }
@@ -133,13 +165,44 @@ func (s ContractSpec) Environ() []string {
 		out = append(out, k+"="+v)
 	}
 	out = append(out, EnvContract+"="+s.Contract)
+	if j := s.Jupyter; j != nil {
+		out = append(out, EnvJupyterToken+"="+j.Token, EnvJupyterPort+"="+strconv.Itoa(j.Port),
+			EnvJupyterBaseURL+"="+JupyterBasePath(s.Contract))
+	}
 	sort.Strings(out)
 	return out
+}
+
+// JupyterBasePath is the path a contract's Jupyter serves under, the one
+// the host's proxy forwards unchanged: /contract/ID/.
+func JupyterBasePath(contract string) string { return "/contract/" + contract + "/" }
+
+// JupyterCommand is what mode jupyter runs when the renter gives no
+// command: the image's jupyter, on every address at the instance's port,
+// under its base path, with its token (the options of Jupyter Server and
+// of the classic notebook: each ignores the other's).
+const JupyterCommand = `jupyter notebook --no-browser --allow-root --ip=0.0.0.0 --port="$CSHARE_JUPYTER_PORT"` +
+	` --ServerApp.token="$CSHARE_JUPYTER_TOKEN" --ServerApp.base_url="$CSHARE_JUPYTER_BASE_URL"` +
+	` --NotebookApp.token="$CSHARE_JUPYTER_TOKEN" --NotebookApp.base_url="$CSHARE_JUPYTER_BASE_URL"`
+
+func tokenText(t string) bool {
+	if t == "" || len(t) > 128 {
+		return false
+	}
+	for _, r := range t {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // Launch is the container's entrypoint and command (nil: the image's):
 //   - mode ssh: a shell runs OnStart, then stays up (sessions come through
 //     the SSH gateway);
+//   - mode jupyter: a shell runs OnStart, then Jupyter (Entrypoint and Cmd
+//     if there are any, else JupyterCommand) in the background, and stays
+//     up whether or not it does;
 //   - without OnStart: Entrypoint, if set, and Cmd;
 //   - with OnStart: a shell runs it, then Entrypoint and Cmd if there are
 //     any, else it stays up (an instance the renter uses interactively).
@@ -151,6 +214,13 @@ func (s ContractSpec) Launch() (entrypoint, cmd []string) {
 	argv := append([]string(nil), s.Cmd...)
 	if s.Entrypoint != "" {
 		argv = append([]string{s.Entrypoint}, argv...)
+	}
+	if s.Mode == "jupyter" {
+		run := `"$@" &`
+		if len(argv) == 0 {
+			run = JupyterCommand + " &"
+		}
+		return append([]string{"/bin/sh", "-c", s.OnStart + "\n" + run + "\n" + stayUp, "onstart"}, argv...), nil
 	}
 	if s.OnStart == "" {
 		if s.Entrypoint != "" {

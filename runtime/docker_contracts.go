@@ -9,9 +9,16 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/go-connections/nat"
 )
 
 var _ ContractDriver = (*Docker)(nil)
+
+// LabelJupyterPort is a jupyter-mode instance's Jupyter port in the
+// container.
+const LabelJupyterPort = "cshare.jupyter_port"
+
+func jupyterPort(p int) nat.Port { return nat.Port(strconv.Itoa(p) + "/tcp") }
 
 // RecordGPUs makes the driver record GPU device requests instead of
 // sending them: containers get no devices, and carry LabelGPUMode=record
@@ -34,6 +41,9 @@ func ContractHostConfig(s ContractSpec) (*container.HostConfig, error) {
 		return nil, err
 	}
 	hc.CPUShares = s.CPUShares
+	if j := s.Jupyter; j != nil && j.Direct {
+		hc.PortBindings = nat.PortMap{jupyterPort(j.Port): {{}}} // a free host port on every address
+	}
 	if s.DiskBytes > 0 {
 		hc.StorageOpt = map[string]string{"size": strconv.FormatInt(s.DiskBytes, 10)}
 	}
@@ -59,6 +69,10 @@ func (d *Docker) CreateContract(ctx context.Context, s ContractSpec) (RunID, err
 	}
 	ep, cmd := s.Launch()
 	cfg := &container.Config{Image: s.Image, Env: s.Environ(), Labels: labels, Entrypoint: ep, Cmd: cmd}
+	if j := s.Jupyter; j != nil {
+		cfg.ExposedPorts = nat.PortSet{jupyterPort(j.Port): {}}
+		labels[LabelJupyterPort] = strconv.Itoa(j.Port)
+	}
 	name := "cshare-contract-" + s.Contract + "-" + s.Machine[max(0, len(s.Machine)-8):]
 	created, err := d.cli.ContainerCreate(ctx, cfg, hc, nil, nil, name)
 	if err != nil && hc.StorageOpt != nil && strings.Contains(err.Error(), "storage-opt") {
@@ -113,7 +127,13 @@ func (d *Docker) ListContracts(ctx context.Context, org, machine string) ([]Cont
 		if (org != "" && c.Labels[LabelOrg] != org) || c.Labels[LabelMachine] != machine || c.Labels[LabelContract] == "" {
 			continue
 		}
-		out = append(out, contractRunOf(RunID(c.ID), c.Labels, c.State == container.StateRunning || c.State == container.StateRestarting))
+		r := contractRunOf(RunID(c.ID), c.Labels, c.State == container.StateRunning || c.State == container.StateRestarting)
+		for _, p := range c.Ports {
+			if strconv.Itoa(int(p.PrivatePort)) == c.Labels[LabelJupyterPort] && p.Type == "tcp" && p.PublicPort != 0 && r.Published == 0 {
+				r.Published = int(p.PublicPort)
+			}
+		}
+		out = append(out, r)
 	}
 	sortContractRuns(out)
 	return out, nil

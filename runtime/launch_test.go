@@ -6,6 +6,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -32,6 +34,9 @@ func TestContractLaunch(t *testing.T) {
 		{ContractSpec{OnStart: "setup"}, "[/bin/sh -c setup\nif [ $# -gt 0 ]; then exec \"$@\"; fi\nwhile :; do sleep 3600; done onstart]", "[]"},
 		{ContractSpec{Mode: "ssh", OnStart: "setup"}, "[/bin/sh -c setup\nwhile :; do sleep 3600; done onstart]", "[]"},
 		{ContractSpec{Mode: "ssh"}, "[/bin/sh -c \nwhile :; do sleep 3600; done onstart]", "[]"},
+		{ContractSpec{Mode: "jupyter", OnStart: "setup", Entrypoint: "httpd", Cmd: []string{"-f"}},
+			"[/bin/sh -c setup\n\"$@\" &\nwhile :; do sleep 3600; done onstart httpd -f]", "[]"},
+		{ContractSpec{Mode: "jupyter"}, "[/bin/sh -c \n" + JupyterCommand + " &\nwhile :; do sleep 3600; done onstart]", "[]"},
 	} {
 		ep, cmd := tc.s.Launch()
 		if got := fmt.Sprint(ep); got != tc.ep {
@@ -43,6 +48,72 @@ func TestContractLaunch(t *testing.T) {
 	}
 	if err := (ContractSpec{Org: "o", Machine: "m", Contract: "c", Image: TestImage, Mode: "jupyter?"}).Validate(); err == nil {
 		t.Error("an unknown mode was accepted")
+	}
+	j := ContractSpec{Org: "o", Machine: "m", Contract: "c", Image: TestImage, Mode: "jupyter", Jupyter: &Jupyter{Port: 8888, Token: "t-1_A"}}
+	if err := j.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if env := fmt.Sprint(j.Environ()); env != "[CSHARE_CONTRACT=c CSHARE_JUPYTER_BASE_URL=/contract/c/ CSHARE_JUPYTER_PORT=8888 CSHARE_JUPYTER_TOKEN=t-1_A]" {
+		t.Errorf("jupyter environment %s", env)
+	}
+	for _, bad := range []ContractSpec{
+		{Org: "o", Machine: "m", Contract: "c", Image: TestImage, Mode: "jupyter"},
+		{Org: "o", Machine: "m", Contract: "c", Image: TestImage, Jupyter: &Jupyter{Port: 8888, Token: "t"}},
+		{Org: "o", Machine: "m", Contract: "c", Image: TestImage, Mode: "jupyter", Jupyter: &Jupyter{Port: 8888, Token: "t;rm"}},
+		{Org: "o", Machine: "m", Contract: "c", Image: TestImage, Mode: "jupyter", Jupyter: &Jupyter{Port: 0, Token: "t"}},
+		{Org: "o", Machine: "m", Contract: "c", Image: TestImage, Mode: "jupyter", Jupyter: &Jupyter{Port: 1, Token: "t"}, Env: map[string]string{EnvJupyterToken: "x"}},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+// TestDockerJupyterDirect: on the local engine, a jupyter-mode contract
+// with --direct runs its onstart and its command (busybox httpd standing
+// in for Jupyter) and publishes its port on a free host port, which
+// ListContracts reports, and which serves the base path.
+func TestDockerJupyterDirect(t *testing.T) {
+	d, cli := dockerForTest(t)
+	org, b := testContractOrg(t, cli)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := "cjup" + hex.EncodeToString(b[:])
+	s := ContractSpec{Org: org, Machine: "m1", Contract: c, Image: TestImage, Mode: "jupyter",
+		OnStart:    `mkdir -p /www$CSHARE_JUPYTER_BASE_URL && echo "token $CSHARE_JUPYTER_TOKEN" > /www$CSHARE_JUPYTER_BASE_URL/index.html`,
+		Entrypoint: "httpd", Cmd: []string{"-f", "-p", "8888", "-h", "/www"}, Jupyter: &Jupyter{Port: 8888, Token: "tok", Direct: true}}
+	id, err := d.CreateContract(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.StartContract(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := ""
+		runs, err := d.ListContracts(ctx, org, "m1")
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("runs %+v, %v", runs, err)
+		}
+		if p := runs[0].Published; p == 0 {
+			got = "no published port"
+		} else if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/contract/%s/", p, c)); err != nil {
+			got = err.Error()
+		} else {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if got = string(body); got == "token tok\n" {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the published jupyter port: %s", got)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if ins, err := cli.ContainerInspect(ctx, string(id)); err != nil || !ins.State.Running {
+		t.Fatalf("the jupyter-mode instance is not up: %v", err)
 	}
 }
 

@@ -32,6 +32,9 @@ type ContractCreate struct {
 	// host (internal/regauth.Seal): the CLI seals them, the node passes
 	// them on as they are.
 	RegistryAuth []byte `json:"registry_auth,omitempty"`
+	// Direct (mode jupyter): publish Jupyter's port on the host instead
+	// of proxying it.
+	Direct bool `json:"direct,omitempty"`
 }
 
 // ContractExtendRequest is POST /v1/contracts/{id}/extend (the host's).
@@ -83,6 +86,11 @@ type ContractInfo struct {
 	// RegistryAuth: the contract carries sealed registry credentials
 	// (never shown).
 	RegistryAuth bool `json:"registry_auth,omitempty"`
+	// Direct: a jupyter-mode contract's Jupyter is published on a port of
+	// the host, not proxied. JupyterURL is where its renter opens it, with
+	// its token (shown to the renter alone, while it runs).
+	Direct     bool   `json:"direct,omitempty"`
+	JupyterURL string `json:"jupyter_url,omitempty"`
 }
 
 // UsageAccount is one person's sum over contracts in `contract usage`.

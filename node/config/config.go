@@ -46,6 +46,8 @@ type File struct {
 	Disk Disk
 	// SSH is the ssh: section (ssh.go).
 	SSH SSH
+	// Jupyter is the jupyter: section (ssh.go).
+	Jupyter Jupyter
 	// Relay and NAT are the relay: and nat: sections (sections.go).
 	Relay Relay
 	NAT   NAT
@@ -189,6 +191,9 @@ func strictDecode(src string, data []byte) error {
 		SSH *struct {
 			Listen yaml.Node `yaml:"listen"`
 		} `yaml:"ssh"`
+		Jupyter *struct {
+			Listen yaml.Node `yaml:"listen"`
+		} `yaml:"jupyter"`
 		Relay *struct {
 			Serve yaml.Node `yaml:"serve"`
 		} `yaml:"relay"`

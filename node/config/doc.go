@@ -27,6 +27,10 @@
 //	                          # machine finds itself reachable from outside; false = never
 //	nat:
 //	  portmap: true           # ask the router for a port mapping (UPnP, NAT-PMP), default true
+//	ssh:
+//	  listen: ":2222"         # the SSH gateway into this machine's containers; off unless set
+//	jupyter:
+//	  listen: ":8443"         # the HTTPS proxy into this machine's jupyter-mode contracts; off unless set
 //	disk:
 //	  reserve: 32             # MB kept free on the data dir's filesystem, and as much again in a ballast file
 //	                          # given back when the disk fills; default 32 (at most an eighth of the disk),

@@ -144,7 +144,7 @@ func (p *parser) file(doc *yaml.Node) (File, error) {
 		}
 		root = doc.Content[0]
 	}
-	entries, err := p.mapping(root, "", "name", "heartbeat_interval", "resources", "runtime", "discovery", "metrics", "registries", "disk", "ssh", "relay", "nat")
+	entries, err := p.mapping(root, "", "name", "heartbeat_interval", "resources", "runtime", "discovery", "metrics", "registries", "disk", "ssh", "jupyter", "relay", "nat")
 	if err != nil {
 		return f, err
 	}
@@ -188,6 +188,10 @@ func (p *parser) file(doc *yaml.Node) (File, error) {
 			}
 		case "ssh":
 			if f.SSH, err = p.ssh(e.value, e.path); err != nil {
+				return f, err
+			}
+		case "jupyter":
+			if f.Jupyter, err = p.jupyter(e.value, e.path); err != nil {
 				return f, err
 			}
 		case "relay":

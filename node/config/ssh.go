@@ -15,22 +15,42 @@ type SSH struct {
 	Listen string
 }
 
+// Jupyter is the jupyter: section: the node's HTTPS proxy into its
+// jupyter-mode contracts (package node/jupyter), off unless listen is set.
+type Jupyter struct {
+	// Listen is the proxy's TCP address, HOST:PORT or :PORT ("" = no
+	// proxy). Port 0 takes a free port (tests).
+	Listen string
+}
+
 func (p *parser) ssh(n *yaml.Node, path string) (SSH, error) {
-	var s SSH
+	l, err := p.listen(n, path, ":2222")
+	return SSH{Listen: l}, err
+}
+
+func (p *parser) jupyter(n *yaml.Node, path string) (Jupyter, error) {
+	l, err := p.listen(n, path, ":8443")
+	return Jupyter{Listen: l}, err
+}
+
+// listen parses a section whose one key is listen, an address such as
+// example.
+func (p *parser) listen(n *yaml.Node, path, example string) (string, error) {
 	entries, err := p.mapping(n, path, "listen")
 	if err != nil {
-		return s, err
+		return "", err
 	}
+	var l string
 	for _, e := range entries {
 		if e.value.Kind != yaml.ScalarNode || e.value.ShortTag() != "!!str" {
-			return s, p.errf(e.value, e.path, "is %s; expected an address such as \":2222\"", kindName(e.value))
+			return "", p.errf(e.value, e.path, "is %s; expected an address such as %q", kindName(e.value), example)
 		}
 		if err := checkListen(e.value.Value); err != "" {
-			return s, p.errf(e.value, e.path, "%s is %s; allowed: HOST:PORT or :PORT, such as \":2222\"", show(e.value), err)
+			return "", p.errf(e.value, e.path, "%s is %s; allowed: HOST:PORT or :PORT, such as %q", show(e.value), err, example)
 		}
-		s.Listen = e.value.Value
+		l = e.value.Value
 	}
-	return s, nil
+	return l, nil
 }
 
 // checkListen says what is wrong with a listen address ("" for nothing).

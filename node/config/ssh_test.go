@@ -33,3 +33,20 @@ func TestSSH(t *testing.T) {
 		}
 	}
 }
+
+// TestJupyter: jupyter.listen is off unless set, checked as ssh.listen.
+func TestJupyter(t *testing.T) {
+	f, err := Parse([]byte("jupyter: {listen: \":8443\"}\n"))
+	if err != nil || f.Jupyter.Listen != ":8443" || f.SSH.Listen != "" {
+		t.Fatalf("listen %q, ssh %q, %v; want :8443 and no ssh", f.Jupyter.Listen, f.SSH.Listen, err)
+	}
+	for src, want := range map[string]string{
+		"jupyter:\n  listen: 8443\n":  `jupyter.listen: is 8443; expected an address such as ":8443" (line 2)`,
+		"jupyter:\n  port: 8443\n":    `unknown key "jupyter.port"; allowed under jupyter: listen (line 2)`,
+		"jupyter:\n  listen: \"x\"\n": `jupyter.listen: "x" is not HOST:PORT`,
+	} {
+		if _, err := Parse([]byte(src)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want an error with %q", src, err, want)
+		}
+	}
+}

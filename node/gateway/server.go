@@ -249,3 +249,13 @@ func clipCmd(c string) string {
 	}
 	return c
 }
+
+// DialContract connects to port of contract's running container on this
+// machine, on its network (the Jupyter proxy's upstream).
+func (s *Service) DialContract(ctx context.Context, contract string, port int) (net.Conn, error) {
+	en, run, err := s.locateRun(ctx, "docker", false, contract, 0, false)
+	if err != nil {
+		return nil, err
+	}
+	return en.DialRun(ctx, run, port)
+}

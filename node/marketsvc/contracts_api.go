@@ -33,7 +33,7 @@ func (s *Service) CreateContract(ctx context.Context, req api.ContractCreate) (a
 		return api.ContractInfo{}, err
 	}
 	spec := ledger.ContractSpec{Image: strings.TrimSpace(req.Image), Env: req.Env, Cmd: req.Cmd, OnStart: req.OnStart,
-		Mode: req.Mode, Entrypoint: req.Entrypoint, RegistryAuth: req.RegistryAuth}
+		Mode: req.Mode, Entrypoint: req.Entrypoint, RegistryAuth: req.RegistryAuth, Direct: req.Direct}
 	if req.SSHKey != "" {
 		k, err := ledger.CheckSSHKey("ssh_key", req.SSHKey)
 		if err != nil {
@@ -284,7 +284,7 @@ func contractInfo(st *ledger.State, c *ledger.Contract, now int64, waiting map[s
 		Requested: msTime(c.Requested), Price: dollars(c.Offer.Price), DiskPrice: dollars(c.Offer.DiskPrice),
 		Cost: dollars(cost.Total), ComputeCost: dollars(cost.Compute), StorageCost: dollars(cost.Storage), RunningSeconds: float64(run) / 1000,
 		Reason: c.Why(now, p), Image: c.Spec.Image, Env: c.Spec.Env, Cmd: c.Spec.Cmd, OnStart: c.Spec.OnStart,
-		Mode: c.Spec.Mode, Entrypoint: c.Spec.Entrypoint, RegistryAuth: len(c.Spec.RegistryAuth) > 0}
+		Mode: c.Spec.Mode, Entrypoint: c.Spec.Entrypoint, RegistryAuth: len(c.Spec.RegistryAuth) > 0, Direct: c.Spec.Direct}
 	if info.Mode == "" {
 		info.Mode = ledger.ModeEntrypoint
 	}

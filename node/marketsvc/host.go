@@ -324,10 +324,17 @@ func (s *Service) contractSpec(c ledger.Contract, gpus []string) runtime.Contrac
 	const mb = 1 << 20
 	memRes := max(a.MemoryMB*mb, runtime.MinMemoryBytes)
 	memMax := max(a.MemoryCeilingMB*mb, memRes)
-	return runtime.ContractSpec{Org: s.orgID(), Machine: s.d.Machine, Contract: c.ID, Image: c.Spec.Image, Cmd: c.Spec.Cmd, Env: c.Spec.Env,
+	rs := runtime.ContractSpec{Org: s.orgID(), Machine: s.d.Machine, Contract: c.ID, Image: c.Spec.Image, Cmd: c.Spec.Cmd, Env: c.Spec.Env,
 		OnStart: c.Spec.OnStart, Mode: c.Spec.Mode, Entrypoint: c.Spec.Entrypoint, GPUs: gpus, CPUShares: max(2, a.CPUMilli*1024/1000), NanoCPUs: a.CPUCeilingMilli * 1_000_000,
 		MemoryReservationBytes: memRes, MemoryBytes: memMax, ShmBytes: a.ShmMB * mb, DiskBytes: a.DiskMB * mb,
 		Auth: s.auth(c)}
+	if c.Spec.Mode == ledger.ModeJupyter {
+		rs.Jupyter = &runtime.Jupyter{Port: ledger.JupyterPort, Direct: c.Spec.Direct}
+		if s.d.JupyterToken != nil {
+			rs.Jupyter.Token, _ = s.d.JupyterToken(c.ID, c.Renter) // none: the spec is refused, naming the token
+		}
+	}
+	return rs
 }
 
 // auth is the credentials to pull c's image with; nil (and a warning)

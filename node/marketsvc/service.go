@@ -87,6 +87,9 @@ type Deps struct {
 	RegistryAuth runtime.AuthSource
 	// AgeRecipient is this machine's age recipient, put in its offers.
 	AgeRecipient string
+	// JupyterToken is a jupyter-mode contract's token as this machine,
+	// its host, derives it for its renter (node/jupyter.Token).
+	JupyterToken func(contract, renter string) (string, error)
 	// DataDir holds this machine's own offers (offersFile).
 	DataDir string
 	// Interval is the heartbeat interval, for reliability.

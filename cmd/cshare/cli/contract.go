@@ -29,11 +29,12 @@ func (a *app) contractCreateCmd() *cobra.Command {
 	var image, disk, forS, onstart, sshKey, mode, entrypoint string
 	var env []string
 	var gpus, cpus int64
+	var direct bool
 	var req api.ContractCreate
 	var regAuthFile string
 	var regAuth *regauth.Creds
 	c := &cobra.Command{
-		Use:   "create OFFER_ID --image IMG [--gpus N] [--cpus N] [--disk SIZE] [--for DURATION] [--env K=V]... [--mode entrypoint|ssh] [--entrypoint CMD] [--onstart CMD] [--ssh-key FILE.pub] [-- ARGS...]",
+		Use:   "create OFFER_ID --image IMG [--gpus N] [--cpus N] [--disk SIZE] [--for DURATION] [--env K=V]... [--mode entrypoint|ssh|jupyter] [--direct] [--entrypoint CMD] [--onstart CMD] [--ssh-key FILE.pub] [-- ARGS...]",
 		Short: "Request part of an offer; the host's node accepts or rejects it. Prints the contract's ID",
 		Args:  cobra.ArbitraryArgs,
 		PreRunE: func(cmd *cobra.Command, args []string) error {
@@ -48,15 +49,19 @@ func (a *app) contractCreateCmd() *cobra.Command {
 				return usagef(cmd, "--image is required: the Docker image the contract runs")
 			}
 			req = api.ContractCreate{Offer: args[0], Image: image, GPUs: gpus, CPUs: cpus, OnStart: onstart, Cmd: cmdArgs,
-				Mode: mode, Entrypoint: entrypoint}
+				Mode: mode, Entrypoint: entrypoint, Direct: direct}
 			switch mode {
 			case "", "entrypoint":
 			case "ssh":
 				if len(cmdArgs) > 0 || entrypoint != "" {
 					return usagef(cmd, "--mode ssh runs no command or --entrypoint: it keeps the instance up itself (use --onstart, or --mode entrypoint)")
 				}
+			case "jupyter":
 			default:
-				return usagef(cmd, "--mode: %s; allowed: entrypoint, ssh", text.Quote(text.Clip(mode)))
+				return usagef(cmd, "--mode: %s; allowed: entrypoint, ssh, jupyter", text.Quote(text.Clip(mode)))
+			}
+			if direct && mode != "jupyter" {
+				return usagef(cmd, "--direct: only with --mode jupyter")
 			}
 			if entrypoint != "" {
 				if err := jobspec.CheckCmd([]string{entrypoint}); err != nil {
@@ -119,7 +124,8 @@ func (a *app) contractCreateCmd() *cobra.Command {
 	f.StringVar(&forS, "for", "", "how long, like 2h or 7d (default: until the offer ends)")
 	f.StringArrayVar(&env, "env", nil, "NAME=VALUE for the instance's environment, repeatable")
 	f.StringVar(&onstart, "onstart", "", "a shell command run when the instance starts")
-	f.StringVar(&mode, "mode", "", "how the instance runs: entrypoint (the default: the image's entrypoint, or --entrypoint, with the arguments after --) or ssh (kept up for cshare contract ssh; --onstart runs at each start)")
+	f.StringVar(&mode, "mode", "", "how the instance runs: entrypoint (the default: the image's entrypoint, or --entrypoint, with the arguments after --), ssh (kept up for cshare contract ssh; --onstart runs at each start) or jupyter (--onstart, then the image's jupyter, or --entrypoint and the arguments after --, on port 8888; kept up; contract show prints its URL)")
+	f.BoolVar(&direct, "direct", false, "with --mode jupyter: publish Jupyter's port on a port of the host instead of the host's HTTPS proxy")
 	f.StringVar(&entrypoint, "entrypoint", "", "the program to run instead of the image's entrypoint; its arguments after --")
 	f.StringVar(&sshKey, "ssh-key", "", "FILE.pub: a public key that enters this contract alone through the SSH gateway (your own keys do too: cshare user ssh-key add)")
 	f.StringVar(&regAuthFile, "registry-auth", "", "FILE: credentials for a private --image, a Docker config JSON or a line user:token; sent sealed to the host machine's key")
@@ -175,6 +181,9 @@ func (a *app) printContract(c api.ContractInfo) error {
 	t.row("mode", orDash(c.Mode))
 	if c.Entrypoint != "" {
 		t.row("entrypoint", c.Entrypoint)
+	}
+	if c.Mode == "jupyter" {
+		t.row("jupyter", jupyterText(c))
 	}
 	gpus := "-"
 	if c.GPUs > 0 {
@@ -269,4 +278,19 @@ func (a *app) contractUsageCmd() *cobra.Command {
 			_, err := fmt.Fprintf(a.stdout, "at %s\n", u.At)
 			return err
 		})
+}
+
+// jupyterText is contract show's jupyter line: the URL with its token, or
+// why there is none.
+func jupyterText(c api.ContractInfo) string {
+	switch {
+	case c.JupyterURL != "":
+		return c.JupyterURL
+	case c.State != "running":
+		return "- (when it runs)"
+	case c.Direct:
+		return "- (the renter sees the URL once the host announces its published port)"
+	default:
+		return "- (the renter sees the URL while the host machine announces its jupyter proxy: node.yaml jupyter.listen)"
+	}
 }

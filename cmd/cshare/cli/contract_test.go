@@ -67,6 +67,8 @@ func TestContractCLI(t *testing.T) {
 		{[]string{"contract", "create", "--image", "x"}, "give one OFFER_ID"},
 		{[]string{"contract", "create", "0123", "--image", "x", "--for", "soon"}, "--for"},
 		{[]string{"contract", "create", "0123", "--image", "x", "--env", "1=2"}, "--env"},
+		{[]string{"contract", "create", "0123", "--image", "x", "--mode", "vnc"}, "--mode: \"vnc\"; allowed: entrypoint, ssh, jupyter"},
+		{[]string{"contract", "create", "0123", "--image", "x", "--direct"}, "--direct: only with --mode jupyter"},
 		{[]string{"contract", "extend", "c0123"}, "--for is required"},
 		{[]string{"contract", "extend", "c0123", "--for", "1h"}, "only the host (bob) may extend"},
 		{[]string{"contract", "extend", "c0123", "--for", "2000000h"}, "--for: 2000000h; at most 10 years"},

@@ -228,8 +228,11 @@ func (a *app) nodeStatusCmd() *cobra.Command {
 			if st.Org == "" && st.Left != nil {
 				rows = append(rows, [2]string{"left", fmt.Sprintf("%s at %s: %s (its data: %s)", st.Left.Org, st.Left.At, st.Left.Why, st.Left.OldData)})
 			}
+			rows = append(rows, [2]string{"status", orDash(st.Status)})
+			if st.JupyterAddr != "" {
+				rows = append(rows, [2]string{"jupyter proxy", st.JupyterAddr + " (certificate " + st.JupyterCert + ")"})
+			}
 			return kv(a.stdout, append(rows,
-				[2]string{"status", orDash(st.Status)},
 				[2]string{"person", personRef(st.Person, st.PersonName)},
 				[2]string{"role", orDash(st.Role)},
 				[2]string{"peers", peers},
