@@ -43,7 +43,7 @@ func checkAPIOptions(o Options) error {
 // services are what serve the API's routes: the node itself (its status),
 // and its services.
 func (n *Node) services() api.Services {
-	return api.Services{Node: n, Org: n.orgs, Leave: n.orgs.Leaving(), Jobs: n.jobs, Market: n.market, Datasets: n.ds, Usage: n.orgs.Usage(), Gateway: n.gw}
+	return api.Services{Node: n, Org: n.orgs, Leave: n.orgs.Leaving(), Jobs: n.jobs, Market: n.market, Datasets: n.ds, Usage: n.orgs.Usage(), Gateway: n.gw, Events: n.ev.bus}
 }
 
 // serveAPI serves the services' routes, /metrics and the dashboard on

@@ -87,6 +87,7 @@ type Node struct {
 	apiSrv  *http.Server
 	apiAddr string
 	token   string
+	ev      *eventState // the event bus and what feeds it (eventwire.go)
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -170,6 +171,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		stopped: make(chan struct{}), kick: make(chan struct{}, 1),
 		nudge: make(chan struct{}, 1), wakeup: make(chan struct{}, 1)}
 	n.logs = logs.New(filepath.Join(opts.DataDir, "logs"), runtime.LogCap)
+	n.ev = newEventState(n.idStr, interval, n.started, opts.Now)
 	n.reg = prometheus.NewRegistry()
 	n.metrics = newMetrics(n.reg)
 	registerRunMetrics(n.reg, func() (all, dups int64) { return runCounts(n.rep) })
@@ -193,9 +195,11 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := n.openReplica(); err != nil {
 		return nil, err
 	}
+	n.ev.baseline(n.rep)
 	if n.host, err = startHost(ctx, opts, cfg, key, n.reg); err != nil {
 		return nil, err
 	}
+	n.ev.watchConnections(n.host.LibP2P().Network())
 	n.host.Gate().HoldsOrg(func() bool { return n.rep.Org() != "" })
 	n.drivers = newDrivers(ctx, opts, cfg)
 	auth := registryAuth(cfg)
@@ -265,6 +269,8 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.loop(n.peers.Heartbeats)
 	n.loop(n.peers.Redial)
 	n.loop(n.sched.Run)
+	n.ev.liveness = n.peers.Liveness
+	n.loop(func() { n.ev.loop(n.ctx, n.rep) })
 	n.spawn(func() { n.ds.Run(n.ctx) })
 	n.spawn(func() { n.market.Run(n.ctx) })
 	n.spawn(n.bootstrapLoop)
@@ -296,6 +302,7 @@ func (n *Node) Close() error {
 	if n.rep != nil {
 		n.rep.Close() // its syncs run on n.spawn: waited for below
 	}
+	n.ev.bus.Close() // its streams end: the API's server shuts down without waiting on them
 	if n.apiSrv != nil {
 		sctx, c := context.WithTimeout(context.Background(), 3*time.Second)
 		_ = n.apiSrv.Shutdown(sctx)

@@ -85,6 +85,9 @@ func Handler(svc Services, token string) Mux {
 	if svc.Gateway != nil {
 		mux.handle(token, gatewayRoutes(svc.Gateway)...)
 	}
+	if svc.Events != nil {
+		mux.handle(token, eventRoutes(svc.Events)...)
+	}
 	return mux
 }
 

@@ -19,6 +19,7 @@ type Services struct {
 	Datasets DatasetsAPI    // node/datasetsvc.Service
 	Usage    UsageService   // node/orgsvc.Service: org usage (nil: not served)
 	Gateway  GatewayService // node/gateway.Service: SSH keys, file copy (nil: not served)
+	Events   EventsAPI      // node/events.Bus: GET /v1/events (nil: not served)
 }
 
 // NodeAPI is the node's own status, and the request to stop it.

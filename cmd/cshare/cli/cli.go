@@ -210,6 +210,7 @@ one signed ledger and schedule jobs together. Every command except
 		a.userCmd(),
 		a.versionCmd(),
 		a.datasetCmd(),
+		a.eventsCmd(),
 	)
 	return root
 }
