@@ -2,13 +2,16 @@ package node
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/replica"
+	"github.com/cshare/cshare/node/config"
 	"github.com/cshare/cshare/node/events"
 	"github.com/cshare/cshare/p2p"
 )
@@ -26,6 +29,8 @@ type eventState struct {
 	// starts).
 	liveness func(id string, now time.Time) (p2p.Heartbeat, time.Time, bool)
 
+	notify *events.Notifier // node.yaml's notify: webhooks (nil: none)
+
 	mu      sync.Mutex // guards tracker: the ledger's notifications and the liveness loop
 	tracker events.Tracker
 	downMu  sync.Mutex
@@ -36,6 +41,19 @@ type eventState struct {
 func newEventState(self string, interval time.Duration, started time.Time, now func() time.Time) *eventState {
 	return &eventState{bus: events.NewBus(now), self: self, interval: interval, started: started, now: now,
 		down: map[string]time.Time{}, wake: make(chan struct{}, 1)}
+}
+
+// notifyTo posts the events this node sends to node.yaml's webhooks.
+func (ev *eventState) notifyTo(hooks []config.Notify, reg prometheus.Registerer, log *slog.Logger) {
+	if len(hooks) == 0 {
+		return
+	}
+	ws := make([]events.Webhook, len(hooks))
+	for i, h := range hooks {
+		ws[i] = events.Webhook{URL: h.Webhook, Events: h.Events}
+	}
+	ev.notify = events.NewNotifier(ws, reg, 0, log)
+	ev.bus.OnPublish(ev.notify.Offer)
 }
 
 // baseline takes the ledger as it is at start as seen: no events for what

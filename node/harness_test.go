@@ -95,6 +95,8 @@ type meshConfig struct {
 	// data dir is given relative to it ("n0", "n1", ...), as a user's
 	// `--data-dir a` is.
 	relDirs bool
+	// conf is more of node.yaml (every node's).
+	conf string
 }
 
 // newMesh starts cfg.n nodes (not yet in an org).
@@ -109,7 +111,7 @@ func newMesh(t testing.TB, cfg meshConfig) *mesh {
 		t.Chdir(t.TempDir())
 	}
 	var confPath string
-	if cfg.slots > 0 || cfg.ssh {
+	if cfg.slots > 0 || cfg.ssh || cfg.conf != "" {
 		var conf []byte
 		if cfg.slots > 0 {
 			conf = fmt.Appendf(conf, "resources:\n  max_concurrent_jobs: %d\nruntime:\n  record_gpus: %d\n", cfg.slots, cfg.recordGPUs)
@@ -117,6 +119,7 @@ func newMesh(t testing.TB, cfg meshConfig) *mesh {
 		if cfg.ssh {
 			conf = append(conf, "ssh:\n  listen: 127.0.0.1:0\n"...)
 		}
+		conf = append(conf, cfg.conf...)
 		confPath = filepath.Join(t.TempDir(), "node.yaml")
 		if err := os.WriteFile(confPath, conf, 0o600); err != nil {
 			t.Fatal(err)

@@ -174,6 +174,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.ev = newEventState(n.idStr, interval, n.started, opts.Now)
 	n.reg = prometheus.NewRegistry()
 	n.metrics = newMetrics(n.reg)
+	n.ev.notifyTo(cfg.Notify, n.reg, log)
 	registerRunMetrics(n.reg, func() (all, dups int64) { return runCounts(n.rep) })
 	registerUsageMetrics(n.reg, n.usageFigures)
 	ok := false
@@ -271,6 +272,9 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.loop(n.sched.Run)
 	n.ev.liveness = n.peers.Liveness
 	n.loop(func() { n.ev.loop(n.ctx, n.rep) })
+	if n.ev.notify != nil {
+		n.spawn(func() { n.ev.notify.Run(n.ctx) })
+	}
 	n.spawn(func() { n.ds.Run(n.ctx) })
 	n.spawn(func() { n.market.Run(n.ctx) })
 	n.spawn(n.bootstrapLoop)

@@ -466,3 +466,25 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestNotify(t *testing.T) {
+	f, err := Parse([]byte("notify:\n  - webhook: https://hooks.slack.com/services/T/B/X\n    events: [job.done, machine.offline]\n"))
+	if err != nil || len(f.Notify) != 1 || f.Notify[0].Webhook != "https://hooks.slack.com/services/T/B/X" || len(f.Notify[0].Events) != 2 {
+		t.Fatalf("notify: %+v %v", f.Notify, err)
+	}
+	for _, c := range []struct{ src, want string }{
+		{"notify:\n  - webhook: ftp://x/y\n    events: [job.done]\n", `notify[0].webhook: "ftp://x/y" is not an http or https URL`},
+		{"notify:\n  - webhook: http://\n    events: [job.done]\n", `notify[0].webhook: "http://" is not an http or https URL`},
+		{"notify:\n  - webhook: http://x\n    events: [job.finished]\n", `notify[0].events: "job.finished" is not an event type; allowed: `},
+		{"notify:\n  - webhook: http://x\n    events: []\n", "notify[0].events: empty; list event types"},
+		{"notify:\n  - webhook: http://x\n", "notify[0].events: is missing"},
+		{"notify:\n  - events: [job.done]\n", "notify[0].webhook: is missing"},
+		{"notify:\n  - webhook: http://x\n    events: [job.done]\n    secret: 1\n", "notify[0].secret"},
+		{"notify: 5\n", "notify: is"},
+	} {
+		_, err := Parse([]byte(c.src))
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v, want one line with %q", c.src, err, c.want)
+		}
+	}
+}

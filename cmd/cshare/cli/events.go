@@ -3,13 +3,11 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/node/events"
 )
 
@@ -66,25 +64,7 @@ each as GET /v1/events sends it.`,
 	return c
 }
 
-// eventLine is one event as a line: its time, type, what it is about and
-// its data, every string escaped.
+// eventLine is one event as a line: its time and events.Summary.
 func eventLine(e events.Event) string {
-	parts := []string{e.Time.Local().Format(time.DateTime), e.Type}
-	for _, kv := range [][2]string{{"machine", e.Machine}, {"job", e.Job}, {"contract", e.Contract}} {
-		if kv[1] != "" {
-			parts = append(parts, kv[0]+"="+text.Escape(kv[1]))
-		}
-	}
-	if e.Item != nil {
-		parts = append(parts, fmt.Sprintf("item=%d", *e.Item))
-	}
-	keys := make([]string, 0, len(e.Data))
-	for k := range e.Data {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		parts = append(parts, text.Escape(fmt.Sprintf("%s=%v", k, e.Data[k])))
-	}
-	return strings.Join(parts, " ")
+	return e.Time.Local().Format(time.DateTime) + " " + events.Summary(e)
 }
