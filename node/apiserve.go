@@ -43,7 +43,7 @@ func checkAPIOptions(o Options) error {
 // services are what serve the API's routes: the node itself (its status),
 // and its services.
 func (n *Node) services() api.Services {
-	return api.Services{Node: n, Org: n.orgs, Leave: n.orgs.Leaving(), Jobs: n.jobs, Market: n.market, Datasets: n.ds, Usage: n.orgs.Usage(), Gateway: n.gw, Events: n.ev.bus}
+	return api.Services{Node: n, Org: n.orgs, Leave: n.orgs.Leaving(), Jobs: n.jobs, Market: n.market, Datasets: n.ds, Usage: n.orgs.Usage(), Gateway: n.gw, Events: n.ev.bus, Tokens: n.tokens}
 }
 
 // serveAPI serves the services' routes, /metrics and the dashboard on
@@ -77,7 +77,11 @@ func (n *Node) serveAPI() error {
 		n.log.Warn("the API listens on a non-loopback address; anyone who can reach it and has the token controls this node", "addr", ln.Addr().String(), "tls", tlsConf != nil)
 	}
 	n.apiAddr = ln.Addr().String()
-	mux := api.Handler(n.services(), n.token)
+	if n.tokens, err = api.OpenTokens(filepath.Join(n.opts.DataDir, api.TokensFile), n.opts.Now); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("node: API access tokens: %w", err)
+	}
+	mux := api.HandlerAuth(n.services(), api.Auth{Token: n.token, Lookup: n.tokens.Lookup})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
 	registerWeb(mux.ServeMux, n)
 	h := api.Guard(mux, api.GuardOptions{Token: n.token, Addr: n.apiAddr, TLS: tlsConf != nil, PublicMetrics: n.cfg.Metrics.Public})

@@ -88,6 +88,7 @@ type Node struct {
 	apiAddr string
 	token   string
 	ev      *eventState // the event bus and what feeds it (eventwire.go)
+	tokens  *api.Tokens // API access tokens (cshare node token)
 
 	ctx     context.Context
 	cancel  context.CancelFunc

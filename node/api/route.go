@@ -2,9 +2,7 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"net/http"
-	"strings"
 )
 
 // The API's routes are one table (Handler's, one part for each service): a
@@ -69,21 +67,29 @@ func onPathBody[Req, Resp any](name string, fn func(ctx context.Context, id stri
 	})
 }
 
-// handle registers routes on m, each served by serveRoute with token.
-func (m Mux) handle(token string, routes ...route) {
+// handle registers routes on m, each served by serveRoute with auth and
+// the scope its pattern needs (RouteScope).
+func (m Mux) handle(auth Auth, routes ...route) {
 	for _, rt := range routes {
-		m.HandleFunc(rt.pattern, serveRoute(token, rt.answer))
+		m.HandleFunc(rt.pattern, serveRoute(auth, RouteScope(rt.pattern), rt.answer))
+		*m.patterns = append(*m.patterns, rt.pattern)
 	}
 }
 
-// serveRoute is how every route answers: the bearer token (401 without it),
-// the body capped at MaxBodySize, then a's answer or error.
-func serveRoute(token string, a answer) http.HandlerFunc {
+// serveRoute is how every route answers: the bearer token (401 without a
+// valid one, 403 when its scope is less than need), the body capped at
+// MaxBodySize, then a's answer or error.
+func serveRoute(auth Auth, need Scope, a answer) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+		has := auth.scopeOf(r)
+		if has == ScopeNone {
 			closeStream(w, r)
 			writeJSON(w, http.StatusUnauthorized, Error{Error: "missing or wrong API token: the CLI reads it from <data-dir>/api.token"})
+			return
+		}
+		if has < need {
+			closeStream(w, r)
+			writeJSON(w, http.StatusForbidden, Error{Error: sprintf("this token's scope is %s; %s %s needs %s", has, r.Method, Ellipsize(r.URL.Path), need)})
 			return
 		}
 		if !StreamsBody(r) {

@@ -24,7 +24,14 @@ const MaxBodySize = 1 << 20
 // Mux is the API's router: a stdlib ServeMux whose own answers to an
 // unknown route (404) or method (405, with Allow) are JSON Errors like
 // every other, not plain text.
-type Mux struct{ *http.ServeMux }
+type Mux struct {
+	*http.ServeMux
+	patterns *[]string // the routes' patterns, in the order they were added
+}
+
+// Patterns are the patterns of the API's routes (not the dashboard's or
+// /metrics, which the caller adds).
+func (m Mux) Patterns() []string { return append([]string(nil), (*m.patterns)...) }
 
 // ServeHTTP implements http.Handler.
 func (m Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -73,8 +80,12 @@ func Ellipsize(s string) string { return text.Clip(s) }
 // service in svc. token is the bearer token every request must carry;
 // extra routes (the dashboard, /metrics) may be added to the returned mux
 // by the caller.
-func Handler(svc Services, token string) Mux {
-	mux := Mux{http.NewServeMux()}
+func Handler(svc Services, token string) Mux { return HandlerAuth(svc, Auth{Token: token}) }
+
+// HandlerAuth is Handler admitting auth's tokens, each to the routes of
+// its scope.
+func HandlerAuth(svc Services, token Auth) Mux {
+	mux := Mux{http.NewServeMux(), new([]string)}
 	for _, part := range [][]route{nodeRoutes(svc.Node), orgRoutes(svc.Org, svc.Leave), jobRoutes(svc.Jobs),
 		offerRoutes(svc.Market), contractRoutes(svc.Market), datasetRoutes(svc.Datasets)} {
 		mux.handle(token, part...)
@@ -87,6 +98,9 @@ func Handler(svc Services, token string) Mux {
 	}
 	if svc.Events != nil {
 		mux.handle(token, eventRoutes(svc.Events)...)
+	}
+	if svc.Tokens != nil {
+		mux.handle(token, tokenRoutes(svc.Tokens)...)
 	}
 	return mux
 }

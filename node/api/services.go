@@ -20,6 +20,7 @@ type Services struct {
 	Usage    UsageService   // node/orgsvc.Service: org usage (nil: not served)
 	Gateway  GatewayService // node/gateway.Service: SSH keys, file copy (nil: not served)
 	Events   EventsAPI      // node/events.Bus: GET /v1/events (nil: not served)
+	Tokens   TokensAPI      // api.Tokens: API access tokens (nil: not served)
 }
 
 // NodeAPI is the node's own status, and the request to stop it.
