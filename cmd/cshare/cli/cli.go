@@ -212,6 +212,7 @@ one signed ledger and schedule jobs together. Every command except
 		a.datasetCmd(),
 		a.eventsCmd(),
 	)
+	a.completeRefs(root)
 	return root
 }
 
