@@ -82,7 +82,7 @@ func (n *Node) serveAPI() error {
 		return fmt.Errorf("node: API access tokens: %w", err)
 	}
 	mux := api.HandlerAuth(n.services(), api.Auth{Token: n.token, Lookup: n.tokens.Lookup})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(linted{n.reg}, promhttp.HandlerOpts{}))
 	registerWeb(mux.ServeMux, n)
 	h := api.Guard(mux, api.GuardOptions{Token: n.token, Addr: n.apiAddr, TLS: tlsConf != nil, PublicMetrics: n.cfg.Metrics.Public})
 	n.apiSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsConf}
