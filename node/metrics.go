@@ -82,12 +82,12 @@ var (
 		"cshare_machine_gpu_seconds_total": "GPU-seconds of runs, by machine.",
 	}
 	totalSeries = map[string]string{
-		"cshare_org_machines":            "Approved machines of the org.",
-		"cshare_org_available_cpus":      "CPUs the online machines have free for new jobs.",
+		"cshare_org_machines":               "Approved machines of the org.",
+		"cshare_org_available_cpus":         "CPUs the online machines have free for new jobs.",
 		"cshare_org_available_memory_bytes": "Memory (bytes) the online machines have free for new jobs.",
-		"cshare_org_available_gpus":      "GPUs the online machines have free for new jobs.",
-		"cshare_org_active_jobs":         "Active jobs that may run (not queued by a policy).",
-		"cshare_org_cpu_seconds_total":   "CPU-seconds of every run the ledger knows.",
+		"cshare_org_available_gpus":         "GPUs the online machines have free for new jobs.",
+		"cshare_org_active_jobs":            "Active jobs that may run (not queued by a policy).",
+		"cshare_org_cpu_seconds_total":      "CPU-seconds of every run the ledger knows.",
 	}
 )
 
