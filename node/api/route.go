@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"reflect"
 )
 
 // The API's routes are one table (Handler's, one part for each service): a
@@ -23,24 +24,30 @@ type route struct {
 // answer computes a route's answer to r: a value written as JSON, []byte
 // written as application/octet-stream, a streamer that writes itself, or
 // an error.
-type answer func(r *http.Request) (any, error)
+type answer struct {
+	serve func(r *http.Request) (any, error)
+	// req and resp are the types of the request's body (nil: none) and of
+	// the answer (a listing's is a slice of its rows), for the OpenAPI
+	// document (openapi.go).
+	req, resp reflect.Type
+}
 
 // withBody is a route whose request is a JSON body: it is decoded strictly
 // into a Req, then fn answers.
 func withBody[Req, Resp any](fn func(ctx context.Context, r *http.Request, req Req) (Resp, error)) answer {
-	return func(r *http.Request) (any, error) {
+	return answer{serve: func(r *http.Request) (any, error) {
 		var req Req
 		if err := DecodeBody(r.Body, &req); err != nil {
 			return nil, err
 		}
 		return fn(r.Context(), r, req)
-	}
+	}, req: reflect.TypeFor[Req](), resp: reflect.TypeFor[Resp]()}
 }
 
 // noBody is a route that reads no body (a GET, or a POST whose path says
 // it all): what it sends is left unread.
 func noBody[Resp any](fn func(ctx context.Context, r *http.Request) (Resp, error)) answer {
-	return func(r *http.Request) (any, error) { return fn(r.Context(), r) }
+	return answer{serve: func(r *http.Request) (any, error) { return fn(r.Context(), r) }, resp: reflect.TypeFor[Resp]()}
 }
 
 // call is noBody for a service's method that needs nothing of the request.
@@ -72,7 +79,7 @@ func onPathBody[Req, Resp any](name string, fn func(ctx context.Context, id stri
 func (m Mux) handle(auth Auth, routes ...route) {
 	for _, rt := range routes {
 		m.HandleFunc(rt.pattern, serveRoute(auth, RouteScope(rt.pattern), rt.answer))
-		*m.patterns = append(*m.patterns, rt.pattern)
+		*m.routes = append(*m.routes, rt)
 	}
 }
 
@@ -95,7 +102,7 @@ func serveRoute(auth Auth, need Scope, a answer) http.HandlerFunc {
 		if !StreamsBody(r) {
 			r.Body = http.MaxBytesReader(w, r.Body, MaxBodySize)
 		}
-		v, err := a(r)
+		v, err := a.serve(r)
 		if err != nil {
 			closeStream(w, r)
 			writeError(w, err)

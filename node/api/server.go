@@ -26,12 +26,18 @@ const MaxBodySize = 1 << 20
 // every other, not plain text.
 type Mux struct {
 	*http.ServeMux
-	patterns *[]string // the routes' patterns, in the order they were added
+	routes *[]route // the routes, in the order they were added
 }
 
 // Patterns are the patterns of the API's routes (not the dashboard's or
 // /metrics, which the caller adds).
-func (m Mux) Patterns() []string { return append([]string(nil), (*m.patterns)...) }
+func (m Mux) Patterns() []string {
+	out := make([]string, len(*m.routes))
+	for i, rt := range *m.routes {
+		out[i] = rt.pattern
+	}
+	return out
+}
 
 // ServeHTTP implements http.Handler.
 func (m Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -85,7 +91,7 @@ func Handler(svc Services, token string) Mux { return HandlerAuth(svc, Auth{Toke
 // HandlerAuth is Handler admitting auth's tokens, each to the routes of
 // its scope.
 func HandlerAuth(svc Services, token Auth) Mux {
-	mux := Mux{http.NewServeMux(), new([]string)}
+	mux := Mux{http.NewServeMux(), new([]route)}
 	for _, part := range [][]route{nodeRoutes(svc.Node), orgRoutes(svc.Org, svc.Leave), jobRoutes(svc.Jobs),
 		offerRoutes(svc.Market), contractRoutes(svc.Market), datasetRoutes(svc.Datasets)} {
 		mux.handle(token, part...)
@@ -102,6 +108,9 @@ func HandlerAuth(svc Services, token Auth) Mux {
 	if svc.Tokens != nil {
 		mux.handle(token, tokenRoutes(svc.Tokens)...)
 	}
+	mux.handle(token, route{"GET /v1/openapi.json", noBody(func(context.Context, *http.Request) (map[string]any, error) {
+		return OpenAPI(*mux.routes), nil
+	})})
 	return mux
 }
 
