@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"reflect"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 )
