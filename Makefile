@@ -12,6 +12,7 @@ build:
 # Tier 1-3: unit/property tests, in-process meshes, real Docker (skipped with a
 # printed reason when no engine is reachable).
 test: testimage browser
+	@bash scripts/promtool.sh
 	$(GO) test $(TESTFLAGS) $(PKGS)
 	$(MAKE) nat
 	$(MAKE) chaos CHAOS_DURATION=2m

@@ -44,7 +44,7 @@ func checkAPIOptions(o Options) error {
 // services are what serve the API's routes: the node itself (its status),
 // and its services.
 func (n *Node) services() api.Services {
-	return api.Services{Node: n, Org: n.orgs, Leave: n.orgs.Leaving(), Jobs: n.jobs, Market: jupyterMarket{n.market, n}, Datasets: n.ds, Usage: n.orgs.Usage(), Gateway: n.gw}
+	return api.Services{Node: n, Org: n.orgs, Leave: n.orgs.Leaving(), Jobs: n.jobs, Market: jupyterMarket{n.market, n}, Datasets: n.ds, Usage: n.orgs.Usage(), Gateway: n.gw, Events: n.ev.bus, Tokens: n.tokens}
 }
 
 // serveAPI serves the services' routes, /metrics and the dashboard
@@ -78,11 +78,15 @@ func (n *Node) serveAPI() error {
 		n.log.Warn("the API listens on a non-loopback address; anyone who can reach it and has the token controls this node", "addr", ln.Addr().String(), "tls", tlsConf != nil)
 	}
 	n.apiAddr = ln.Addr().String()
+	if n.tokens, err = api.OpenTokens(filepath.Join(n.opts.DataDir, api.TokensFile), n.opts.Now); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("node: API access tokens: %w", err)
+	}
 	svc := n.services()
 	n.web = web.New(web.Config{Services: svc, Now: n.opts.Now, Log: n.log, TLS: tlsConf != nil, UploadDir: filepath.Join(n.opts.DataDir, "uploads"), Carry: n.opts.dash})
 	svc.Dashboard = n.web
-	mux := api.Handler(svc, n.token)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
+	mux := api.HandlerAuth(svc, api.Auth{Token: n.token, Lookup: n.tokens.Lookup, Session: n.web.SessionOK})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(linted{n.reg}, promhttp.HandlerOpts{}))
 	n.web.Register(mux.ServeMux)
 	n.spawn(func() { n.web.Run(n.ctx) })
 	h := api.Guard(mux, api.GuardOptions{Token: n.token, Addr: n.apiAddr, TLS: tlsConf != nil, PublicMetrics: n.cfg.Metrics.Public})

@@ -100,6 +100,8 @@ type meshConfig struct {
 	// logs: every node logs here too, at debug level (what a test checks
 	// the logs for).
 	logs io.Writer
+	// conf is more of node.yaml (every node's).
+	conf string
 }
 
 // newMesh starts cfg.n nodes (not yet in an org).
@@ -114,7 +116,7 @@ func newMesh(t testing.TB, cfg meshConfig) *mesh {
 		t.Chdir(t.TempDir())
 	}
 	var confPath string
-	if cfg.slots > 0 || cfg.ssh {
+	if cfg.slots > 0 || cfg.ssh || cfg.conf != "" {
 		var conf []byte
 		if cfg.slots > 0 {
 			conf = fmt.Appendf(conf, "resources:\n  max_concurrent_jobs: %d\nruntime:\n  record_gpus: %d\n", cfg.slots, cfg.recordGPUs)
@@ -122,6 +124,7 @@ func newMesh(t testing.TB, cfg meshConfig) *mesh {
 		if cfg.ssh {
 			conf = append(conf, "ssh:\n  listen: 127.0.0.1:0\njupyter:\n  listen: 127.0.0.1:0\n"...)
 		}
+		conf = append(conf, cfg.conf...)
 		confPath = filepath.Join(t.TempDir(), "node.yaml")
 		if err := os.WriteFile(confPath, conf, 0o600); err != nil {
 			t.Fatal(err)

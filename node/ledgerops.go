@@ -36,9 +36,10 @@ func (n *Node) openReplica() error {
 		},
 		Spawn:   n.spawn,
 		Dropped: func(reason string, k int) { n.metrics.dropped.WithLabelValues(reason).Add(float64(k)) },
-		OnAdded: func([]*ledger.Entry) {
+		OnAdded: func(added []*ledger.Entry) {
 			n.metrics.entries.Set(float64(n.rep.Len()))
 			n.kickScheduler()
+			n.ev.ledger(n.rep, added)
 			if n.orgs != nil { // once the org service is built
 				n.orgs.Leaving().CheckExit() // out of the org: ask for a reset
 				n.orgs.CheckStanding()       // just approved: hold dispatch

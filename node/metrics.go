@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/cshare/cshare/node/api"
 )
@@ -81,12 +82,12 @@ var (
 		"cshare_machine_gpu_seconds_total": "GPU-seconds of runs, by machine.",
 	}
 	totalSeries = map[string]string{
-		"cshare_org_machines":            "Approved machines of the org.",
-		"cshare_org_available_cpus":      "CPUs the online machines have free for new jobs.",
-		"cshare_org_available_memory_mb": "Memory (MB) the online machines have free for new jobs.",
-		"cshare_org_available_gpus":      "GPUs the online machines have free for new jobs.",
-		"cshare_org_active_jobs":         "Active jobs that may run (not queued by a policy).",
-		"cshare_org_cpu_seconds_total":   "CPU-seconds of every run the ledger knows.",
+		"cshare_org_machines":               "Approved machines of the org.",
+		"cshare_org_available_cpus":         "CPUs the online machines have free for new jobs.",
+		"cshare_org_available_memory_bytes": "Memory (bytes) the online machines have free for new jobs.",
+		"cshare_org_available_gpus":         "GPUs the online machines have free for new jobs.",
+		"cshare_org_active_jobs":            "Active jobs that may run (not queued by a policy).",
+		"cshare_org_cpu_seconds_total":      "CPU-seconds of every run the ledger knows.",
 	}
 )
 
@@ -143,9 +144,38 @@ func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for n, v := range map[string]float64{
 		"cshare_org_machines": float64(t.Machines), "cshare_org_available_cpus": t.AvailableCPUs,
-		"cshare_org_available_memory_mb": float64(t.AvailableMemoryMB), "cshare_org_available_gpus": float64(t.AvailableGPUs),
+		"cshare_org_available_memory_bytes": float64(t.AvailableMemoryMB) * (1 << 20), "cshare_org_available_gpus": float64(t.AvailableGPUs),
 		"cshare_org_active_jobs": float64(t.ActiveJobs), "cshare_org_cpu_seconds_total": t.CPUSeconds,
 	} {
 		ch <- prometheus.MustNewConstMetric(c.totals[n], kind(n), v)
 	}
+}
+
+// linted is the node's registry as /metrics serves it: libp2p's series
+// under names that follow Prometheus's conventions (promtool check
+// metrics): a counter ends in _total, nothing else does, and only
+// histograms and summaries end in _count. cshare's own series are named so
+// already.
+type linted struct{ prometheus.Gatherer }
+
+// Gather implements prometheus.Gatherer.
+func (g linted) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := g.Gatherer.Gather()
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if !strings.HasPrefix(name, "libp2p_") {
+			continue
+		}
+		switch t := mf.GetType(); {
+		case t == dto.MetricType_COUNTER && !strings.HasSuffix(name, "_total"):
+			name += "_total"
+		case t != dto.MetricType_COUNTER && strings.HasSuffix(name, "_total"):
+			name = strings.TrimSuffix(name, "_total")
+		}
+		if t := mf.GetType(); t != dto.MetricType_HISTOGRAM && t != dto.MetricType_SUMMARY && strings.HasSuffix(name, "_count") {
+			name = strings.TrimSuffix(name, "_count") + "_number"
+		}
+		mf.Name = &name
+	}
+	return mfs, err
 }

@@ -93,6 +93,8 @@ type Node struct {
 	web     *web.Dashboard // the dashboard (node/web); its SessionOK admits a signed-in browser
 	apiAddr string
 	token   string
+	ev      *eventState // the event bus and what feeds it (eventwire.go)
+	tokens  *api.Tokens // API access tokens (cshare node token)
 
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -176,8 +178,10 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		stopped: make(chan struct{}), kick: make(chan struct{}, 1),
 		nudge: make(chan struct{}, 1), wakeup: make(chan struct{}, 1)}
 	n.logs = logs.New(filepath.Join(opts.DataDir, "logs"), runtime.LogCap)
+	n.ev = newEventState(n.idStr, interval, n.started, opts.Now)
 	n.reg = prometheus.NewRegistry()
 	n.metrics = newMetrics(n.reg)
+	n.ev.notifyTo(cfg.Notify, n.reg, log)
 	registerRunMetrics(n.reg, func() (all, dups int64) { return runCounts(n.rep) })
 	registerUsageMetrics(n.reg, n.usageFigures)
 	ok := false
@@ -199,9 +203,11 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := n.openReplica(); err != nil {
 		return nil, err
 	}
+	n.ev.baseline(n.rep)
 	if n.host, err = startHost(ctx, opts, cfg, key, n.reg); err != nil {
 		return nil, err
 	}
+	n.ev.watchConnections(n.host.LibP2P().Network())
 	n.host.Gate().HoldsOrg(func() bool { return n.rep.Org() != "" })
 	n.drivers = newDrivers(ctx, opts, cfg)
 	// The age identity registry credentials are sealed to (issue 31).
@@ -285,6 +291,11 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.loop(n.peers.Heartbeats)
 	n.loop(n.peers.Redial)
 	n.loop(n.sched.Run)
+	n.ev.liveness = n.peers.Liveness
+	n.loop(func() { n.ev.loop(n.ctx, n.rep) })
+	if n.ev.notify != nil {
+		n.spawn(func() { n.ev.notify.Run(n.ctx) })
+	}
 	n.spawn(func() { n.ds.Run(n.ctx) })
 	n.spawn(func() { n.market.Run(n.ctx) })
 	n.spawn(n.bootstrapLoop)
@@ -316,6 +327,7 @@ func (n *Node) Close() error {
 	if n.rep != nil {
 		n.rep.Close() // its syncs run on n.spawn: waited for below
 	}
+	n.ev.bus.Close() // its streams end: the API's server shuts down without waiting on them
 	if n.apiSrv != nil {
 		sctx, c := context.WithTimeout(context.Background(), 3*time.Second)
 		_ = n.apiSrv.Shutdown(sctx)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -194,7 +195,7 @@ type streamer func(w http.ResponseWriter)
 // of r, then streams the rows list emits. The parameters' error, or list's
 // before its first row, is the answer.
 func listing[T any](list func(ctx context.Context, r *http.Request, p Page, emit func(T) error) error) answer {
-	return func(r *http.Request) (any, error) {
+	return answer{serve: func(r *http.Request) (any, error) {
 		p, err := ParsePage(r.URL.Query())
 		if err != nil {
 			return nil, err
@@ -202,7 +203,7 @@ func listing[T any](list func(ctx context.Context, r *http.Request, p Page, emit
 		return streamer(func(w http.ResponseWriter) {
 			streamRows(w, func(emit func(T) error) error { return list(r.Context(), r, p, emit) })
 		}), nil
-	}
+	}, resp: reflect.TypeFor[[]T]()}
 }
 
 // listed is listing for a listing held whole (bounded by the org's size):

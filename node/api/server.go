@@ -24,7 +24,20 @@ const MaxBodySize = 1 << 20
 // Mux is the API's router: a stdlib ServeMux whose own answers to an
 // unknown route (404) or method (405, with Allow) are JSON Errors like
 // every other, not plain text.
-type Mux struct{ *http.ServeMux }
+type Mux struct {
+	*http.ServeMux
+	routes *[]route // the routes, in the order they were added
+}
+
+// Patterns are the patterns of the API's routes (not the dashboard's or
+// /metrics, which the caller adds).
+func (m Mux) Patterns() []string {
+	out := make([]string, len(*m.routes))
+	for i, rt := range *m.routes {
+		out[i] = rt.pattern
+	}
+	return out
+}
 
 // ServeHTTP implements http.Handler.
 func (m Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -73,8 +86,12 @@ func Ellipsize(s string) string { return text.Clip(s) }
 // service in svc. token is the bearer token every request must carry;
 // extra routes (the dashboard, /metrics) may be added to the returned mux
 // by the caller.
-func Handler(svc Services, token string) Mux {
-	mux := Mux{http.NewServeMux()}
+func Handler(svc Services, token string) Mux { return HandlerAuth(svc, Auth{Token: token}) }
+
+// HandlerAuth is Handler admitting auth's tokens, each to the routes of
+// its scope.
+func HandlerAuth(svc Services, token Auth) Mux {
+	mux := Mux{http.NewServeMux(), new([]route)}
 	for _, part := range [][]route{nodeRoutes(svc.Node), orgRoutes(svc.Org, svc.Leave), jobRoutes(svc.Jobs),
 		offerRoutes(svc.Market), contractRoutes(svc.Market), datasetRoutes(svc.Datasets)} {
 		mux.handle(token, part...)
@@ -88,6 +105,15 @@ func Handler(svc Services, token string) Mux {
 	if svc.Dashboard != nil {
 		mux.handle(token, dashboardRoutes(svc.Dashboard)...)
 	}
+	if svc.Events != nil {
+		mux.handle(token, eventRoutes(svc.Events)...)
+	}
+	if svc.Tokens != nil {
+		mux.handle(token, tokenRoutes(svc.Tokens)...)
+	}
+	mux.handle(token, route{"GET /v1/openapi.json", noBody(func(context.Context, *http.Request) (map[string]any, error) {
+		return OpenAPI(*mux.routes), nil
+	})})
 	return mux
 }
 

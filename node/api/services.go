@@ -21,6 +21,8 @@ type Services struct {
 	Gateway  GatewayService // node/gateway.Service: SSH keys, file copy (nil: not served)
 	// Dashboard: node/web.Dashboard, its sign-in codes (nil: not served)
 	Dashboard DashboardService
+	Events    EventsAPI // node/events.Bus: GET /v1/events (nil: not served)
+	Tokens    TokensAPI // api.Tokens: API access tokens (nil: not served)
 }
 
 // NodeAPI is the node's own status, and the request to stop it.

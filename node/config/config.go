@@ -51,6 +51,9 @@ type File struct {
 	// Relay and NAT are the relay: and nat: sections (sections.go).
 	Relay Relay
 	NAT   NAT
+	// Notify is the notify: section (notify.go): webhooks to post events
+	// to.
+	Notify []Notify
 
 	src   string         // path given to Load, for error locations
 	lines map[string]int // key path -> line, for error locations
@@ -200,6 +203,10 @@ func strictDecode(src string, data []byte) error {
 		NAT *struct {
 			PortMap yaml.Node `yaml:"portmap"`
 		} `yaml:"nat"`
+		Notify []struct {
+			Webhook yaml.Node `yaml:"webhook"`
+			Events  yaml.Node `yaml:"events"`
+		} `yaml:"notify"`
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)

@@ -190,7 +190,7 @@ func TestParseErrors(t *testing.T) {
 		{"jobs huge", "resources:\n  max_concurrent_jobs: 5000\n", "resources.max_concurrent_jobs", "resources.max_concurrent_jobs: 5000 is outside 0..256"},
 		{"jobs string", "resources:\n  max_concurrent_jobs: four\n", "resources.max_concurrent_jobs", `resources.max_concurrent_jobs: "four" is not a number`},
 		{"unknown resources key", "resources:\n  cpu_limit: 80\n  foo: 1\n", "resources.foo", `unknown key "resources.foo"; allowed under resources: cpu_limit, memory_limit, disk_limit, max_concurrent_jobs, gpus (line 3)`},
-		{"unknown top key", "nmae: x\n", "nmae", `unknown key "nmae"; allowed at the top level: name, heartbeat_interval, resources, runtime, discovery, metrics, registries, disk, ssh, jupyter, relay, nat (line 1)`},
+		{"unknown top key", "nmae: x\n", "nmae", `unknown key "nmae"; allowed at the top level: name, heartbeat_interval, resources, runtime, discovery, metrics, registries, disk, ssh, jupyter, relay, nat, notify (line 1)`},
 		{"relay serve not a bool", "relay:\n  serve: yes please\n", "relay.serve", `relay.serve: "yes please" (a string) is not true or false`},
 		{"unknown relay key", "relay: {limit: 1}\n", "relay.limit", `unknown key "relay.limit"; allowed under relay: serve (line 1)`},
 		{"nat portmap a number", "nat: {portmap: 1}\n", "nat.portmap", `nat.portmap: 1 is not true or false`},
@@ -226,7 +226,7 @@ func TestParseErrors(t *testing.T) {
 		{"name control", "name: \"a\\tb\"\n", "name", `name: "a\tb" holds a control character (U+0009); allowed: 1 to 64 characters, one line of printable text`},
 		{"name spaces", "name: \" box\"\n", "name", `name: " box" starts or ends with a space`},
 		{"name mapping", "name: {a: b}\n", "name", "name: is a mapping; expected a machine name"},
-		{"top level list", "- resources\n", "", "the top level: is a list; expected a mapping with keys name, heartbeat_interval, resources, runtime, discovery, metrics, registries, disk, ssh, jupyter, relay, nat (line 1)"},
+		{"top level list", "- resources\n", "", "the top level: is a list; expected a mapping with keys name, heartbeat_interval, resources, runtime, discovery, metrics, registries, disk, ssh, jupyter, relay, nat, notify (line 1)"},
 		{"top level scalar", "hello\n", "", `the top level: is "hello" (a string); expected a mapping`},
 		{"syntax", "resources:\n  cpu_limit: [80\n", "", "invalid YAML: "},
 		{"tabs", "resources:\n\tcpu_limit: 80\n", "", "invalid YAML: "},
@@ -463,6 +463,28 @@ func TestMetrics(t *testing.T) {
 	for _, src := range []string{"metrics: {public: yes}\n", "metrics: {public: 1}\n", "metrics: {open: true}\n", "metrics: true\n"} {
 		if _, err := Parse([]byte(src)); err == nil || !strings.Contains(err.Error(), "metrics") {
 			t.Errorf("%q: %v, want an error naming metrics", src, err)
+		}
+	}
+}
+
+func TestNotify(t *testing.T) {
+	f, err := Parse([]byte("notify:\n  - webhook: https://hooks.slack.com/services/T/B/X\n    events: [job.done, machine.offline]\n"))
+	if err != nil || len(f.Notify) != 1 || f.Notify[0].Webhook != "https://hooks.slack.com/services/T/B/X" || len(f.Notify[0].Events) != 2 {
+		t.Fatalf("notify: %+v %v", f.Notify, err)
+	}
+	for _, c := range []struct{ src, want string }{
+		{"notify:\n  - webhook: ftp://x/y\n    events: [job.done]\n", `notify[0].webhook: "ftp://x/y" is not an http or https URL`},
+		{"notify:\n  - webhook: http://\n    events: [job.done]\n", `notify[0].webhook: "http://" is not an http or https URL`},
+		{"notify:\n  - webhook: http://x\n    events: [job.finished]\n", `notify[0].events: "job.finished" is not an event type; allowed: `},
+		{"notify:\n  - webhook: http://x\n    events: []\n", "notify[0].events: empty; list event types"},
+		{"notify:\n  - webhook: http://x\n", "notify[0].events: is missing"},
+		{"notify:\n  - events: [job.done]\n", "notify[0].webhook: is missing"},
+		{"notify:\n  - webhook: http://x\n    events: [job.done]\n    secret: 1\n", "notify[0].secret"},
+		{"notify: 5\n", "notify: is"},
+	} {
+		_, err := Parse([]byte(c.src))
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v, want one line with %q", c.src, err, c.want)
 		}
 	}
 }

@@ -144,7 +144,7 @@ func (p *parser) file(doc *yaml.Node) (File, error) {
 		}
 		root = doc.Content[0]
 	}
-	entries, err := p.mapping(root, "", "name", "heartbeat_interval", "resources", "runtime", "discovery", "metrics", "registries", "disk", "ssh", "jupyter", "relay", "nat")
+	entries, err := p.mapping(root, "", "name", "heartbeat_interval", "resources", "runtime", "discovery", "metrics", "registries", "disk", "ssh", "jupyter", "relay", "nat", "notify")
 	if err != nil {
 		return f, err
 	}
@@ -200,6 +200,10 @@ func (p *parser) file(doc *yaml.Node) (File, error) {
 			}
 		case "nat":
 			if f.NAT, err = p.nat(e.value, e.path); err != nil {
+				return f, err
+			}
+		case "notify":
+			if f.Notify, err = p.notify(e.value, e.path); err != nil {
 				return f, err
 			}
 		}

@@ -210,7 +210,9 @@ one signed ledger and schedule jobs together. Every command except
 		a.userCmd(),
 		a.versionCmd(),
 		a.datasetCmd(),
+		a.eventsCmd(),
 	)
+	a.completeRefs(root)
 	return root
 }
 

@@ -37,7 +37,7 @@ type runOptions struct {
 
 func (a *app) nodeCmd() *cobra.Command {
 	return group("node", "Run, join, inspect and stop this machine's node",
-		a.nodeRunCmd(), a.nodeJoinCmd(), a.nodeStatusCmd(), a.nodeStopCmd(), a.nodeDashboardCmd())
+		a.nodeRunCmd(), a.nodeJoinCmd(), a.nodeStatusCmd(), a.nodeStopCmd(), a.nodeDashboardCmd(), a.nodeTokenCmd())
 }
 
 func (a *app) nodeRunCmd() *cobra.Command {

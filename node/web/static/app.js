@@ -46,10 +46,10 @@
       es.onerror = poll; // no stream (404), or it failed: poll instead
       // The stream's event types (event: TYPE); each refreshes the page's
       // fragments, and the overview lists it.
-      ["machine.online", "machine.offline", "machine.status", "machine.approved", "machine.removed",
-       "item.started", "item.done", "item.failed", "job.submitted", "job.modified", "job.done", "job.failed",
-       "job.cancelled", "member.joined", "member.removed", "ledger", "ledger.entry",
-       "contract.state", "contract.started", "contract.stopped", "contract.ending"].forEach(function (t) {
+      ["ledger.entry", "machine.online", "machine.offline", "machine.pending", "machine.approved",
+       "machine.rejected", "machine.removed", "job.submitted", "job.done", "job.failed", "job.cancelled",
+       "item.done", "item.failed", "contract.created", "contract.started", "contract.stopped",
+       "contract.ending", "member.joined", "member.removed", "settings.changed"].forEach(function (t) {
         es.addEventListener(t, function (e) { note(t, e.data); refresh(); });
       });
     } else {
