@@ -31,8 +31,10 @@ func (d *Dashboard) actionRoutes() map[string]actionFunc {
 			}
 			return "/", flash{OK: "You left " + left.OrgName + "."}
 		},
-		"/settings":   d.saveSettings,
-		"/org/delete": d.deleteOrg,
+		"/settings":           d.saveSettings,
+		"/org/delete":         d.deleteOrg,
+		"/tokens":             d.createToken,
+		"/tokens/{id}/revoke": d.revokeToken,
 		"/org/create": func(r *http.Request, _ string) (string, flash) {
 			k, err := d.svc.Org.CreateOrg(r.Context(), api.OrgCreate{Name: r.PostFormValue("name"), Description: r.PostFormValue("description")})
 			return "/", outcome(err, "Created the org; its key: "+k.Key)

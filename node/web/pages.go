@@ -232,10 +232,23 @@ func (d *Dashboard) readUsage(r *http.Request, v *view) error {
 type settingsData struct {
 	Org    api.OrgInfo
 	Fields []setting
+	// Tokens are this node's API access tokens (Tokens: the node serves
+	// them; TokensErr: what listing them said).
+	Tokens    bool
+	TokenList []api.TokenInfo
+	TokensErr string
 }
 
 func (d *Dashboard) readSettings(r *http.Request, v *view) error {
 	o, err := d.svc.Org.Org(r.Context())
-	v.Data = settingsData{Org: o, Fields: settingsForm(o)}
+	sd := settingsData{Org: o, Fields: settingsForm(o), Tokens: d.svc.Tokens != nil}
+	if sd.Tokens {
+		ts, terr := d.svc.Tokens.ListTokens(r.Context())
+		sd.TokenList = ts[:min(len(ts), maxListed)]
+		if terr != nil {
+			sd.TokensErr = terr.Error()
+		}
+	}
+	v.Data = sd
 	return err
 }

@@ -44,6 +44,7 @@ type flash struct {
 	OK    string
 	Code  string // an invite code
 	Link  string // its link
+	Token string // a new API access token's secret, shown this once
 }
 
 func newSessions(now func() time.Time, codeTTL, ttl time.Duration) *sessions {

@@ -9,6 +9,7 @@ import (
 	"github.com/cshare/cshare/internal/text"
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/jobspec"
+	"github.com/cshare/cshare/node/api"
 )
 
 // pageNames are the template sets: layout.html and parts.html with one
@@ -38,6 +39,7 @@ var funcs = template.FuncMap{
 	"pct":      func(f float64) string { return trimFloat(f) + "%" },
 	"shell":    func(cmd []string) string { return text.Escape(strings.Join(cmd, " ")) },
 	"roleRank": ledger.RoleRank,
+	"when":     api.FormatTime,
 }
 
 func parsePages() map[string]*template.Template {
