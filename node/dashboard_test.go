@@ -190,6 +190,28 @@ func TestDashboardNeedsItsSession(t *testing.T) {
 	if st, page := d.get(t, "/datasets"); st != http.StatusOK || !strings.Contains(page, "frames") {
 		t.Errorf("GET /datasets after the upload: %d, lists frames: %v", st, strings.Contains(page, "frames"))
 	}
+	// An API access token from the Settings form: shown once, works on
+	// the API, listed, and gone once its Revoke form is sent.
+	if st, h := d.do(t, "POST", "/tokens", url.Values{"csrf": {tok}, "scope": {"read"}, "expires": {"1d"}, "name": {"ci"}}.Encode(), nil); st != http.StatusSeeOther || h.Get("Location") != "/settings" {
+		t.Fatalf("create a token: %d to %q", st, h.Get("Location"))
+	}
+	_, page := d.get(t, "/settings")
+	secret, row := regexp.MustCompile(`id="new-token">(cst_[0-9a-f]+)<`).FindStringSubmatch(page), regexp.MustCompile(`<tr id="token-([0-9a-f]+)">`).FindStringSubmatch(page)
+	if secret == nil || row == nil {
+		t.Fatalf("the new token is not shown and listed:\n%s", page)
+	}
+	if _, err := api.NewClient(n.APIAddr(), secret[1]).Org(ctxT(t)); err != nil {
+		t.Errorf("the page's read token on GET /v1/org: %v", err)
+	}
+	if st, _ := d.do(t, "POST", "/tokens/"+row[1]+"/revoke", url.Values{"csrf": {tok}}.Encode(), nil); st != http.StatusSeeOther {
+		t.Errorf("revoke: %d", st)
+	}
+	if ts, err := cl.Tokens(ctxT(t)); err != nil || len(ts) != 0 {
+		t.Errorf("tokens after the page revoked its one: %+v %v", ts, err)
+	}
+	if _, page := d.get(t, "/settings"); strings.Contains(page, `id="token-`+row[1]) {
+		t.Error("the revoked token is still listed")
+	}
 	if st, _ := d.do(t, "POST", "/logout", url.Values{"csrf": {tok}}.Encode(), nil); st != http.StatusSeeOther {
 		t.Errorf("sign out: %d", st)
 	}
