@@ -126,8 +126,11 @@ type SSHGateway struct {
 	HostKey string `cbor:"host_key" json:"host_key"`
 }
 
-// MaxSSHHostKey bounds SSHGateway.HostKey.
-const MaxSSHHostKey = 1024
+// MaxSSHHostKey bounds SSHGateway.HostKey: an authorized_keys line, about
+// 80 bytes for the gateway's ed25519 key (256 leaves room for any
+// elliptic-curve key, and the heartbeat room for the Jupyter and age
+// fields).
+const MaxSSHHostKey = 256
 
 // JupyterProxy is a machine's Jupyter proxy as its heartbeat announces it:
 // the HTTPS port it listens on and its certificate's fingerprint
