@@ -34,7 +34,7 @@ const (
 // name and its interfaces' addresses) and writes it there. Files that do
 // not hold a certificate and its key are an error: they are not replaced,
 // so renters' pinned fingerprints stay true.
-func loadOrCreateCert(dir string) (tls.Certificate, error) {
+func loadOrCreateCert(dir string, now time.Time) (tls.Certificate, error) {
 	certPath, keyPath := filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile)
 	c, err := tls.LoadX509KeyPair(certPath, keyPath)
 	if err == nil {
@@ -53,7 +53,7 @@ func loadOrCreateCert(dir string) (tls.Certificate, error) {
 	}
 	host, _ := os.Hostname()
 	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: "cshare jupyter proxy " + host},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().AddDate(10, 0, 0),
+		NotBefore: now.Add(-time.Hour), NotAfter: now.AddDate(10, 0, 0),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames: []string{"localhost"}}
 	if host != "" && host != "localhost" {

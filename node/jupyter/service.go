@@ -82,7 +82,7 @@ func New(d Deps) (*Service, error) {
 	if d.Listen == "" {
 		return s, nil
 	}
-	c, err := loadOrCreateCert(d.DataDir)
+	c, err := loadOrCreateCert(d.DataDir, d.Now())
 	if err != nil {
 		return nil, fmt.Errorf("jupyter: certificate: %w", err)
 	}
