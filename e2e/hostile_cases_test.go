@@ -374,11 +374,11 @@ func hostileCases(t *testing.T, h *hostile) []hcase {
 		{name: "api/no token", as: ann, req: &apiReq{method: "GET", path: "/v1/jobs", noToken: true}, want: refusedAPI(401, "")},
 		{name: "api/bob's token on ann's node", as: ann, req: &apiReq{method: "GET", path: "/v1/jobs", token: h.tokens[bob]}, want: refusedAPI(401, "")},
 		{name: "api/a rebound Host", as: ann, req: &apiReq{method: "GET", path: "/v1/jobs", host: "evil.example:80"}, want: refusedAPI(403, "")},
-		{name: "api/dashboard without a token", as: ann, req: &apiReq{method: "GET", path: "/", noToken: true}, want: refusedAPI(401, "")},
+		{name: "api/dashboard sign-in code without a token", as: ann, req: &apiReq{method: "POST", path: "/v1/dashboard/code", noToken: true}, want: refusedAPI(401, "")},
 		{name: "api/metrics without a token", as: ann, req: &apiReq{method: "GET", path: "/metrics", noToken: true}, want: refusedAPI(401, "")},
 		{name: "api/job path ..%2f..%2fetc", as: ann, req: get("/v1/jobs/" + esc("../../etc/passwd")), want: refusedAPI(404, "")},
 		{name: "api/job ID %00", as: ann, req: get("/v1/jobs/%00"), want: refusedAPI(404, "")},
-		{name: "api/dashboard shows bob only his own", as: bob, req: get("/"), want: ok()},
+		{name: "api/dashboard sign-in code, bob's own node", as: bob, req: &apiReq{method: "POST", path: "/v1/dashboard/code"}, want: ok()},
 
 		// What a member reads of the org: nothing of another's.
 		{name: "cli/machine show: ann's machine, by bob", as: bob, cli: args("machine", "show", h.machine[ann], "--json"), want: ok()},

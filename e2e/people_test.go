@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
+	"net/http/cookiejar"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -246,24 +246,36 @@ func orgOf(p *proc) string {
 // dashboardOf fetches p's dashboard page.
 func dashboardOf(t *testing.T, p *proc) string {
 	t.Helper()
-	addr, err := os.ReadFile(filepath.Join(p.dir, "api.addr"))
+	// Sign in as a person would: the URL `node dashboard` prints opens a
+	// session once; then the jobs page, with the session's cookie.
+	var url string
+	for _, f := range strings.Fields(p.must("node", "dashboard")) {
+		if strings.HasPrefix(f, "http://") || strings.HasPrefix(f, "https://") {
+			url = f
+		}
+	}
+	if url == "" {
+		t.Fatal("node dashboard printed no URL")
+	}
+	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := os.ReadFile(filepath.Join(p.dir, "api.token"))
-	if err != nil {
-		t.Fatal(err)
+	c := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	get := func(u string) string {
+		t.Helper()
+		resp, err := c.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("dashboard %s: %d %v", u, resp.StatusCode, err)
+		}
+		return string(b)
 	}
-	req, _ := http.NewRequest("GET", "http://"+strings.TrimSpace(string(addr))+"/", nil)
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("dashboard: %d %v", resp.StatusCode, err)
-	}
-	return string(b)
+	get(url)
+	base := url[:strings.Index(url, "/login")]
+	return get(base + "/jobs")
 }
