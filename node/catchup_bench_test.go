@@ -97,8 +97,10 @@ func buildLedger(tb testing.TB, a *Node, total int) {
 	if err := a.importEntries(es); err != nil {
 		tb.Fatal(err)
 	}
-	if got := entryCount(a); got != before+len(es) {
-		tb.Fatalf("node A holds %d entries, want %d", got, before+len(es))
+	// At least: node A, the org's admin machine, may write a checkpoint
+	// of its own meanwhile (every 10,000 entries by default).
+	if got := entryCount(a); got < before+len(es) {
+		tb.Fatalf("node A holds %d entries, want at least %d", got, before+len(es))
 	}
 }
 

@@ -118,11 +118,8 @@ func (t *Tracker) coordinator(st *ledger.State, self string) func(subject string
 
 func (t *Tracker) machineEvents(st *ledger.State, self string, coord func(string) string) []Event {
 	var out []Event
-	for _, id := range sortedKeys(st.Machines) {
+	for _, id := range changedKeys(st.Machines, func(id string, m *ledger.Machine) bool { return t.machines[id] != m.Status }) {
 		m := st.Machines[id]
-		if t.machines[id] == m.Status {
-			continue
-		}
 		t.machines[id] = m.Status
 		e := Event{Machine: id, Data: map[string]any{"name": m.Name, "owner": m.Owner, "owner_name": m.OwnerName}}
 		switch m.Status {
@@ -145,18 +142,14 @@ func (t *Tracker) machineEvents(st *ledger.State, self string, coord func(string
 
 func (t *Tracker) memberEvents(st *ledger.State, self string, coord func(string) string) []Event {
 	var out []Event
-	for _, id := range sortedKeys(st.Members) {
-		if !t.members[id] {
-			t.members[id] = true
-			m := st.Members[id]
-			out = append(out, Event{Type: MemberJoined, Data: map[string]any{"person": id, "name": m.Name, "role": m.Role}, Mine: coord("") == self})
-		}
+	for _, id := range changedKeys(st.Members, func(id string, _ *ledger.Member) bool { return !t.members[id] }) {
+		t.members[id] = true
+		m := st.Members[id]
+		out = append(out, Event{Type: MemberJoined, Data: map[string]any{"person": id, "name": m.Name, "role": m.Role}, Mine: coord("") == self})
 	}
-	for _, id := range sortedKeys(t.members) {
-		if st.Members[id] == nil {
-			delete(t.members, id)
-			out = append(out, Event{Type: MemberRemoved, Data: map[string]any{"person": id}, Mine: coord("") == self})
-		}
+	for _, id := range changedKeys(t.members, func(id string, _ bool) bool { return st.Members[id] == nil }) {
+		delete(t.members, id)
+		out = append(out, Event{Type: MemberRemoved, Data: map[string]any{"person": id}, Mine: coord("") == self})
 	}
 	return out
 }
@@ -208,12 +201,9 @@ func itemEvents(st *ledger.State, es []*ledger.Entry, self string) []Event {
 
 func (t *Tracker) jobEvents(st *ledger.State, self string) []Event {
 	var out []Event
-	for _, id := range sortedKeys(st.Jobs) {
+	for _, id := range changedKeys(st.Jobs, func(id string, j *ledger.Job) bool { old, seen := t.jobs[id]; return !seen || old != j.State }) {
 		j := st.Jobs[id]
-		old, seen := t.jobs[id]
-		if seen && old == j.State {
-			continue
-		}
+		_, seen := t.jobs[id]
 		t.jobs[id] = j.State
 		data := func() map[string]any {
 			d := map[string]any{"name": j.Spec.Name, "submitter": j.Submitter, "done": j.Done, "failed": j.Failed, "total": int64(j.Items.Len())}
@@ -235,13 +225,16 @@ func (t *Tracker) jobEvents(st *ledger.State, self string) []Event {
 
 func (t *Tracker) contractEvents(st *ledger.State, self string) []Event {
 	var out []Event
-	for _, id := range sortedKeys(st.Contracts) {
+	seenNow := func(c *ledger.Contract, old contractSeen) contractSeen {
+		return contractSeen{running: c.Running, ended: c.Removed || c.Rejected, warnedEnd: old.warnedEnd}
+	}
+	for _, id := range changedKeys(st.Contracts, func(id string, c *ledger.Contract) bool {
+		old, seen := t.contracts[id]
+		return !seen || seenNow(c, old) != old
+	}) {
 		c := st.Contracts[id]
 		old, seen := t.contracts[id]
-		now := contractSeen{running: c.Running, ended: c.Removed || c.Rejected, warnedEnd: old.warnedEnd}
-		if seen && now == old {
-			continue
-		}
+		now := seenNow(c, old)
 		t.contracts[id] = now
 		ev := func(typ string) Event {
 			return Event{Type: typ, Contract: id, Machine: c.Machine, Mine: c.Machine == self,
@@ -316,6 +309,19 @@ func (t *Tracker) Peers(st *ledger.State, online func(id string) bool, self stri
 // description and settings.
 func settingsKey(st *ledger.State) string {
 	return fmt.Sprintf("%q %q %+v", st.Name, st.Description, st.Settings)
+}
+
+// changedKeys is the keys of m for which changed holds, sorted: what a
+// batch changed, without sorting every key of a large map each batch.
+func changedKeys[V any](m map[string]V, changed func(k string, v V) bool) []string {
+	var out []string
+	for k, v := range m {
+		if changed(k, v) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {
