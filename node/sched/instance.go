@@ -67,7 +67,7 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 			c := s.capsFor(j)
 			// catching up, or the disk full (node/disk.go): no new item;
 			// nor while its caps do not fit beside the runs going on.
-			if !s.d.Gate.Closed() && s.d.Disk.MayStartItem() && s.admit(in, c, false) {
+			if !pausedSinceAwake(s) && !s.d.Gate.Closed() && s.d.Disk.MayStartItem() && s.admit(in, c, false) {
 				if item, ok = s.nextItem(in); !ok {
 					s.release(in)
 				}

@@ -52,6 +52,7 @@ func (s *Scheduler) Run() {
 			s.d.Gate.Hold("pause")
 		}
 		lastAwake = awake
+		s.awake.Store(&awake)
 		// Plan on every change of our own at once, on peers' changes at
 		// most every planGap, and once a second for liveness (a machine
 		// going offline is the absence of a message).
@@ -193,6 +194,23 @@ func (s *Scheduler) supervised(r runtime.RunInfo) bool {
 // loop: the larger of the monotonic and the wall-clock differences (a
 // process stopped with SIGSTOP sees the monotonic clock advance; a
 // suspended machine, on Linux, only the wall clock).
+// pausedSinceAwake says whether much more time is gone since the loop last
+// ran than its ticks allow: the node was stopped (SIGSTOP, a suspended
+// laptop), and a slot taking an item now would take it from a ledger as it
+// was before the pause. It holds the gate then, as the loop does when it
+// wakes, so that no slot wins that race.
+func pausedSinceAwake(s *Scheduler) bool {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	p, now := s.awake.Load(), s.now()
+	if p == nil || pauseGap(*p, now) <= max(s.d.Interval, time.Second) {
+		return false
+	}
+	s.d.Gate.Hold("pause") // before awake moves on: other slots then find the gate closed
+	s.awake.Store(&now)
+	return true
+}
+
 func pauseGap(prev, now time.Time) time.Duration {
 	return max(now.Sub(prev), now.Round(0).Sub(prev.Round(0)))
 }

@@ -210,6 +210,11 @@ type Scheduler struct {
 	placed places        // where the plans put instances (leases.go)
 	wal    resultLog     // the results' write-ahead records (results.go)
 	retire *retirer      // finished runs: their records, then their removal (retire.go)
+	// awake is when the loop last ran (loop.go): a slot that finds much
+	// more time gone was paused with the node and holds the gate, as the
+	// loop would on its next tick (pausedSinceAwake).
+	awake   atomic.Pointer[time.Time]
+	pauseMu sync.Mutex // one slot holds the gate for a pause (pausedSinceAwake)
 
 	mu        sync.Mutex
 	slots     map[int]*instance
