@@ -83,6 +83,7 @@ type Log struct {
 	byAuthor map[string][]*node  // entries by each machine
 	persons  map[string][]string // machine -> every person a valid delegation of it names
 	byPerson map[string][]*node  // entries by each person: its own key's and its machines' (see notePerson)
+	refiled  bool                // notePerson filed earlier entries under a person: voids to recompute
 	revs     []*node             // every revKind node
 	lastRev  *node               // the revKind node that sorts last
 	void     map[*node]bool
@@ -251,6 +252,10 @@ func (l *Log) AddBatch(es []*Entry) ([]error, error) {
 			needVoid = true
 		}
 		added = append(added, n)
+	}
+	if l.refiled {
+		l.refiled = false
+		needVoid = needVoid || len(l.revs) > 0
 	}
 	for _, n := range added {
 		if n.revKind {

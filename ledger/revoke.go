@@ -207,6 +207,11 @@ func (l *Log) notePerson(e *Entry) {
 	l.persons[a] = append(l.persons[a], id)
 	prior := l.byAuthor[a]
 	l.byPerson[id] = append(l.byPerson[id], prior[:len(prior)-1]...) // e itself is filed by link
+	if len(prior) > 1 {
+		// The machine's earlier entries are now also the person's: a
+		// revocation of the person may void them though e sorts after it.
+		l.refiled = true
+	}
 }
 
 func revTarget(e *Entry) string {
