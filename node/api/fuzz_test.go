@@ -55,6 +55,7 @@ func (jobsStub) Job(context.Context, string) (JobInfo, error)                  {
 func (jobsStub) ModifyJob(context.Context, string, JobModify) (JobInfo, error) { return JobInfo{}, nil }
 func (jobsStub) CancelJob(context.Context, string) (JobInfo, error)            { return JobInfo{}, nil }
 func (jobsStub) JobLogs(context.Context, string, int64) ([]byte, error)        { return nil, nil }
+func (jobsStub) ExplainJob(context.Context, string) (JobExplain, error)        { return JobExplain{}, nil }
 func (jobsStub) ListJobItems(context.Context, string, Page, func(ItemInfo) error) error {
 	return nil
 }

@@ -51,7 +51,7 @@ func TestRoutesGolden(t *testing.T) {
 		"POST /v1/org/invite", "POST /v1/org/settings", "POST /v1/org/transfer", "POST /v1/join",
 		"GET /v1/machines", "GET /v1/machines/m1", "POST /v1/machines/m1/approve", "POST /v1/machines/m1/fly",
 		"GET /v1/members", "POST /v1/members/p1/role", "POST /v1/members/p1/remove", "POST /v1/leave", "POST /v1/org/delete",
-		"POST /v1/jobs", "GET /v1/jobs", "GET /v1/jobs/j1", "GET /v1/jobs/j1/items", "POST /v1/jobs/j1/modify",
+		"POST /v1/jobs", "GET /v1/jobs", "GET /v1/jobs/j1", "GET /v1/jobs/j1/explain", "GET /v1/jobs/j1/items", "POST /v1/jobs/j1/modify",
 		"POST /v1/jobs/j1/cancel", "GET /v1/jobs/j1/logs", "GET /v1/jobs/j1/logs?item=3", "GET /v1/jobs/j1/logs?item=x",
 		"POST /v1/offers", "GET /v1/offers", "GET /v1/offers?q=gpus>1&o=price", "POST /v1/offers/o1/remove",
 		"POST /v1/contracts", "GET /v1/contracts", "GET /v1/contract-usage", "GET /v1/contract-usage?at=5",

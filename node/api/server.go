@@ -176,6 +176,7 @@ func jobRoutes(svc JobsAPI) []route {
 			return svc.ListJobs(ctx, p, emit)
 		})},
 		{"GET /v1/jobs/{id}", onPath("id", svc.Job)},
+		{"GET /v1/jobs/{id}/explain", onPath("id", svc.ExplainJob)},
 		{"GET /v1/jobs/{id}/items", listing(func(ctx context.Context, r *http.Request, p Page, emit func(ItemInfo) error) error {
 			if _, _, err := ItemCursor(p.After); err != nil {
 				return err

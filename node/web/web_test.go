@@ -97,7 +97,8 @@ func TestPagesEscapeHostileText(t *testing.T) {
 	for name, data := range map[string]any{
 		"machines": ms,
 		"jobs":     jobsData{Jobs: js},
-		"job":      jobData{Job: js[0]},
+		"job": jobData{Job: js[0], Explain: &api.JobExplain{Job: "j1", Machines: []api.MachineWaits{{Machine: "m1", Name: hostile, Status: "approved",
+			Reasons: []api.WaitReason{{Code: "busy_higher_priority", Text: hostile}}}}}},
 		"members":  []api.MemberInfo{{ID: "p", Name: hostile, Role: "member"}},
 		"overview": overview{Org: api.OrgInfo{Name: hostile, OwnerName: hostile}, Machines: ms, Jobs: js, Events: []event{{"", hostile}}, Busy: busyChart(nil, time.Now())},
 		"settings": settingsData{Org: api.OrgInfo{Name: hostile}, Fields: settingsForm(api.OrgInfo{Name: hostile, Description: hostile})},
