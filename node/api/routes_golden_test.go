@@ -57,7 +57,7 @@ func TestRoutesGolden(t *testing.T) {
 		"POST /v1/contracts", "GET /v1/contracts", "GET /v1/contract-usage", "GET /v1/contract-usage?at=5",
 		"GET /v1/contract-usage?at=-1", "GET /v1/contracts/c1", "POST /v1/contracts/c1/extend", "POST /v1/contracts/c1/stop",
 		"POST /v1/contracts/c1/fly",
-		"POST /v1/datasets", "GET /v1/datasets/progress/p1", "GET /v1/datasets", "GET /v1/datasets/d1",
+		"POST /v1/datasets", "GET /v1/datasets/progress/p1", "GET /v1/datasets", "GET /v1/datasets/d1", "POST /v1/datasets/d1/access",
 		"POST /v1/datasets/d1/remove", "POST /v1/datasets/d1/get", "POST /v1/datasets/import", "POST /v1/datasets/d1/export",
 		"GET /v1/nothing", "DELETE /v1/org",
 		"GET /v1/jobs?limit=0", "GET /v1/jobs/j1/items?after=x", "GET /v1/machines?limit=2&after=zz",

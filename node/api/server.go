@@ -214,6 +214,7 @@ func datasetRoutes(svc DatasetsAPI) []route {
 		{"GET /v1/datasets", whole(func(d DatasetInfo) string { return d.CID }, svc.Datasets)},
 		{"GET /v1/datasets/{ref}", onPath("ref", svc.Dataset)},
 		{"POST /v1/datasets/{ref}/remove", onPath("ref", svc.RemoveDataset)},
+		{"POST /v1/datasets/{ref}/access", onPathBody("ref", svc.SetDatasetAccess)},
 		{"POST /v1/datasets/{ref}/get", onPathBody("ref", svc.GetDataset)},
 		{"POST /v1/datasets/import", decoded(svc.ImportDataset)},
 		{"POST /v1/datasets/{ref}/export", onPathBody("ref", svc.ExportDataset)},

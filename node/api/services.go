@@ -95,6 +95,8 @@ type DatasetsAPI interface {
 	Datasets(ctx context.Context) ([]DatasetInfo, error)
 	Dataset(ctx context.Context, ref string) (DatasetInfo, error) // ref: a name or a CID
 	RemoveDataset(ctx context.Context, ref string) (DatasetInfo, error)
+	// SetDatasetAccess sets who may read it (its owner or an admin).
+	SetDatasetAccess(ctx context.Context, ref string, req DatasetAccessRequest) (DatasetInfo, error)
 	GetDataset(ctx context.Context, ref string, req DatasetGet) (DatasetInfo, error)
 	ImportDataset(ctx context.Context, req DatasetImport) (DatasetInfo, error)
 	ExportDataset(ctx context.Context, ref string, req DatasetExport) (DatasetInfo, error)

@@ -179,3 +179,27 @@ func TestSignInCodeIsAPath(t *testing.T) {
 		t.Error("SessionOK does not tell a signed-in request from another")
 	}
 }
+
+// TestDatasetPermissionsOffered: the access form is offered to the
+// dataset's owner and to admins, and to no other member.
+func TestDatasetPermissionsOffered(t *testing.T) {
+	d := New(Config{Services: api.Services{}, Now: time.Now})
+	ds := api.DatasetInfo{Name: "frames", CID: "bafy", Access: "org", Owner: "ann", OwnerName: "ann"}
+	for _, c := range []struct {
+		person string
+		admin  bool
+		offer  bool
+	}{{"ann", false, true}, {"bob", true, true}, {"bob", false, false}} {
+		var b strings.Builder
+		v := &view{Page: "dataset", Status: api.NodeStatus{Org: "o", Person: c.person}, InOrg: true, Admin: c.admin, Now: time.Now(), Data: ds}
+		if err := d.pages["dataset"].ExecuteTemplate(&b, "layout", v); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(b.String(), `id="access-form"`); got != c.offer {
+			t.Errorf("%s (admin %v): access form offered %v, want %v", c.person, c.admin, got, c.offer)
+		}
+		if !strings.Contains(b.String(), "every member of the org reads it") {
+			t.Errorf("%s: the page does not say who reads it", c.person)
+		}
+	}
+}
