@@ -105,7 +105,9 @@ func TestDashboardLiveFromTheStream(t *testing.T) {
 	streaming := waitFor(hasText("#live", "event stream"))
 	run(t, ctx, "job page", time.Minute, beforeScripts(`window.csharePollMs = 0;`), signInAt(t, n0, base),
 		chromedp.WaitVisible(chromedp.CSS("#total-machines")), chromedp.Navigate(base+"/jobs/"+job.ID),
-		waitFor(hasText("#job-items", "0 done")), streaming, chromedp.Evaluate[chromedp.Void](`window.__stay = "same page"`))
+		waitFor(hasText("#job-items", "0 done")), streaming, chromedp.Evaluate[chromedp.Void](`window.__stay = "same page"`),
+		// Why it waits, machine by machine: a row for each.
+		waitFor(`document.querySelectorAll("#job-explain tr[data-machine]").length === 2`))
 	before := counts("counts before the item ends")
 
 	for _, r := range m.nodes[0].drv.Running() {
