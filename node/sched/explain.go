@@ -66,7 +66,7 @@ type ExplainInput struct {
 
 // Explain says, for every machine of the org that is not removed (in ID
 // order), why it runs none, or no more, of job's instances: Vast's
-// --explain. A pure function of its input (no clock, no map order), so
+// --explain. A job that ended gets nothing (nothing of it waits). A pure function of its input (no clock, no map order), so
 // the API, the CLI and the dashboard say the same.
 func Explain(x ExplainInput) []MachineWhy {
 	st, j := x.State, x.Job
@@ -80,9 +80,16 @@ func Explain(x ExplainInput) []MachineWhy {
 			sum = s
 		}
 	}
+	if j.State != ledger.JobActive {
+		return nil // nothing of it waits
+	}
 	rank := map[string]int{}
 	for i, pj := range rankJobs(x.PlanIn.Jobs) {
 		rank[pj] = i
+	}
+	jobs := make(map[string]smartshare.Job, len(x.PlanIn.Jobs))
+	for _, pj := range x.PlanIn.Jobs {
+		jobs[pj.ID] = pj
 	}
 	onMachine := map[string][]smartshare.Instance{}
 	planned := 0
@@ -109,7 +116,6 @@ func Explain(x ExplainInput) []MachineWhy {
 			mw.Reasons = append(mw.Reasons, Why{code, fmt.Sprintf(format, a...)})
 		}
 		switch {
-		case j.State != ledger.JobActive:
 		case m.Status == ledger.MachinePending:
 			add(WhyPending, "it waits for an admin to approve it (cshare machine approve)")
 		case m.Status == ledger.MachineRejected:
@@ -124,12 +130,12 @@ func Explain(x ExplainInput) []MachineWhy {
 			switch {
 			case j.Queued != "":
 				add(WhyPolicy, "%s", j.Queued)
+			case sum.Reason == smartshare.ReasonSSDisabled && sum.Primaries >= min(int(j.Spec.CPUs), int(pending)) && int64(planned) < pending:
+				add(WhySSDisabled, "the job runs its primaries only (max_cpus 0, or the org's smartshare.mode is none)")
 			case pending == 0 || (sum.Wanted > 0 && planned >= sum.Wanted):
 				add(WhyNotNeeded, "the job has every instance it can use (%d planned, %d pending items)", planned, pending)
-			case sum.Reason == smartshare.ReasonSSDisabled && sum.Primaries >= min(int(j.Spec.CPUs), int(pending)):
-				add(WhySSDisabled, "the job runs its primaries only (max_cpus 0, or the org's smartshare.mode is none)")
 			default:
-				explainBusy(x, mc, onMachine[m.ID], rank, add)
+				explainBusy(x, mc, onMachine[m.ID], rank, jobs, add)
 			}
 		}
 		out = append(out, mw)
@@ -181,7 +187,8 @@ func explainOn(x ExplainInput, m *ledger.Machine, mc smartshare.Machine, add fun
 
 // explainBusy says why a machine that could hold an instance of the job
 // has none in the plan: its slots, or their resources, go to other jobs.
-func explainBusy(x ExplainInput, mc smartshare.Machine, on []smartshare.Instance, rank map[string]int, add func(code, format string, a ...any)) {
+func explainBusy(x ExplainInput, mc smartshare.Machine, on []smartshare.Instance, rank map[string]int, jobs map[string]smartshare.Job,
+	add func(code, format string, a ...any)) {
 	me, ok := rank[x.Job.ID]
 	if !ok {
 		add(WhyNextPlan, "the plan was made before the job was seen: the next plan places it")
@@ -192,10 +199,6 @@ func explainBusy(x ExplainInput, mc smartshare.Machine, on []smartshare.Instance
 	var gpus int
 	count := map[string]int{}
 	var order []string
-	jobs := map[string]smartshare.Job{}
-	for _, pj := range x.PlanIn.Jobs {
-		jobs[pj.ID] = pj
-	}
 	for _, in := range on {
 		if count[in.Job] == 0 {
 			order = append(order, in.Job)

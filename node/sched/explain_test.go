@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -122,10 +124,8 @@ func TestExplainJobWide(t *testing.T) {
 	done := *st.Jobs["lo"]
 	done.State = ledger.JobDone
 	x.Job = &done
-	for _, m := range Explain(x) {
-		if len(m.Reasons) > 0 {
-			t.Errorf("an ended job: %s says %v", m.Machine, m.Reasons)
-		}
+	if got := Explain(x); got != nil {
+		t.Errorf("an ended job: %+v, want nothing", got)
 	}
 }
 
@@ -139,5 +139,129 @@ func TestExplainResourcesInUse(t *testing.T) {
 	c := codes(Explain(x))
 	if c["a"] != WhyResources {
 		t.Fatalf("a: %v", c)
+	}
+}
+
+// TestExplainProperties: over random orgs planned by the balancer, every
+// machine that is not removed is explained once, in ID order; its
+// instances are the plan's; a machine with none of an active job's
+// instances always says why, with a known code and a sentence; a machine
+// the plan cannot use says only that. The orgs reach every reason but
+// next_plan (which needs a plan older than the job).
+func TestExplainProperties(t *testing.T) {
+	known := map[string]bool{WhyPending: true, WhyRejected: true, WhyOffline: true, WhyNoSlots: true, WhyRented: true, WhyDiskFull: true,
+		WhyLacksCores: true, WhyLacksMemory: true, WhyLacksGPUs: true, WhyLacksGPUMem: true, WhyLacksDisk: true, WhyPolicy: true,
+		WhyNotNeeded: true, WhySSDisabled: true, WhyBusyHigher: true, WhyBusyShared: true, WhyResources: true, WhyNextPlan: true}
+	rng := rand.New(rand.NewPCG(7, 33))
+	statuses := []string{ledger.MachineApproved, ledger.MachineApproved, ledger.MachineApproved, ledger.MachinePending, ledger.MachineRejected, ledger.MachineRemoved}
+	seen := map[string]int{}
+	for round := range 500 {
+		st := &ledger.State{Machines: map[string]*ledger.Machine{}, Jobs: map[string]*ledger.Job{}}
+		in := smartshare.Input{Config: smartshare.DefaultConfig()}
+		if rng.IntN(4) == 0 {
+			in.Config.Mode = smartshare.ModeNone
+		}
+		full := map[string]bool{}
+		for i := range 1 + rng.IntN(6) {
+			id := fmt.Sprintf("m%d", i)
+			m := &ledger.Machine{ID: id, Name: id, Status: statuses[rng.IntN(len(statuses))], HasLimits: true, Hardware: ledger.Hardware{CPUs: 1 + rng.Int64N(8)},
+				Limits: ledger.Limits{CPULimit: 100, MemoryLimit: 1024 * (1 + rng.Int64N(16)), MaxConcurrentJobs: rng.Int64N(4), DiskLimit: 2048 * (1 + rng.Int64N(8))}}
+			for g := range rng.IntN(3) {
+				m.Limits.GPUs = append(m.Limits.GPUs, ledger.GPULimit{Device: int64(g), MemoryMB: 8192 * (1 + rng.Int64N(3))})
+			}
+			st.Machines[id] = m
+			if m.Status == ledger.MachineApproved && rng.IntN(5) > 0 { // online
+				mc := machineCapacity(m)
+				if rng.IntN(6) == 0 {
+					mc.Slots = 0 // rented
+				}
+				in.Machines = append(in.Machines, mc)
+				full[id] = rng.IntN(8) == 0
+			}
+		}
+		for i := range 1 + rng.IntN(4) {
+			id := fmt.Sprintf("j%d", i)
+			j := &ledger.Job{ID: id, State: ledger.JobActive, Priority: 1 + rng.Int64N(3), Items: ledger.NewItemList(1 + rng.IntN(12)),
+				Spec: ledger.JobSpec{Name: id, CPUs: 1 + rng.Int64N(3), MemoryMB: 512 * rng.Int64N(12)}}
+			if rng.IntN(4) == 0 {
+				j.Spec.GPUs = 1
+				if rng.IntN(2) == 0 {
+					j.Spec.GPUMemoryMB = 16384
+				}
+			}
+			if rng.IntN(4) == 0 {
+				j.Spec.Cores = 1000 * (1 + rng.Int64N(6))
+			}
+			if rng.IntN(4) == 0 {
+				j.Spec.DiskMB = 4096 * (1 + rng.Int64N(4))
+			}
+			if rng.IntN(6) == 0 {
+				j.Queued = "held by policy.max_concurrent_jobs_per_user"
+			}
+			st.Jobs[id] = j
+			if j.Queued == "" {
+				in.Jobs = append(in.Jobs, smartshare.Job{ID: id, Priority: int(j.Priority), CPUs: int(j.Spec.CPUs), Submitted: int64(i),
+					ItemsRemaining: j.Items.Len(), MemoryMB: j.Spec.MemoryMB, GPUs: int(j.Spec.GPUs), Cores: j.Spec.Cores, DiskMB: j.Spec.DiskMB})
+			}
+		}
+		// Running instances, placed before the jobs of higher rank came
+		// (a running primary is not preempted).
+		for _, m := range in.Machines {
+			for slot := range m.Slots {
+				if len(in.Jobs) > 0 && rng.IntN(3) == 0 {
+					in.Instances = append(in.Instances, smartshare.Instance{Job: in.Jobs[rng.IntN(len(in.Jobs))].ID, Machine: m.ID, Slot: slot,
+						Kind: []string{smartshare.KindPrimary, smartshare.KindSecondary}[rng.IntN(2)], Started: int64(1 + slot)})
+				}
+			}
+		}
+		if err := in.Validate(); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		plan := smartshare.Plan(in)
+		online := map[string]bool{}
+		for _, m := range in.Machines {
+			online[m.ID] = true
+		}
+		for _, j := range st.Jobs {
+			got := Explain(ExplainInput{State: st, Job: j, PlanIn: in, Plan: plan, DiskFull: full})
+			var ids []string
+			for _, m := range st.SortedMachines() {
+				if m.Status != ledger.MachineRemoved {
+					ids = append(ids, m.ID)
+				}
+			}
+			if len(got) != len(ids) {
+				t.Fatalf("round %d, %s: %d machines explained, want %d", round, j.ID, len(got), len(ids))
+			}
+			for i, mw := range got {
+				planned := 0
+				for _, pi := range plan.Instances {
+					if pi.Job == j.ID && pi.Machine == mw.Machine {
+						planned++
+					}
+				}
+				switch {
+				case mw.Machine != ids[i]:
+					t.Fatalf("round %d, %s: machine %d is %s, want %s", round, j.ID, i, mw.Machine, ids[i])
+				case mw.Instances != planned:
+					t.Fatalf("round %d, %s on %s: %d instances, the plan has %d", round, j.ID, mw.Machine, mw.Instances, planned)
+				case planned == 0 && len(mw.Reasons) == 0:
+					t.Fatalf("round %d, %s on %s: no instance and no reason", round, j.ID, mw.Machine)
+				case !online[mw.Machine] && (len(mw.Reasons) != 1 || planned > 0):
+					t.Fatalf("round %d, %s on %s (not in the plan): %+v", round, j.ID, mw.Machine, mw.Reasons)
+				}
+				for _, r := range mw.Reasons {
+					seen[r.Code]++
+					if !known[r.Code] || r.Text == "" {
+						t.Fatalf("round %d, %s on %s: reason %+v", round, j.ID, mw.Machine, r)
+					}
+				}
+			}
+		}
+	}
+	for code := range known {
+		if seen[code] == 0 && code != WhyNextPlan {
+			t.Errorf("no random org gave %s (seen: %v)", code, seen)
+		}
 	}
 }

@@ -46,8 +46,8 @@ func printExplain(a *app, x api.JobExplain) error {
 	if x.Reason != "" {
 		pairs = append(pairs, [2]string{"reason", x.Reason})
 	}
-	if err := kv(a.stdout, pairs...); err != nil {
-		return err
+	if err := kv(a.stdout, pairs...); err != nil || len(x.Machines) == 0 {
+		return err // an ended job: nothing waits
 	}
 	fmt.Fprintln(a.stdout)
 	var t table
