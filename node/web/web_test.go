@@ -100,6 +100,7 @@ func TestPagesEscapeHostileText(t *testing.T) {
 		"job": jobData{Job: js[0], Explain: &api.JobExplain{Job: "j1", Machines: []api.MachineWaits{{Machine: "m1", Name: hostile, Status: "approved",
 			Reasons: []api.WaitReason{{Code: "busy_higher_priority", Text: hostile}}}}}},
 		"members":  []api.MemberInfo{{ID: "p", Name: hostile, Role: "member"}},
+		"dataset":  api.DatasetInfo{Name: hostile, CID: "bafy", Access: "org", Owner: "o", OwnerName: hostile},
 		"overview": overview{Org: api.OrgInfo{Name: hostile, OwnerName: hostile}, Machines: ms, Jobs: js, Events: []event{{"", hostile}}, Busy: busyChart(nil, time.Now())},
 		"settings": settingsData{Org: api.OrgInfo{Name: hostile}, Fields: settingsForm(api.OrgInfo{Name: hostile, Description: hostile})},
 	} {
