@@ -26,6 +26,13 @@ type DatasetAdd struct {
 	Access string `cbor:"access"`
 }
 
+// DatasetAccess changes who may read a dataset (dataset.access): its
+// owner or an admin sets Access to org or private.
+type DatasetAccess struct {
+	Name   string `cbor:"name"`
+	Access string `cbor:"access"`
+}
+
 // DatasetRef names a dataset by its name (dataset.rm).
 type DatasetRef struct {
 	Name string `cbor:"name"`

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -93,5 +94,36 @@ func TestJobDatasetMounts(t *testing.T) {
 		if _, err := w.write(mem, KindJobSubmit, spec(bad...)); !errors.Is(err, ErrMalformed) {
 			t.Errorf("mounts %+v: %v, want malformed", bad, err)
 		}
+	}
+}
+
+// TestDatasetAccess: the owner or an admin changes who may read a dataset;
+// another member may not; what a member may read follows.
+func TestDatasetAccess(t *testing.T) {
+	w := newWorld(t)
+	admin := w.member(2, RoleAdmin)
+	mem := w.member(3, RoleMember)
+	other := w.member(4, RoleMember)
+	w.ok(mem, KindDatasetAdd, DatasetAdd{Name: "d", CID: emptyCID, Size: 0, Blocks: 1, Access: AccessOrg})
+	readable := func() bool { st := w.log.State(); return st.CanReadDataset(other.id, st.Datasets["d"]) }
+	if !readable() {
+		t.Fatal("an org dataset is not readable by a member")
+	}
+	w.denied(ErrNotAuthority, other, KindDatasetAccess, DatasetAccess{Name: "d", Access: AccessPrivate})
+	w.ok(mem, KindDatasetAccess, DatasetAccess{Name: "d", Access: AccessPrivate})
+	if readable() || w.log.State().Datasets["d"].Access != AccessPrivate {
+		t.Fatal("private, and still readable by another member")
+	}
+	w.ok(admin, KindDatasetAccess, DatasetAccess{Name: "d", Access: AccessOrg})
+	if !readable() {
+		t.Fatal("back to org, and not readable")
+	}
+	for _, bad := range []DatasetAccess{{Name: "d", Access: "everyone"}, {Name: "nope", Access: AccessOrg}, {Name: "", Access: AccessOrg}} {
+		if _, err := w.write(admin, KindDatasetAccess, bad); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%+v: %v", bad, err)
+		}
+	}
+	if err := ValidateDatasetAccess(DatasetAccess{Name: "d", Access: "x"}); err == nil || !strings.HasPrefix(err.Error(), "access:") {
+		t.Errorf("ValidateDatasetAccess names no field: %v", err)
 	}
 }

@@ -46,8 +46,9 @@
 //     (ValidateJobSpec, ValidateJobModify);
 //     fold_market.go: contract.request, .accept, .reject, .stop, .start,
 //     .extend, .rm (ValidateContractSpec), and endContracts;
-//     fold_datasets.go: dataset.add, dataset.rm (ValidateDatasetAdd), and
-//     which datasets a job may mount.
+//     fold_datasets.go: dataset.add, dataset.rm, dataset.access
+//     (ValidateDatasetAdd, ValidateDatasetAccess), and which datasets a
+//     job may mount.
 //     fold_sshkeys.go: sshkey.add, sshkey.rm (CheckSSHKey, in sshkey.go):
 //     a person's SSH public keys, which the nodes' SSH gateways read.
 //     testdata/fold/*.txt are scenarios of each kind's authority rule

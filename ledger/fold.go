@@ -77,8 +77,9 @@ var folds = map[string]kindFold{
 	KindContractAck:     {true, foldContractAck},
 	KindContractWitness: {true, foldContractWitness},
 	// fold_datasets.go
-	KindDatasetAdd: {true, foldDatasetAdd},
-	KindDatasetRm:  {true, foldDatasetRm},
+	KindDatasetAdd:    {true, foldDatasetAdd},
+	KindDatasetRm:     {true, foldDatasetRm},
+	KindDatasetAccess: {true, foldDatasetAccess},
 	// fold_sshkeys.go
 	KindSSHKeyAdd: {true, foldSSHKeyAdd},
 	KindSSHKeyRm:  {true, foldSSHKeyRm},

@@ -6,8 +6,8 @@ import (
 	"github.com/cshare/cshare/internal/text"
 )
 
-// Datasets in the fold: adding and removing them, and which a job may
-// mount.
+// Datasets in the fold: adding and removing them, who may read them, and
+// which a job may mount.
 
 // ValidateDatasetAdd checks a dataset.add payload's values.
 func ValidateDatasetAdd(p DatasetAdd) error {
@@ -23,9 +23,47 @@ func ValidateDatasetAdd(p DatasetAdd) error {
 	if p.Blocks < 1 || p.Blocks > MaxDatasetBlocks {
 		return fmt.Errorf("blocks: %d; allowed: 1..%d", p.Blocks, int64(MaxDatasetBlocks))
 	}
-	if p.Access != AccessOrg && p.Access != AccessPrivate {
-		return fmt.Errorf("access: %q; allowed: org, private", p.Access)
+	return checkAccess(p.Access)
+}
+
+func checkAccess(a string) error {
+	if a != AccessOrg && a != AccessPrivate {
+		return fmt.Errorf("access: %q; allowed: org, private", a)
 	}
+	return nil
+}
+
+// ValidateDatasetAccess checks a dataset.access payload's values.
+func ValidateDatasetAccess(p DatasetAccess) error {
+	if err := text.CheckName("name", p.Name); err != nil {
+		return err
+	}
+	return checkAccess(p.Access)
+}
+
+// foldDatasetAccess: the dataset's owner or an admin sets who may read it
+// (org: every member; private: its owner and the admins). Jobs already
+// submitted keep their mounts; a new job's mounts are checked against the
+// access at its submission (checkJobDatasets), and blocks are served by
+// the access at the time they are asked for.
+func foldDatasetAccess(st *State, e *Entry, _, person string) error {
+	var p DatasetAccess
+	if err := DecodePayload(e.Payload, &p); err != nil {
+		return err
+	}
+	if err := ValidateDatasetAccess(p); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	d := st.Datasets[p.Name]
+	if d == nil {
+		return fmt.Errorf("%w: unknown dataset %q", ErrMalformed, p.Name)
+	}
+	if d.Owner != person && !st.IsAdmin(person) {
+		return denied("only the dataset's owner or an admin may change who reads dataset %q", p.Name)
+	}
+	c := *d
+	c.Access = p.Access
+	st.datasetsW()[p.Name] = &c
 	return nil
 }
 

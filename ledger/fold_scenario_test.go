@@ -415,6 +415,8 @@ func (s *foldScenario) payload(a *args, kind string) any {
 		return DatasetAdd{Name: name, CID: s.datasetCID(name), Size: 1 << 20, Blocks: 4, Access: a.str("access", AccessOrg)}
 	case KindDatasetRm:
 		return DatasetRef{Name: a.str("name", "")}
+	case KindDatasetAccess:
+		return DatasetAccess{Name: a.str("name", ""), Access: a.str("access", "")}
 	case KindSSHKeyAdd:
 		if a.has("raw") {
 			return SSHKeyAdd{Key: a.str("raw", "")}

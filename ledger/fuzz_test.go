@@ -112,7 +112,7 @@ func FuzzApply(f *testing.F) {
 		KindJobCancel, KindJobResults, "no.such.kind",
 		KindContractRequest, KindContractAccept, KindContractReject, KindContractStop, KindContractStart, KindContractExtend, KindContractRm,
 		KindDatasetAdd, KindDatasetRm, KindOrgTransfer, KindOrgDelete,
-		KindJobStart, KindJobExpire, KindContractAck, KindContractWitness, KindSSHKeyAdd, KindSSHKeyRm}
+		KindJobStart, KindJobExpire, KindContractAck, KindContractWitness, KindSSHKeyAdd, KindSSHKeyRm, KindDatasetAccess}
 	seed := func(k int, who int, p any) {
 		b, err := EncodePayload(p)
 		if err != nil {

@@ -21,6 +21,7 @@ const (
 	KindMerge          = "ledger.merge"
 	KindDatasetAdd     = "dataset.add"
 	KindDatasetRm      = "dataset.rm"
+	KindDatasetAccess  = "dataset.access"
 	// Org policies (fold_policies.go): a job's first start and its end
 	// at max_job_runtime, written by a machine that runs it.
 	KindJobStart  = "job.start"

@@ -190,6 +190,23 @@ func TestDashboardNeedsItsSession(t *testing.T) {
 	if st, page := d.get(t, "/datasets"); st != http.StatusOK || !strings.Contains(page, "frames") {
 		t.Errorf("GET /datasets after the upload: %d, lists frames: %v", st, strings.Contains(page, "frames"))
 	}
+	// Its permissions on its page: shown, and changed by the form (the
+	// API's service call), not without the CSRF token.
+	if st, page := d.get(t, "/datasets/frames"); st != http.StatusOK || !strings.Contains(page, `id="access-form"`) || !strings.Contains(page, "<b>org</b>") {
+		t.Errorf("GET /datasets/frames: %d, offers the access form and says org: %v", st, strings.Contains(page, `id="access-form"`))
+	}
+	if st, _ := d.do(t, "POST", "/datasets/frames/access", "access=private", nil); st != http.StatusForbidden {
+		t.Errorf("access without the CSRF token: %d, want 403", st)
+	}
+	if st, h := d.do(t, "POST", "/datasets/frames/access", url.Values{"csrf": {tok}, "access": {"private"}}.Encode(), nil); st != http.StatusSeeOther || h.Get("Location") != "/datasets/frames" {
+		t.Errorf("access private from the page: %d to %q", st, h.Get("Location"))
+	}
+	if ds, err := cl.Dataset(ctxT(t), "frames"); err != nil || ds.Access != "private" {
+		t.Errorf("after the page made it private: %+v %v", ds, err)
+	}
+	if _, page := d.get(t, "/datasets/frames"); !strings.Contains(page, "<b>private</b>") || !strings.Contains(page, "is now private") {
+		t.Errorf("the page after the change does not say private")
+	}
 	// An API access token from the Settings form: shown once, works on
 	// the API, listed, and gone once its Revoke form is sent.
 	if st, h := d.do(t, "POST", "/tokens", url.Values{"csrf": {tok}, "scope": {"read"}, "expires": {"1d"}, "name": {"ci"}}.Encode(), nil); st != http.StatusSeeOther || h.Get("Location") != "/settings" {

@@ -94,6 +94,23 @@ func TestDatasetsMesh(t *testing.T) {
 	if _, err := n1.ds.RemoveDataset(ctx, "set"); statusCode(err) != http.StatusForbidden {
 		t.Fatalf("n1 removes n0's dataset: %v", err)
 	}
+	// Who may read a dataset: its owner (or an admin) changes it.
+	if _, err := n1.ds.SetDatasetAccess(ctx, "set", api.DatasetAccessRequest{Access: ledger.AccessPrivate}); statusCode(err) != http.StatusForbidden {
+		t.Fatalf("n1 makes n0's dataset private: %v", err)
+	}
+	if _, err := n0.ds.SetDatasetAccess(ctx, "mine", api.DatasetAccessRequest{Access: "all"}); statusCode(err) != http.StatusBadRequest ||
+		!strings.HasPrefix(err.Error(), "access:") {
+		t.Fatalf("access all: %v", err)
+	}
+	if got, err := n0.ds.SetDatasetAccess(ctx, "mine", api.DatasetAccessRequest{Access: ledger.AccessOrg}); err != nil || got.Access != ledger.AccessOrg {
+		t.Fatalf("n0 shares mine: %+v %v", got, err)
+	}
+	eventually(t, 30*time.Second, "n1 reads mine once shared", func() string {
+		if _, err := n1.ds.Dataset(ctx, "mine"); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
 	// Holders are the online machines that hold it (liveness is heartbeats:
 	// polled).
 	eventually(t, 30*time.Second, "n1 shows set held by n0", func() string {
@@ -111,7 +128,7 @@ func TestDatasetsMesh(t *testing.T) {
 	if err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("fetched big.bin differs (%v)", err)
 	}
-	if ds, _ := n1.ds.Datasets(ctx); len(ds) != 1 || !ds[0].Local {
+	if ds, _ := n1.ds.Dataset(ctx, "set"); !ds.Local {
 		t.Fatalf("n1 does not hold set after get: %+v", ds)
 	}
 	// A CAR written on n1 and imported on n2 is the same DAG.

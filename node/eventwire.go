@@ -139,10 +139,7 @@ func (ev *eventState) peerEvents(rep *replica.Replica, now time.Time) {
 	ev.downMu.Unlock()
 	online := func(id string) bool {
 		_, at, ok := ev.liveness(id, now)
-		if d, lost := down[id]; ok && lost && now.Sub(d) >= grace && !at.After(d) {
-			return false
-		}
-		return ok
+		return ok && !silentSince(down, id, at, now, grace)
 	}
 	quiet := now.Sub(ev.started) < 3*ev.interval // not yet heard from every peer
 	var evs []events.Event
@@ -150,4 +147,29 @@ func (ev *eventState) peerEvents(rep *replica.Replica, now time.Time) {
 	rep.View(func(st *ledger.State) { evs = ev.tracker.Peers(st, online, ev.self, now, quiet) })
 	ev.mu.Unlock()
 	ev.bus.Publish(evs...)
+}
+
+// silentSince: machine id lost its every connection at least grace before
+// now and has sent no heartbeat (its last at at) since.
+func silentSince(down map[string]time.Time, id string, at, now time.Time, grace time.Duration) bool {
+	d, lost := down[id]
+	return lost && now.Sub(d) >= grace && !at.After(d)
+}
+
+// silent says whether the events call machine id offline at now while its
+// heartbeats alone do not yet (silentSince): the status the API and the
+// dashboard show follows, so that the page a machine.offline event
+// refreshes says offline.
+func (ev *eventState) silent(id string, now time.Time) bool {
+	if ev == nil || ev.liveness == nil {
+		return false
+	}
+	ev.downMu.Lock()
+	d, lost := ev.down[id]
+	ev.downMu.Unlock()
+	if !lost {
+		return false
+	}
+	_, at, _ := ev.liveness(id, now)
+	return silentSince(map[string]time.Time{id: d}, id, at, now, ev.grace())
 }

@@ -225,6 +225,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 		Kick: n.kickScheduler, Nudge: func() { signal(n.nudge) }, Heartbeats: n.metrics.heartbeats,
 		Machine: n.id, Version: Version, Interval: interval, MergeAbove: opts.MergeAbove,
 		Spawn: n.spawn, Now: opts.Now, Log: log})
+	n.ev.liveness = n.peers.Liveness // before the API serves: MachineStatus reads it (orgs.go)
 	ow := (*orgWiring)(n)
 	n.orgs = orgsvc.New(ctx, orgsvc.Deps{Ledger: n.rep, Host: n.host, Signer: signer,
 		Topics: ow, Peers: n.peers, Machines: ow, Runs: ow, HoldDispatch: n.peers.Hold,
@@ -291,7 +292,6 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	n.loop(n.peers.Heartbeats)
 	n.loop(n.peers.Redial)
 	n.loop(n.sched.Run)
-	n.ev.liveness = n.peers.Liveness
 	n.loop(func() { n.ev.loop(n.ctx, n.rep) })
 	if n.ev.notify != nil {
 		n.spawn(func() { n.ev.notify.Run(n.ctx) })

@@ -6,6 +6,7 @@ import (
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/node/peersvc"
 	"github.com/cshare/cshare/runtime"
 )
 
@@ -36,8 +37,16 @@ func (w *orgWiring) MachineInfo(st *ledger.State, m *ledger.Machine, now time.Ti
 	return (*Node)(w).machineInfo(st, m, now)
 }
 
+// MachineStatus is the peer service's, except that a machine whose every
+// connection closed and that has been silent since is offline as soon as
+// the events say so (eventState.silent), not 3 intervals after its last
+// heartbeat.
 func (w *orgWiring) MachineStatus(id string, now time.Time) string {
-	return w.peers.MachineStatus(id, now)
+	st := w.peers.MachineStatus(id, now)
+	if (st == peersvc.StatusAvailable || st == peersvc.StatusBusy) && w.ev.silent(id, now) {
+		return peersvc.StatusOffline
+	}
+	return st
 }
 
 func (w *orgWiring) EachDriver(fn func(runtime.Driver)) bool {

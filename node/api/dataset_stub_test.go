@@ -23,3 +23,6 @@ func (datasetsStub) ImportDataset(context.Context, DatasetImport) (DatasetInfo, 
 func (datasetsStub) ExportDataset(context.Context, string, DatasetExport) (DatasetInfo, error) {
 	return DatasetInfo{}, nil
 }
+func (datasetsStub) SetDatasetAccess(context.Context, string, DatasetAccessRequest) (DatasetInfo, error) {
+	return DatasetInfo{}, nil
+}

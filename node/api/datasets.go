@@ -1,5 +1,7 @@
 package api
 
+import "context"
+
 // DatasetAdd asks the node to import a file or directory it can read (an
 // absolute path on the node's machine) and record it in the ledger.
 // Progress, when set, is an ID under which the node reports the bytes read
@@ -54,4 +56,16 @@ type DatasetImport struct {
 // absolute path on the node's machine that does not exist yet.
 type DatasetExport struct {
 	Car string `json:"car"`
+}
+
+// DatasetAccessRequest is POST /v1/datasets/{ref}/access (`cshare dataset
+// access REF org|private`): who may read the dataset, every member of the
+// org (org) or its owner and the admins (private).
+type DatasetAccessRequest struct {
+	Access string `json:"access"`
+}
+
+// SetDatasetAccess sets who may read a dataset (its owner or an admin).
+func (c *Client) SetDatasetAccess(ctx context.Context, ref, access string) (DatasetInfo, error) {
+	return post[DatasetInfo](c, ctx, "/v1/datasets/"+esc(ref)+"/access", DatasetAccessRequest{Access: access})
 }

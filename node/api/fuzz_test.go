@@ -55,6 +55,7 @@ func (jobsStub) Job(context.Context, string) (JobInfo, error)                  {
 func (jobsStub) ModifyJob(context.Context, string, JobModify) (JobInfo, error) { return JobInfo{}, nil }
 func (jobsStub) CancelJob(context.Context, string) (JobInfo, error)            { return JobInfo{}, nil }
 func (jobsStub) JobLogs(context.Context, string, int64) ([]byte, error)        { return nil, nil }
+func (jobsStub) ExplainJob(context.Context, string) (JobExplain, error)        { return JobExplain{}, nil }
 func (jobsStub) ListJobItems(context.Context, string, Page, func(ItemInfo) error) error {
 	return nil
 }
@@ -62,7 +63,7 @@ func (jobsStub) ListJobItems(context.Context, string, Page, func(ItemInfo) error
 var postRoutes = []string{"/v1/org", "/v1/org/invite", "/v1/org/settings", "/v1/join", "/v1/jobs",
 	"/v1/jobs/x/modify", "/v1/members/x/role", "/v1/machines/x/approve", "/v1/leave", "/v1/org/delete",
 	"/v1/org/transfer", "/v1/datasets", "/v1/datasets/x/get", "/v1/datasets/import", "/v1/datasets/x/export",
-	"/v1/contracts", "/v1/contracts/x/extend"}
+	"/v1/contracts", "/v1/contracts/x/extend", "/v1/datasets/x/access"}
 
 // FuzzAPIBodies sends arbitrary bodies to every POST route: the handlers
 // answer 200 or 400, never panic and never 500.
@@ -81,6 +82,7 @@ func FuzzAPIBodies(f *testing.F) {
 	f.Add(9, []byte(`{"confirm":"acme","purge":"yes"}`))
 	f.Add(10, []byte(`{"to":"alice"}`))
 	f.Add(10, []byte(`{"to":7}`))
+	f.Add(17, []byte(`{"access":"private"}`))
 	h := Handler(stubs(), "tok")
 	f.Fuzz(func(t *testing.T, route int, body []byte) {
 		if route < 0 {

@@ -85,6 +85,8 @@ func queryParams(rt route) []string {
 			q = append(q, "item")
 		}
 		return q
+	case rt.pattern == "GET /v1/jobs/{id}/explain":
+		return nil
 	case strings.HasPrefix(rt.pattern, "GET /v1/jobs/{id}/"):
 		return []string{"item"}
 	}

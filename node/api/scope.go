@@ -48,7 +48,7 @@ func ParseScope(s string) (Scope, error) {
 // is admin; every other GET is read.
 var submitRoutes = map[string]bool{
 	"POST /v1/jobs": true, "POST /v1/jobs/{id}/modify": true, "POST /v1/jobs/{id}/cancel": true,
-	"POST /v1/datasets": true, "POST /v1/datasets/{ref}/remove": true, "POST /v1/datasets/{ref}/get": true,
+	"POST /v1/datasets": true, "POST /v1/datasets/{ref}/remove": true, "POST /v1/datasets/{ref}/access": true, "POST /v1/datasets/{ref}/get": true,
 	"POST /v1/datasets/import": true, "POST /v1/datasets/{ref}/export": true,
 	"POST /v1/contracts": true, "POST /v1/contracts/{id}/extend": true, "POST /v1/contracts/{id}/{action}": true,
 	"POST /v1/user/ssh-keys": true, "POST /v1/user/ssh-keys/remove": true,

@@ -176,6 +176,7 @@ func jobRoutes(svc JobsAPI) []route {
 			return svc.ListJobs(ctx, p, emit)
 		})},
 		{"GET /v1/jobs/{id}", onPath("id", svc.Job)},
+		{"GET /v1/jobs/{id}/explain", onPath("id", svc.ExplainJob)},
 		{"GET /v1/jobs/{id}/items", listing(func(ctx context.Context, r *http.Request, p Page, emit func(ItemInfo) error) error {
 			if _, _, err := ItemCursor(p.After); err != nil {
 				return err
@@ -213,6 +214,7 @@ func datasetRoutes(svc DatasetsAPI) []route {
 		{"GET /v1/datasets", whole(func(d DatasetInfo) string { return d.CID }, svc.Datasets)},
 		{"GET /v1/datasets/{ref}", onPath("ref", svc.Dataset)},
 		{"POST /v1/datasets/{ref}/remove", onPath("ref", svc.RemoveDataset)},
+		{"POST /v1/datasets/{ref}/access", onPathBody("ref", svc.SetDatasetAccess)},
 		{"POST /v1/datasets/{ref}/get", onPathBody("ref", svc.GetDataset)},
 		{"POST /v1/datasets/import", decoded(svc.ImportDataset)},
 		{"POST /v1/datasets/{ref}/export", onPathBody("ref", svc.ExportDataset)},

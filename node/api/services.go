@@ -64,6 +64,8 @@ type JobsAPI interface {
 	// order, paged by p (the cursor: a job's ID, or any reference to it).
 	ListJobs(ctx context.Context, p Page, emit func(JobInfo) error) error
 	Job(ctx context.Context, id string) (JobInfo, error)
+	// ExplainJob says why the job waits, machine by machine.
+	ExplainJob(ctx context.Context, id string) (JobExplain, error)
 	ModifyJob(ctx context.Context, id string, req JobModify) (JobInfo, error)
 	CancelJob(ctx context.Context, id string) (JobInfo, error)
 	JobLogs(ctx context.Context, id string, item int64) ([]byte, error)
@@ -93,6 +95,8 @@ type DatasetsAPI interface {
 	Datasets(ctx context.Context) ([]DatasetInfo, error)
 	Dataset(ctx context.Context, ref string) (DatasetInfo, error) // ref: a name or a CID
 	RemoveDataset(ctx context.Context, ref string) (DatasetInfo, error)
+	// SetDatasetAccess sets who may read it (its owner or an admin).
+	SetDatasetAccess(ctx context.Context, ref string, req DatasetAccessRequest) (DatasetInfo, error)
 	GetDataset(ctx context.Context, ref string, req DatasetGet) (DatasetInfo, error)
 	ImportDataset(ctx context.Context, req DatasetImport) (DatasetInfo, error)
 	ExportDataset(ctx context.Context, ref string, req DatasetExport) (DatasetInfo, error)

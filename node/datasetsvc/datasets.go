@@ -259,6 +259,29 @@ func (s *Service) RemoveDataset(ctx context.Context, ref string) (api.DatasetInf
 	return info, nil
 }
 
+// SetDatasetAccess implements api.DatasetsAPI: a dataset.access entry (the
+// fold lets its owner or an admin write it).
+func (s *Service) SetDatasetAccess(ctx context.Context, ref string, req api.DatasetAccessRequest) (api.DatasetInfo, error) {
+	if err := s.needMember(); err != nil {
+		return api.DatasetInfo{}, err
+	}
+	p := ledger.DatasetAccess{Access: req.Access}
+	if p.Access != ledger.AccessOrg && p.Access != ledger.AccessPrivate {
+		return api.DatasetInfo{}, api.FieldErrorf(http.StatusBadRequest, "access", "access: %s; allowed: org (every member reads it), private (its owner and the admins)",
+			text.Quote(api.Ellipsize(req.Access)))
+	}
+	info, d, err := s.Resolve(ref)
+	if err != nil {
+		return info, err
+	}
+	p.Name = d.Name
+	if _, err := s.write(ctx, ledger.KindDatasetAccess, p); err != nil {
+		return info, api.Refused(err)
+	}
+	info.Access = p.Access
+	return info, nil
+}
+
 // GetDataset implements api.DatasetsAPI: fetch what is missing, then write out.
 func (s *Service) GetDataset(ctx context.Context, ref string, req api.DatasetGet) (api.DatasetInfo, error) {
 	if err := s.needMember(); err != nil {

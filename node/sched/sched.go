@@ -15,8 +15,10 @@
 //     flush to the ledger as job.results entries (results.go);
 //   - the lease book: other machines' leases, vetted against the plan
 //     (leases.go), and this machine's own, in its heartbeat (report.go);
-//   - the read view the API reads without a lock (view.go), and the
-//     admission rule for what no machine fits (admission.go);
+//   - the read view the API reads without a lock (view.go: the plan and
+//     its input), the admission rule for what no machine fits
+//     (admission.go), and why a job waits, machine by machine (explain.go:
+//     Explain, a pure function of the state, the plan and its input);
 //   - the org's policies on this machine's side: queued jobs left out of
 //     the plan, and job.start and job.expire under max_job_runtime
 //     (policies.go).

@@ -12,7 +12,10 @@ import (
 // a scheduler lock, so a slow listing cannot hold up the scheduler and the
 // scheduler cannot hold up the API. Readers must not modify it.
 type View struct {
-	Plan      smartshare.Result
+	Plan smartshare.Result
+	// PlanIn is what Plan was made from (the approved machines online,
+	// less what contracts reserve; the jobs it places): Explain reads it.
+	PlanIn    smartshare.Input
 	Instances []InstanceView // this machine's instances, by slot
 }
 
@@ -41,7 +44,7 @@ func (s *Scheduler) View() *View {
 // publish makes the scheduler's current state the read view. s.mu must be
 // held.
 func (s *Scheduler) publish() {
-	v := &View{Plan: s.plan, Instances: make([]InstanceView, 0, len(s.slots))}
+	v := &View{Plan: s.plan, PlanIn: s.planIn, Instances: make([]InstanceView, 0, len(s.slots))}
 	for _, in := range s.slots {
 		it, _ := in.current()
 		in.mu.Lock()

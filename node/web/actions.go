@@ -50,6 +50,11 @@ func (d *Dashboard) actionRoutes() map[string]actionFunc {
 			ds, err := d.svc.Datasets.RemoveDataset(r.Context(), r.PathValue("ref"))
 			return "/datasets", outcome(err, "Removed dataset "+ds.Name+".")
 		},
+		"/datasets/{ref}/access": func(r *http.Request, _ string) (string, flash) {
+			ref := r.PathValue("ref")
+			ds, err := d.svc.Datasets.SetDatasetAccess(r.Context(), ref, api.DatasetAccessRequest{Access: r.PostFormValue("access")})
+			return "/datasets/" + url.PathEscape(ref), outcome(err, "Dataset "+ds.Name+" is now "+ds.Access+": "+accessText(ds.Access)+".")
+		},
 		"/contracts/{id}/{action}": func(r *http.Request, _ string) (string, flash) {
 			a := r.PathValue("action")
 			if a != "stop" && a != "start" && a != "rm" {
@@ -196,4 +201,12 @@ func (d *Dashboard) deleteOrg(r *http.Request, _ string) (string, flash) {
 		return "/settings", flash{Error: err.Error()}
 	}
 	return "/", flash{OK: "Deleted the org " + left.OrgName + " on every node."}
+}
+
+// accessText says who reads a dataset of access a.
+func accessText(a string) string {
+	if a == "private" {
+		return "its owner and the admins read it"
+	}
+	return "every member of the org reads it"
 }

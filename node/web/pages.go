@@ -127,6 +127,10 @@ type jobData struct {
 	Job   api.JobInfo
 	Items []api.ItemInfo
 	More  bool
+	// Explain is why it waits, machine by machine, while it is active
+	// (ExplainErr: what asking said).
+	Explain    *api.JobExplain
+	ExplainErr string
 }
 
 func (d *Dashboard) readJob(r *http.Request, v *view) error {
@@ -136,6 +140,13 @@ func (d *Dashboard) readJob(r *http.Request, v *view) error {
 	}
 	jd := jobData{Job: j}
 	v.Title = "Job " + j.Name
+	if j.Ended == "" {
+		if x, err := d.svc.Jobs.ExplainJob(r.Context(), j.ID); err != nil {
+			jd.ExplainErr = err.Error()
+		} else {
+			jd.Explain = &x
+		}
+	}
 	err = d.svc.Jobs.ListJobItems(r.Context(), j.ID, api.Page{Limit: maxListed + 1}, func(it api.ItemInfo) error {
 		it.Runs = slices.Clone(it.Runs)
 		jd.Items = append(jd.Items, it)

@@ -2,6 +2,7 @@ package web
 
 import (
 	"html/template"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,8 @@ var pageNames = []string{"overview", "machines", "jobs", "job", "members", "data
 // CLI does (html/template escapes HTML, not control or bidi characters).
 var funcs = template.FuncMap{
 	"esc":         text.Escape,
+	"access":      accessText,
+	"pathesc":     url.PathEscape,
 	"short":       short,
 	"ago":         ago,
 	"mb":          jobspec.FormatMB,

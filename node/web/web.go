@@ -13,7 +13,9 @@
 //
 // Live: each page subscribes to GET /v1/events (server-sent events) and
 // re-fetches the fragments an event touches (?frag=NAME of the same page);
-// when the stream fails it polls the fragments every 5 seconds instead.
+// when the stream fails it polls the fragments every 5 seconds instead. It
+// counts its refreshes by cause (window.cshareLive: event, poll), and a
+// test may set the polling period first (window.csharePollMs; 0: none).
 package web
 
 import (

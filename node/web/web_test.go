@@ -97,8 +97,10 @@ func TestPagesEscapeHostileText(t *testing.T) {
 	for name, data := range map[string]any{
 		"machines": ms,
 		"jobs":     jobsData{Jobs: js},
-		"job":      jobData{Job: js[0]},
+		"job": jobData{Job: js[0], Explain: &api.JobExplain{Job: "j1", Machines: []api.MachineWaits{{Machine: "m1", Name: hostile, Status: "approved",
+			Reasons: []api.WaitReason{{Code: "busy_higher_priority", Text: hostile}}}}}},
 		"members":  []api.MemberInfo{{ID: "p", Name: hostile, Role: "member"}},
+		"dataset":  api.DatasetInfo{Name: hostile, CID: "bafy", Access: "org", Owner: "o", OwnerName: hostile},
 		"overview": overview{Org: api.OrgInfo{Name: hostile, OwnerName: hostile}, Machines: ms, Jobs: js, Events: []event{{"", hostile}}, Busy: busyChart(nil, time.Now())},
 		"settings": settingsData{Org: api.OrgInfo{Name: hostile}, Fields: settingsForm(api.OrgInfo{Name: hostile, Description: hostile})},
 	} {
@@ -176,5 +178,29 @@ func TestSignInCodeIsAPath(t *testing.T) {
 	}
 	if !d.SessionOK(req) || d.SessionOK(httptest.NewRequest("GET", "/", nil)) {
 		t.Error("SessionOK does not tell a signed-in request from another")
+	}
+}
+
+// TestDatasetPermissionsOffered: the access form is offered to the
+// dataset's owner and to admins, and to no other member.
+func TestDatasetPermissionsOffered(t *testing.T) {
+	d := New(Config{Services: api.Services{}, Now: time.Now})
+	ds := api.DatasetInfo{Name: "frames", CID: "bafy", Access: "org", Owner: "ann", OwnerName: "ann"}
+	for _, c := range []struct {
+		person string
+		admin  bool
+		offer  bool
+	}{{"ann", false, true}, {"bob", true, true}, {"bob", false, false}} {
+		var b strings.Builder
+		v := &view{Page: "dataset", Status: api.NodeStatus{Org: "o", Person: c.person}, InOrg: true, Admin: c.admin, Now: time.Now(), Data: ds}
+		if err := d.pages["dataset"].ExecuteTemplate(&b, "layout", v); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(b.String(), `id="access-form"`); got != c.offer {
+			t.Errorf("%s (admin %v): access form offered %v, want %v", c.person, c.admin, got, c.offer)
+		}
+		if !strings.Contains(b.String(), "every member of the org reads it") {
+			t.Errorf("%s: the page does not say who reads it", c.person)
+		}
 	}
 }

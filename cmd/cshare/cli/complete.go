@@ -22,7 +22,7 @@ var refArgs = map[string]string{
 	"offer rm": "offers", "contract create": "offers",
 	"contract show": "contracts", "contract extend": "contracts", "contract stop": "contracts", "contract start": "contracts",
 	"contract rm": "contracts", "contract ssh": "contracts", "contract ssh-url": "contracts",
-	"dataset show": "datasets", "dataset rm": "datasets", "dataset get": "datasets", "dataset export": "datasets",
+	"dataset show": "datasets", "dataset rm": "datasets", "dataset access": "datasets", "dataset get": "datasets", "dataset export": "datasets",
 }
 
 // completeRefs sets the completion of refArgs' commands under root.

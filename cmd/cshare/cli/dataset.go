@@ -22,7 +22,7 @@ import (
 
 func (a *app) datasetCmd() *cobra.Command {
 	return group("dataset", "Add, list, show, fetch and remove datasets (UnixFS DAGs addressed by CID)",
-		a.datasetAddCmd(), a.datasetLsCmd(), a.datasetShowCmd(), a.datasetRmCmd(), a.datasetGetCmd(),
+		a.datasetAddCmd(), a.datasetLsCmd(), a.datasetShowCmd(), a.datasetAccessCmd(), a.datasetRmCmd(), a.datasetGetCmd(),
 		a.datasetExportCmd(), a.datasetImportCmd())
 }
 
@@ -216,6 +216,32 @@ func (a *app) datasetShowCmd() *cobra.Command {
 				[2]string{"added", a.ago(d.Added)},
 				[2]string{"here", yesNo(d.Local)},
 				[2]string{"held by", holders})
+		})
+}
+
+// datasetAccessCmd is `dataset access NAME|CID org|private`: who may read
+// the dataset (its owner or an admin changes it).
+func (a *app) datasetAccessCmd() *cobra.Command {
+	c := &cobra.Command{Use: "access NAME|CID org|private",
+		Short: "Set who may read a dataset: every member (org) or its owner and the admins (private); its owner or an admin",
+		Args:  exactArgs("NAME|CID", "org|private"),
+		PreRunE: func(cmd *cobra.Command, args []string) error {
+			if args[1] != "org" && args[1] != "private" {
+				return usagef(cmd, "access: %s; allowed: org (every member reads it), private (its owner and the admins)", text.Quote(args[1]))
+			}
+			return nil
+		}}
+	return viewCmd(a, c, "print the dataset as JSON",
+		func(ctx context.Context, cl *api.Client, args []string) (api.DatasetInfo, error) {
+			return cl.SetDatasetAccess(ctx, args[0], args[1])
+		},
+		func(d api.DatasetInfo) error {
+			who := "org: every member of the org reads it"
+			if d.Access == "private" {
+				who = "private: its owner and the admins read it"
+			}
+			_, err := fmt.Fprintf(a.stdout, "dataset %s (%s) is now %s\n", text.Quote(d.Name), d.CID, who)
+			return err
 		})
 }
 

@@ -81,6 +81,22 @@ func (f *fakeNode) RemoveDataset(ctx context.Context, ref string) (api.DatasetIn
 	return d, nil
 }
 
+func (f *fakeNode) SetDatasetAccess(ctx context.Context, ref string, req api.DatasetAccessRequest) (api.DatasetInfo, error) {
+	d, err := f.Dataset(ctx, ref)
+	if err != nil {
+		return d, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.datasets {
+		if f.datasets[i].Name == d.Name {
+			f.datasets[i].Access = req.Access
+		}
+	}
+	d.Access = req.Access
+	return d, nil
+}
+
 func (f *fakeNode) GetDataset(ctx context.Context, ref string, req api.DatasetGet) (api.DatasetInfo, error) {
 	d, err := f.Dataset(ctx, ref)
 	if err != nil {
@@ -132,6 +148,18 @@ func TestDatasetCLI(t *testing.T) {
 	r = n.run("dataset", "show", "second")
 	if r.code != 0 || !strings.Contains(r.stdout, "held by") || !strings.Contains(r.stdout, m1ID) {
 		t.Fatalf("show: %+v", r)
+	}
+	r = n.run("dataset", "access", "second", "everyone")
+	if r.code != 2 || !strings.Contains(r.stderr, "access: ") {
+		t.Fatalf("access everyone: %+v", r)
+	}
+	r = n.run("dataset", "access", "second", "org")
+	if r.code != 0 || !strings.Contains(r.stdout, "is now org: every member") {
+		t.Fatalf("access org: %+v", r)
+	}
+	var shared api.DatasetInfo
+	if r = n.run("dataset", "access", "second", "private", "--json"); json.Unmarshal([]byte(r.stdout), &shared) != nil || shared.Access != "private" {
+		t.Fatalf("access private --json: %+v", r)
 	}
 	r = n.run("dataset", "get", "second")
 	if r.code != 2 || !strings.Contains(r.stderr, "--out") {

@@ -365,6 +365,19 @@ func (f *fakeNode) Job(ctx context.Context, id string) (api.JobInfo, error) {
 	return resolve("job", id, f.jobs, func(j api.JobInfo) (string, string) { return j.ID, j.Name })
 }
 
+func (f *fakeNode) ExplainJob(ctx context.Context, id string) (api.JobExplain, error) {
+	j, err := f.Job(ctx, id)
+	if err != nil {
+		return api.JobExplain{}, err
+	}
+	return api.JobExplain{Job: j.ID, Name: j.Name, State: j.State, Reason: j.Reason, Wanted: 4, Planned: 3, PendingItems: 59,
+		Machines: []api.MachineWaits{
+			{Machine: m1ID, Name: "render-1", Status: "approved", Online: true, Instances: 3, Reasons: []api.WaitReason{}},
+			{Machine: m2ID, Name: "render-2", Status: "approved", Online: false, Reasons: []api.WaitReason{{Code: "offline", Text: "no heartbeat from it within 3 intervals"}}},
+			{Machine: m3ID, Name: "gpu-box", Status: "pending", Reasons: []api.WaitReason{{Code: "not_approved", Text: "it waits for an admin to approve it"}}},
+		}}, nil
+}
+
 func (f *fakeNode) ModifyJob(ctx context.Context, id string, req api.JobModify) (api.JobInfo, error) {
 	j, err := f.Job(ctx, id)
 	if err != nil {

@@ -3,16 +3,24 @@
 // data-frag="NAME" is re-fetched from the same page with ?frag=NAME when an
 // event arrives on GET /v1/events (server-sent events), or every 5 s when
 // the stream is not there (or fails).
+//
+// window.cshareLive counts the fragment refreshes done, by cause ("event":
+// the stream said something changed; "poll": the fallback timer), so that
+// a test can tell which one brought a change. A test may set
+// window.csharePollMs before this script runs (the browser's
+// add-script-on-new-document): the fallback's period, 0 for none.
 (function () {
   "use strict";
   var body = document.body;
   var live = document.getElementById("live");
   var say = function (s) { if (live) live.textContent = "live: " + s; };
   var frags = document.querySelectorAll("[data-frag]");
-  var busy = false, again = false;
+  var busy = false, again = null;
+  var counts = window.cshareLive = { event: 0, poll: 0 };
+  var pollMs = typeof window.csharePollMs === "number" ? window.csharePollMs : 5000;
 
-  function refresh() {
-    if (busy) { again = true; return; }
+  function refresh(cause) {
+    if (busy) { again = again || cause; return; }
     busy = true;
     var jobs = Array.prototype.map.call(frags, function (el) {
       var u = new URL(window.location.href);
@@ -24,17 +32,18 @@
         })
         .then(function (html) { if (html !== null && html !== undefined) el.innerHTML = html; });
     });
-    Promise.all(jobs).catch(function () { say("node unreachable, retrying"); }).then(function () {
+    Promise.all(jobs).then(function () { counts[cause]++; }, function () { say("node unreachable, retrying"); }).then(function () {
       busy = false;
-      if (again) { again = false; refresh(); }
+      if (again) { var c = again; again = null; refresh(c); }
     });
   }
 
   var timer = null, es = null;
   function stop() { if (timer) clearInterval(timer); timer = null; if (es) es.close(); es = null; }
   function poll() {
+    if (pollMs <= 0) { say("stream interrupted; no polling"); return; } // a test's: the stream reconnects by itself
     if (es) { es.close(); es = null; }
-    if (!timer) { timer = setInterval(refresh, 5000); say("polling every 5 s"); }
+    if (!timer) { timer = setInterval(function () { refresh("poll"); }, pollMs); say("polling every " + pollMs / 1000 + " s"); }
   }
 
   var topics = body.getAttribute("data-topics");
@@ -42,7 +51,7 @@
     if (window.EventSource) {
       es = new EventSource("/v1/events?topics=" + encodeURIComponent(topics));
       es.onopen = function () { say("event stream"); };
-      es.onmessage = refresh;
+      es.onmessage = function () { refresh("event"); };
       es.onerror = poll; // no stream (404), or it failed: poll instead
       // The stream's event types (event: TYPE); each refreshes the page's
       // fragments, and the overview lists it.
@@ -50,7 +59,7 @@
        "machine.rejected", "machine.removed", "job.submitted", "job.done", "job.failed", "job.cancelled",
        "item.done", "item.failed", "contract.created", "contract.started", "contract.stopped",
        "contract.ending", "member.joined", "member.removed", "settings.changed"].forEach(function (t) {
-        es.addEventListener(t, function (e) { note(t, e.data); refresh(); });
+        es.addEventListener(t, function (e) { note(t, e.data); refresh("event"); });
       });
     } else {
       poll();
