@@ -86,6 +86,8 @@ type Exec struct {
 
 	mu       sync.Mutex
 	children map[RunID]*execChild // runs this value started and still reaps
+	pool     []string             // hidden run dirs to reuse (exec_pool.go)
+	poolOnce sync.Once
 
 	cgOnce   sync.Once
 	cgBase   string // "" when limits cannot be enforced with cgroup v2
@@ -98,6 +100,7 @@ var _ Driver = (*Exec)(nil)
 
 type execChild struct {
 	pid  int
+	st   execState     // its state.json, with the pid
 	done chan struct{} // closed after the wrapper was reaped and its exit recorded
 }
 
@@ -196,9 +199,10 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := e.runDir(id)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("runtime: exec: create run dir: %w", err)
+	// Prepared hidden (exec_pool.go), then renamed into place.
+	dir, err := e.takeFree(id)
+	if err != nil {
+		return "", err
 	}
 	ok := false
 	defer func() {
@@ -248,12 +252,6 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 		}
 	}()
 
-	logFile, err := os.OpenFile(filepath.Join(dir, execLogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return "", fmt.Errorf("runtime: exec: create log: %w", err)
-	}
-	defer logFile.Close()
-
 	st := execState{
 		ID:        id,
 		Labels:    s.Labels(),
@@ -263,9 +261,15 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 		Cgroup:    cg,
 		CgroupsV1: cgv1,
 	}
-	if err := writeJSONAtomic(e.statePath(id), st); err != nil {
+	logFile, err := prepareRun(dir, st)
+	if err != nil {
 		return "", err
 	}
+	defer logFile.Close()
+	if err := os.Rename(dir, e.runDir(id)); err != nil {
+		return "", fmt.Errorf("runtime: exec: create run dir: %w", err)
+	}
+	dir = e.runDir(id)
 
 	procs := ""
 	if cg != "" {
@@ -299,16 +303,16 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 	pid := cmd.Process.Pid
 	st.Pid = pid
 	st.PidStart, _ = procStartTime(pid)
-	child := &execChild{pid: pid, done: make(chan struct{})}
+	child := &execChild{pid: pid, st: st, done: make(chan struct{})}
 	e.mu.Lock()
 	e.children[id] = child
 	e.mu.Unlock()
 	go e.reap(id, cmd, child)
 
-	if err := writeJSONAtomic(e.statePath(id), st); err != nil {
-		// The run is going; without its pid a restarted node cannot tell
-		// whether it still runs, so say so loudly but do not kill it.
-		e.log.Error("exec driver: cannot record run state", "run", string(id), "err", err)
+	if err := e.writePid(id, st.Pid, st.PidStart); err != nil {
+		// The run is going; without its pid a restarted node must find
+		// the wrapper by its exit file (findWrapper): say so, do not kill it.
+		e.log.Error("exec driver: cannot record run's pid", "run", string(id), "err", err)
 	}
 	return id, nil
 }
@@ -357,6 +361,9 @@ func (e *Exec) loadState(id RunID) (execState, error) {
 	if !execIDPattern.MatchString(string(id)) {
 		return st, notFound(id)
 	}
+	if c := e.child(id); c != nil {
+		return c.st, nil // what Start wrote, and the pid
+	}
 	b, err := os.ReadFile(e.statePath(id))
 	if errors.Is(err, fs.ErrNotExist) {
 		return st, notFound(id)
@@ -368,15 +375,19 @@ func (e *Exec) loadState(id RunID) (execState, error) {
 		return st, fmt.Errorf("runtime: exec: corrupt state of %s: %w", id, err)
 	}
 	st.ID = id
-	if st.Pid == 0 && e.child(id) == nil {
-		// Start records the state before it starts the wrapper and again
-		// with the wrapper's pid after: a node killed between the two left
-		// a run going without its pid, which then passed for lost (exit
-		// -1: its item failed) while its command ran on. Find the wrapper
-		// by the exit file it names, and record its pid.
+	if st.Pid == 0 {
+		// The pid is in its own file, written after the wrapper started
+		// (exec_pool.go; state.json held it before).
+		st.Pid, st.PidStart = e.readPid(id)
+	}
+	if st.Pid == 0 {
+		// A node killed between starting the wrapper and recording its
+		// pid left a run going without it, which then passed for lost
+		// (exit -1: its item failed) while its command ran on. Find the
+		// wrapper by the exit file it names, and record its pid.
 		if pid, start, ok := findWrapper(e.exitPath(id)); ok {
 			st.Pid, st.PidStart = pid, start
-			if err := writeJSONAtomic(e.statePath(id), st); err != nil {
+			if err := e.writePid(id, pid, start); err != nil {
 				e.log.Warn("exec driver: cannot record a found run's pid", "run", string(id), "err", err)
 			}
 		}

@@ -242,15 +242,31 @@ func (e *Exec) Remove(ctx context.Context, id RunID) error {
 		return stillRunning(id)
 	}
 	// Renamed out of the runs under the lock (recordExit writes into a run's
-	// directory if it is there), deleted after it: deleting under the lock
-	// held up every other run's Wait and Start.
-	gone := filepath.Join(e.runsDir(), ".removed-"+string(id))
+	// directory if it is there), emptied or deleted after it: deleting under
+	// the lock held up every other run's Wait and Start. A run this value
+	// started and reaped (its process group killed) leaves its directory to
+	// the pool (exec_pool.go); others may have processes left writing to
+	// its output, and are deleted.
+	gone := filepath.Join(e.runsDir(), freePrefix+string(id))
 	e.mu.Lock()
+	c := e.children[id]
 	delete(e.children, id)
 	err = os.Rename(e.runDir(id), gone)
 	e.mu.Unlock()
+	reaped := false
+	if c != nil {
+		select {
+		case <-c.done:
+			reaped = true
+		default:
+		}
+	}
 	if err == nil {
-		err = os.RemoveAll(gone)
+		if reaped {
+			e.giveFree(gone)
+		} else {
+			err = os.RemoveAll(gone)
+		}
 	} else if errors.Is(err, fs.ErrNotExist) {
 		err = nil
 	}

@@ -666,7 +666,8 @@ func TestExecHelperNode(t *testing.T) {
 // wrapper and recording its pid (Start writes the state twice) left a state
 // without the pid; a restarted node took the run for lost (exit -1, its item
 // failed) while its command ran on. It now finds the wrapper by its exit
-// file: the run is running, and its real exit code is recorded.
+// file: the run is running, and its real exit code is recorded. (The pid
+// has its own file now, written after the wrapper started: the same gap.)
 func TestExecRunWithoutItsPidIsFound(t *testing.T) {
 	root, work := t.TempDir(), t.TempDir()
 	stopAll(t, root)
@@ -681,8 +682,11 @@ func TestExecRunWithoutItsPidIsFound(t *testing.T) {
 	if err != nil || st.Pid == 0 {
 		t.Fatalf("state after Start: %+v, %v", st, err)
 	}
-	st.Pid, st.PidStart = 0, 0 // as the first of Start's two writes left it
+	st.Pid, st.PidStart = 0, 0 // as a node killed before it wrote the pid left it
 	if err := writeJSONAtomic(e1.statePath(id), st); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(e1.runDir(id), execPidFile), 0); err != nil {
 		t.Fatal(err)
 	}
 	e2, _ := newTestExec(t, root) // the restarted node: the run is not its child
