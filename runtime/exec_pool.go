@@ -106,7 +106,7 @@ func prepareRun(dir string, st execState) (*os.File, error) {
 	}
 	b, err := stateJSON(st)
 	if err == nil {
-		err = writeInPlace(filepath.Join(dir, execStateFile), b)
+		err = writeInPlace(filepath.Join(dir, execStateFile), b, 0o600)
 	}
 	if err != nil {
 		logFile.Close()
@@ -116,8 +116,8 @@ func prepareRun(dir string, st execState) (*os.File, error) {
 }
 
 // writeInPlace replaces path's content without a new inode.
-func writeInPlace(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+func writeInPlace(path string, b []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
 	if err != nil {
 		return err
 	}
@@ -130,7 +130,7 @@ func writeInPlace(path string, b []byte) error {
 
 // writePid records the wrapper's pid and start time (see above).
 func (e *Exec) writePid(id RunID, pid int, start uint64) error {
-	return writeInPlace(filepath.Join(e.runDir(id), execPidFile), []byte(strconv.Itoa(pid)+" "+strconv.FormatUint(start, 10)+"\n"))
+	return writeInPlace(filepath.Join(e.runDir(id), execPidFile), []byte(strconv.Itoa(pid)+" "+strconv.FormatUint(start, 10)+"\n"), 0o600)
 }
 
 // readPid reads what writePid wrote; 0 when it is missing or incomplete.
