@@ -87,6 +87,7 @@ type Exec struct {
 	mu       sync.Mutex
 	children map[RunID]*execChild // runs this value started and still reaps
 	pool     []string             // hidden run dirs to reuse (exec_pool.go)
+	cg       cgPool               // cgroups to reuse (exec_cgpool.go)
 	poolOnce sync.Once
 
 	cgOnce   sync.Once
@@ -115,6 +116,7 @@ type execState struct {
 	StartedAt time.Time         `json:"started_at"`
 	Cgroup    string            `json:"cgroup,omitempty"`
 	CgroupsV1 map[string]string `json:"cgroups_v1,omitempty"` // the run's group by v1 controller
+	OOMBase   int64             `json:"oom_base,omitempty"`   // the groups' OOM-kill count before the run (exec_cgpool.go)
 }
 
 const (
@@ -158,7 +160,8 @@ func NewExec(root string, log *slog.Logger) *Exec {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Exec{root: root, log: log, children: make(map[RunID]*execChild)}
+	return &Exec{root: root, log: log, children: make(map[RunID]*execChild),
+		cg: cgPool{tag: rootTag(root), taken: map[int]*cgGroup{}}}
 }
 
 // Name returns "exec".
@@ -227,28 +230,18 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 		}
 	}
 
-	cg := ""
-	var cgv1 map[string]string
-	if base, _ := e.cgroupBase(); base != "" {
-		cg, err = createRunCgroup(base, id, s)
-		if err != nil {
-			return "", fmt.Errorf("runtime: exec: %w", err)
-		}
-	} else if len(e.cgV1) > 0 {
-		if cgv1, err = createRunCgroupV1(e.cgV1, id, s); err != nil {
-			return "", fmt.Errorf("runtime: exec: %w", err)
-		}
-	} else if hasLimits(s) {
+	cg, cgv1, oomBase, err := e.takeCgroups(id, s)
+	if err != nil {
+		return "", fmt.Errorf("runtime: exec: %w", err)
+	}
+	if cg == "" && cgv1 == nil && hasLimits(s) {
 		e.warnOnce.Do(func() {
 			e.log.Warn("exec driver: resource limits are not enforced", "reason", e.cgReason)
 		})
 	}
 	defer func() {
-		if !ok && cg != "" {
-			_ = os.Remove(cg)
-		}
 		if !ok {
-			removeCgroupV1(cgv1)
+			e.putCgroups(execState{Cgroup: cg, CgroupsV1: cgv1})
 		}
 	}()
 
@@ -260,6 +253,7 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 		StartedAt: time.Now().UTC(),
 		Cgroup:    cg,
 		CgroupsV1: cgv1,
+		OOMBase:   oomBase,
 	}
 	logFile, err := prepareRun(dir, st)
 	if err != nil {
@@ -449,11 +443,6 @@ func (e *Exec) readExit(st execState) (ExitStatus, time.Time, bool) {
 		fin = st.StartedAt
 	}
 	es := ExitStatus{Code: code}
-	if st.Cgroup != "" {
-		es.OOMKilled = cgroupOOMKilled(st.Cgroup)
-	}
-	if len(st.CgroupsV1) > 0 {
-		es.OOMKilled = cgroupV1OOMKilled(st.CgroupsV1)
-	}
+	es.OOMKilled = (&cgGroup{v2: st.Cgroup, v1: st.CgroupsV1}).oomCount() > st.OOMBase
 	return es, fin, true
 }

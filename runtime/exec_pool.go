@@ -88,6 +88,14 @@ func (e *Exec) loadPool() {
 		if ent.IsDir() && (strings.HasPrefix(n, freePrefix) || strings.HasPrefix(n, ".removed-")) {
 			e.giveFree(filepath.Join(e.runsDir(), n))
 		}
+		if ent.IsDir() && execIDPattern.MatchString(n) {
+			// A run from before: its pooled cgroups stay its own.
+			if st, err := e.loadState(RunID(n)); err == nil {
+				e.mu.Lock()
+				e.markTaken(st)
+				e.mu.Unlock()
+			}
+		}
 	}
 }
 

@@ -273,9 +273,6 @@ func (e *Exec) Remove(ctx context.Context, id RunID) error {
 	if err != nil {
 		return fmt.Errorf("runtime: exec: remove run %s: %w", id, err)
 	}
-	if st.Cgroup != "" {
-		removeCgroup(st.Cgroup)
-	}
-	removeCgroupV1(st.CgroupsV1)
+	e.putCgroups(st)
 	return nil
 }

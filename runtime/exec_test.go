@@ -52,6 +52,7 @@ func newTestExec(t *testing.T, root string) (*Exec, *recordHandler) {
 	}
 	h := &recordHandler{}
 	e := NewExec(root, slog.New(h))
+	t.Cleanup(e.Release) // the cgroups it kept for reuse
 	return e, h
 }
 
@@ -90,14 +91,7 @@ echo to-stderr >&2
 exit 4`)
 	s.Env = map[string]string{"EXTRA": "yes"}
 	s.GPUUUIDs = []string{"GPU-recorded-1", "GPU-recorded-0"}
-	id, err := e.Start(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	es, err := e.Wait(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
+	id, es := startWait(t, e, ctx, s)
 	if es.Code != 4 {
 		t.Errorf("exit code = %d, want 4", es.Code)
 	}
@@ -484,9 +478,12 @@ func TestExecCgroupWiring(t *testing.T) {
 	e.cgOnce.Do(func() { e.cgBase, e.cgReason = base, "test tree" })
 
 	id := runLimited(t, e, ctx)
-	dir := filepath.Join(base, string(id))
-	assertCgroupFiles(t, dir)
 	st, _ := e.loadState(id)
+	dir := st.Cgroup
+	if filepath.Dir(dir) != base {
+		t.Errorf("the run's group %s is not under %s", dir, base)
+	}
+	assertCgroupFiles(t, dir)
 	procs, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
 	if err != nil || strings.TrimSpace(string(procs)) != strconv.Itoa(st.Pid) {
 		t.Errorf("cgroup.procs = %q, %v; want the wrapper's pid %d", procs, err, st.Pid)
@@ -503,6 +500,20 @@ func TestExecCgroupWiring(t *testing.T) {
 }
 
 // runLimited runs "echo $$" with limits on every resource, to its end.
+// startWait starts s and waits for its end.
+func startWait(t *testing.T, e *Exec, ctx context.Context, s Spec) (RunID, ExitStatus) {
+	t.Helper()
+	id, err := e.Start(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := e.Wait(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, es
+}
+
 func runLimited(t *testing.T, e *Exec, ctx context.Context) RunID {
 	t.Helper()
 	s := execSpec(1, "sh", "-c", "echo $$")
@@ -731,10 +742,11 @@ func TestExecCgroupV1Wiring(t *testing.T) {
 
 	id := runLimited(t, e, ctx)
 	st, _ := e.loadState(id)
+	name := filepath.Base(st.CgroupsV1["memory"])
 	want := map[string]map[string]string{
-		filepath.Join(mnt, "memory/node/cshare", string(id)):      {"memory.limit_in_bytes": "67108864", "memory.soft_limit_in_bytes": "33554432"},
-		filepath.Join(mnt, "cpu,cpuacct/node/cshare", string(id)): {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "50000"},
-		filepath.Join(mnt, "pids/cshare", string(id)):             {"pids.max": "50"},
+		filepath.Join(mnt, "memory/node/cshare", name):      {"memory.limit_in_bytes": "67108864", "memory.soft_limit_in_bytes": "33554432"},
+		filepath.Join(mnt, "cpu,cpuacct/node/cshare", name): {"cpu.cfs_period_us": "100000", "cpu.cfs_quota_us": "50000"},
+		filepath.Join(mnt, "pids/cshare", name):             {"pids.max": "50"},
 	}
 	for dir, files := range want {
 		for file, v := range files {
