@@ -101,7 +101,8 @@ var _ Driver = (*Exec)(nil)
 
 type execChild struct {
 	pid  int
-	st   execState     // its state.json, with the pid
+	st    execState     // its state.json, with the pid
+	final *execStatus   // once reaped and read (e.mu)
 	done chan struct{} // closed after the wrapper was reaped and its exit recorded
 }
 
@@ -145,7 +146,7 @@ if [ -n "$g" ]; then
 fi
 "$@"
 c=$?
-echo $c > "$f"
+echo $c 1<>"$f"
 exit $c
 `
 
@@ -241,7 +242,7 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 	}
 	defer func() {
 		if !ok {
-			e.putCgroups(execState{Cgroup: cg, CgroupsV1: cgv1})
+			e.putCgroups(execState{Cgroup: cg, CgroupsV1: cgv1}, execStatus{})
 		}
 	}()
 
@@ -400,37 +401,62 @@ type execStatus struct {
 	running  bool
 	exit     ExitStatus
 	finished time.Time
+	oom      int64 // the run's groups' OOM-kill count when read
+	oomRead  bool
 }
 
 func (e *Exec) status(st execState) execStatus {
-	if es, fin, ok := e.readExit(st); ok {
-		return execStatus{exit: es, finished: fin}
+	c := e.child(st.ID)
+	if c != nil {
+		e.mu.Lock()
+		final := c.final
+		e.mu.Unlock()
+		if final != nil {
+			return *final
+		}
 	}
-	if c := e.child(st.ID); c != nil {
-		select {
-		case <-c.done:
-		default:
+	if s, ok := e.readExit(st); ok {
+		if c != nil && isClosed(c.done) {
+			// Reaped, its exit recorded: nothing changes any more.
+			e.mu.Lock()
+			c.final = &s
+			e.mu.Unlock()
+		}
+		return s
+	}
+	if c != nil {
+		if !isClosed(c.done) {
 			return execStatus{running: true}
 		}
 	} else if st.Pid > 0 && pidAlive(st.Pid, st.PidStart) {
 		return execStatus{running: true}
 	}
 	// The wrapper is gone; it may have written the exit file just now.
-	if es, fin, ok := e.readExit(st); ok {
-		return execStatus{exit: es, finished: fin}
+	if s, ok := e.readExit(st); ok {
+		return s
 	}
 	return execStatus{exit: ExitStatus{Code: -1, Err: "exit status lost: the process ended without recording it while no node was watching"}}
 }
 
-func (e *Exec) readExit(st execState) (ExitStatus, time.Time, bool) {
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// readExit reads the exit file; ok is false while it holds no code.
+func (e *Exec) readExit(st execState) (execStatus, bool) {
 	p := e.exitPath(st.ID)
 	b, err := os.ReadFile(p)
 	if err != nil {
-		return ExitStatus{}, time.Time{}, false
+		return execStatus{}, false
 	}
 	code, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil {
-		return ExitStatus{}, time.Time{}, false
+		return execStatus{}, false
 	}
 	var fin time.Time
 	if fi, err := os.Stat(p); err == nil {
@@ -442,7 +468,6 @@ func (e *Exec) readExit(st execState) (ExitStatus, time.Time, bool) {
 		// before it began.
 		fin = st.StartedAt
 	}
-	es := ExitStatus{Code: code}
-	es.OOMKilled = (&cgGroup{v2: st.Cgroup, v1: st.CgroupsV1}).oomCount() > st.OOMBase
-	return es, fin, true
+	oom := (&cgGroup{v2: st.Cgroup, v1: st.CgroupsV1}).oomCount()
+	return execStatus{exit: ExitStatus{Code: code, OOMKilled: oom > st.OOMBase}, finished: fin, oom: oom, oomRead: true}, true
 }

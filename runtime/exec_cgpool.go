@@ -245,7 +245,8 @@ func (g *cgGroup) oomCount() int64 {
 
 // putCgroups takes a removed run's groups back into the pool when they are
 // pooled ones and empty, else kills what is left in them and removes them.
-func (e *Exec) putCgroups(st execState) {
+// es is the run's status, with the groups' OOM-kill count when it was read.
+func (e *Exec) putCgroups(st execState, es execStatus) {
 	dir := st.Cgroup
 	if dir == "" {
 		dir = st.CgroupsV1["memory"]
@@ -264,7 +265,9 @@ func (e *Exec) putCgroups(st execState) {
 		}
 		return
 	}
-	g.oom = g.oomCount()
+	if g.oom = es.oom; !es.oomRead {
+		g.oom = g.oomCount()
+	}
 	e.mu.Lock()
 	delete(e.cg.taken, k)
 	e.cg.ready = append(e.cg.ready, g)

@@ -1,13 +1,16 @@
 package runtime
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Run directories are recycled. Creating a file or a directory on ext4
@@ -27,7 +30,7 @@ import (
 // node killed while preparing one leaves a .free- directory that the next
 // process takes back into its pool. The wrapper's pid, known only after
 // the run is visible, goes to its own small file, pid, written in place
-// (a node killed before it is complete leaves it empty: the wrapper is
+// in one write (a node killed before it leaves it blank: the wrapper is
 // then found by its exit file, findWrapper).
 
 const (
@@ -101,26 +104,67 @@ func (e *Exec) loadPool() {
 
 // prepareRun empties dir's files from a run before and writes st into it;
 // dir is hidden, so plain writes are safe (see above). It returns the
-// output log, open for the command.
+// output log, open for the command. No file is truncated to nothing and
+// written again: ext4 flushes such a file when it is closed (its
+// auto_da_alloc), which cost each run a block allocation and a write-out.
+// Files are overwritten with spaces instead, which every reader trims.
 func prepareRun(dir string, st execState) (*os.File, error) {
+	b, err := stateJSON(st)
+	if err == nil {
+		err = writePadded(filepath.Join(dir, execStateFile), b)
+	}
 	for _, f := range []string{execExitFile, execPidFile} {
-		if err := os.Truncate(filepath.Join(dir, f), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("runtime: exec: reset %s: %w", f, err)
+		if err == nil {
+			err = writePadded(filepath.Join(dir, f), []byte(exitBlank))
 		}
 	}
-	logFile, err := os.OpenFile(filepath.Join(dir, execLogFile), os.O_CREATE|os.O_WRONLY|os.O_TRUNC|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: exec: prepare run dir: %w", err)
+	}
+	logFile, err := os.OpenFile(filepath.Join(dir, execLogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: exec: create log: %w", err)
 	}
-	b, err := stateJSON(st)
-	if err == nil {
-		err = writeInPlace(filepath.Join(dir, execStateFile), b, 0o600)
-	}
-	if err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("runtime: exec: write state: %w", err)
+	if fi, err := logFile.Stat(); err != nil || fi.Size() > 0 {
+		if err == nil {
+			err = logFile.Truncate(0) // giveFree emptied it; this is a spare
+		}
+		if err != nil {
+			logFile.Close()
+			return nil, fmt.Errorf("runtime: exec: create log: %w", err)
+		}
 	}
 	return logFile, nil
+}
+
+// exitBlank is what an exit file holds before the wrapper writes the code
+// over its start (with <>, which does not truncate): room for any code.
+const exitBlank = "        "
+
+// writePadded writes b at the start of path, padded with spaces to the
+// file's length, in one write: a reader sees the old or the new content
+// (a process killed in a write of a few bytes leaves it whole), and the
+// file is never truncated (see prepareRun).
+func writePadded(path string, b []byte) error {
+	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CREAT|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	var fi syscall.Stat_t
+	if err := syscall.Fstat(fd, &fi); err != nil {
+		return &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if pad := int(fi.Size) - len(b); pad > 0 {
+		b = append(b[:len(b):len(b)], bytes.Repeat([]byte{' '}, pad)...)
+	}
+	if n, err := syscall.Pwrite(fd, b, 0); err != nil || n != len(b) {
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		return &os.PathError{Op: "write", Path: path, Err: err}
+	}
+	return nil
 }
 
 // writeInPlace replaces path's content without a new inode.
@@ -138,19 +182,19 @@ func writeInPlace(path string, b []byte, mode os.FileMode) error {
 
 // writePid records the wrapper's pid and start time (see above).
 func (e *Exec) writePid(id RunID, pid int, start uint64) error {
-	return writeInPlace(filepath.Join(e.runDir(id), execPidFile), []byte(strconv.Itoa(pid)+" "+strconv.FormatUint(start, 10)+"\n"), 0o600)
+	return writePadded(filepath.Join(e.runDir(id), execPidFile), []byte(strconv.Itoa(pid)+" "+strconv.FormatUint(start, 10)+"\n"))
 }
 
 // readPid reads what writePid wrote; 0 when it is missing or incomplete.
 func (e *Exec) readPid(id RunID) (int, uint64) {
 	b, err := os.ReadFile(filepath.Join(e.runDir(id), execPidFile))
-	if err != nil || len(b) == 0 || b[len(b)-1] != '\n' {
+	f := strings.Fields(string(b))
+	if err != nil || len(f) != 2 {
 		return 0, 0
 	}
-	p, s, ok := strings.Cut(strings.TrimSpace(string(b)), " ")
-	pid, err1 := strconv.Atoi(p)
-	start, err2 := strconv.ParseUint(s, 10, 64)
-	if !ok || err1 != nil || err2 != nil || pid <= 0 {
+	pid, err1 := strconv.Atoi(f[0])
+	start, err2 := strconv.ParseUint(f[1], 10, 64)
+	if err1 != nil || err2 != nil || pid <= 0 {
 		return 0, 0
 	}
 	return pid, start

@@ -238,7 +238,8 @@ func (e *Exec) Remove(ctx context.Context, id RunID) error {
 	if err != nil {
 		return err
 	}
-	if e.status(st).running {
+	es := e.status(st)
+	if es.running {
 		return stillRunning(id)
 	}
 	// Renamed out of the runs under the lock (recordExit writes into a run's
@@ -273,6 +274,6 @@ func (e *Exec) Remove(ctx context.Context, id RunID) error {
 	if err != nil {
 		return fmt.Errorf("runtime: exec: remove run %s: %w", id, err)
 	}
-	e.putCgroups(st)
+	e.putCgroups(st, es)
 	return nil
 }

@@ -593,8 +593,9 @@ func TestExecAdoptionAfterNodeKill(t *testing.T) {
 	// report a finished run too.
 	e, _ := newTestExec(t, root)
 	eventually(t, 10*time.Second, "run done to exit", func() bool {
-		_, err := os.Stat(filepath.Join(root, "runs", string(ids["done"]), execExitFile))
-		return err == nil
+		// Blank until the wrapper writes the code over it.
+		b, err := os.ReadFile(filepath.Join(root, "runs", string(ids["done"]), execExitFile))
+		return err == nil && strings.TrimSpace(string(b)) != ""
 	})
 	if err := node.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

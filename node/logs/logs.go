@@ -71,6 +71,10 @@ const emptyFile = ".empty"
 func (s *Store) linkEmpty(p string) error {
 	e, tmp := filepath.Join(s.dir, emptyFile), p+".tmp"
 	link := func() error {
+		if err := os.Link(e, p); !errors.Is(err, fs.ErrExist) {
+			return err // linked, or not: no file there
+		}
+		// Replaced: a link aside, renamed over it.
 		_ = os.Remove(tmp) // left by a crash
 		if err := os.Link(e, tmp); err != nil {
 			return err
