@@ -100,10 +100,10 @@ type Exec struct {
 var _ Driver = (*Exec)(nil)
 
 type execChild struct {
-	pid  int
+	pid   int
 	st    execState     // its state.json, with the pid
 	final *execStatus   // once reaped and read (e.mu)
-	done chan struct{} // closed after the wrapper was reaped and its exit recorded
+	done  chan struct{} // closed after the wrapper was reaped and its exit recorded
 }
 
 // execState is the persisted part of a run, root/runs/<id>/state.json.
