@@ -88,6 +88,8 @@ type Exec struct {
 	children map[RunID]*execChild // runs this value started and still reaps
 	pool     []string             // hidden run dirs to reuse (exec_pool.go)
 	cg       cgPool               // cgroups to reuse (exec_cgpool.go)
+	nullOnce sync.Once
+	null     *os.File // /dev/null, every run's stdin; nil if it cannot be opened
 	poolOnce sync.Once
 
 	cgOnce   sync.Once
@@ -287,6 +289,9 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 		"HOME":                 workDir,
 		"CUDA_VISIBLE_DEVICES": strings.Join(s.GPUUUIDs, ","),
 	})
+	if null := e.devNull(); null != nil {
+		cmd.Stdin = null // not one opened per run (exec.Cmd's default)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = attr
@@ -310,6 +315,11 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 		e.log.Error("exec driver: cannot record run's pid", "run", string(id), "err", err)
 	}
 	return id, nil
+}
+
+func (e *Exec) devNull() *os.File {
+	e.nullOnce.Do(func() { e.null, _ = os.Open(os.DevNull) })
+	return e.null
 }
 
 // reap waits for the wrapper, records its exit if the wrapper could not,

@@ -90,7 +90,7 @@ func writeJSONAtomic(path string, v any) error {
 
 // stateJSON is the content of a state.json.
 func stateJSON(v any) ([]byte, error) {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := json.Marshal(v)
 	return append(b, '\n'), err
 }
 
