@@ -148,7 +148,8 @@ if [ -n "$g" ]; then
 fi
 "$@"
 c=$?
-echo $c 1<>"$f"
+d=${f%/*}
+echo "$c ${d##*/}" 1<>"$f"
 exit $c
 `
 
@@ -349,14 +350,14 @@ func (e *Exec) recordExit(id RunID, code int) {
 	defer e.mu.Unlock()
 	p := e.exitPath(id)
 	if b, err := os.ReadFile(p); err == nil {
-		if _, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+		if _, ok := parseExit(b, id); ok {
 			return // the wrapper wrote it
 		}
 	}
 	if _, err := os.Stat(e.runDir(id)); err != nil {
 		return // removed
 	}
-	if err := writeFileAtomic(p, []byte(strconv.Itoa(code)+"\n")); err != nil {
+	if err := writeFileAtomic(p, []byte(strconv.Itoa(code)+" "+string(id)+"\n")); err != nil {
 		e.log.Warn("exec driver: cannot record exit code", "run", string(id), "err", err)
 	}
 }
@@ -379,7 +380,13 @@ func (e *Exec) loadState(id RunID) (execState, error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return st, fmt.Errorf("runtime: exec: corrupt state of %s: %w", id, err)
 	}
-	st.ID = id
+	if st.ID == "" {
+		st.ID = id
+	}
+	if st.ID != id {
+		// A reused directory whose new state a power loss undid.
+		return st, fmt.Errorf("runtime: exec: state of %s names run %s", id, st.ID)
+	}
 	if st.Pid == 0 {
 		// The pid is in its own file, written after the wrapper started
 		// (exec_pool.go; state.json held it before).
@@ -448,6 +455,18 @@ func (e *Exec) status(st execState) execStatus {
 	return execStatus{exit: ExitStatus{Code: -1, Err: "exit status lost: the process ended without recording it while no node was watching"}}
 }
 
+// parseExit reads an exit file's "<code> <run ID>" ("<code>" before run
+// directories were reused). A code written for another run (a reused
+// directory whose blanking a power loss undid) is no code.
+func parseExit(b []byte, id RunID) (int, bool) {
+	f := strings.Fields(string(b))
+	if len(f) == 0 || len(f) > 2 || (len(f) == 2 && f[1] != string(id)) {
+		return 0, false
+	}
+	code, err := strconv.Atoi(f[0])
+	return code, err == nil
+}
+
 func isClosed(ch chan struct{}) bool {
 	select {
 	case <-ch:
@@ -464,8 +483,8 @@ func (e *Exec) readExit(st execState) (execStatus, bool) {
 	if err != nil {
 		return execStatus{}, false
 	}
-	code, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
+	code, ok := parseExit(b, st.ID)
+	if !ok {
 		return execStatus{}, false
 	}
 	var fin time.Time
