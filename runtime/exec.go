@@ -149,7 +149,7 @@ fi
 "$@"
 c=$?
 d=${f%/*}
-echo "$c ${d##*/}" 1<>"$f"
+printf '%-23s\n' "$c ${d##*/}" 1<>"$f"
 exit $c
 `
 
@@ -357,7 +357,7 @@ func (e *Exec) recordExit(id RunID, code int) {
 	if _, err := os.Stat(e.runDir(id)); err != nil {
 		return // removed
 	}
-	if err := writeFileAtomic(p, []byte(strconv.Itoa(code)+" "+string(id)+"\n")); err != nil {
+	if err := writeFileAtomic(p, []byte(fmt.Sprintf("%-23s\n", strconv.Itoa(code)+" "+string(id)))); err != nil {
 		e.log.Warn("exec driver: cannot record exit code", "run", string(id), "err", err)
 	}
 }
@@ -456,8 +456,10 @@ func (e *Exec) status(st execState) execStatus {
 }
 
 // parseExit reads an exit file's "<code> <run ID>" ("<code>" before run
-// directories were reused). A code written for another run (a reused
-// directory whose blanking a power loss undid) is no code.
+// directories were reused), padded to 24 bytes so that it covers what a
+// run before wrote there (the wrapper writes over it, not truncating it,
+// see prepareRun). A code written for another run (a reused directory's
+// last run) is no code.
 func parseExit(b []byte, id RunID) (int, bool) {
 	f := strings.Fields(string(b))
 	if len(f) == 0 || len(f) > 2 || (len(f) == 2 && f[1] != string(id)) {

@@ -30,8 +30,9 @@ import (
 // node killed while preparing one leaves a .free- directory that the next
 // process takes back into its pool. The wrapper's pid, known only after
 // the run is visible, goes to its own small file, pid, written in place
-// in one write (a node killed before it leaves it blank: the wrapper is
-// then found by its exit file, findWrapper).
+// in one write with the run's ID (a node killed before it leaves the one
+// of the directory's run before, or none: the wrapper is then found by
+// its exit file, findWrapper). The exit file names its run too.
 
 const (
 	execPidFile = "pid"
@@ -109,14 +110,11 @@ func (e *Exec) loadPool() {
 // auto_da_alloc), which cost each run a block allocation and a write-out.
 // Files are overwritten with spaces instead, which every reader trims.
 func prepareRun(dir string, st execState) (*os.File, error) {
+	// The exit and pid files of the run before stay: each names its run,
+	// and what names another is ignored (parseExit, readPid).
 	b, err := stateJSON(st)
 	if err == nil {
 		err = writePadded(filepath.Join(dir, execStateFile), b)
-	}
-	for _, f := range []string{execExitFile, execPidFile} {
-		if err == nil {
-			err = writePadded(filepath.Join(dir, f), []byte(exitBlank))
-		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("runtime: exec: prepare run dir: %w", err)
@@ -136,10 +134,6 @@ func prepareRun(dir string, st execState) (*os.File, error) {
 	}
 	return logFile, nil
 }
-
-// exitBlank is what an exit file holds before the wrapper writes the code
-// over its start (with <>, which does not truncate): room for any code.
-const exitBlank = "        "
 
 // writePadded writes b at the start of path, padded with spaces to the
 // file's length, in one write: a reader sees the old or the new content
@@ -180,17 +174,18 @@ func writeInPlace(path string, b []byte, mode os.FileMode) error {
 	return err
 }
 
-// writePid records the wrapper's pid and start time (see above).
+// writePid records the wrapper's pid and start time, and the run they
+// are of (see above).
 func (e *Exec) writePid(id RunID, pid int, start uint64) error {
-	return writePadded(filepath.Join(e.runDir(id), execPidFile), []byte(strconv.Itoa(pid)+" "+strconv.FormatUint(start, 10)+"\n"))
+	return writePadded(filepath.Join(e.runDir(id), execPidFile), []byte(strconv.Itoa(pid)+" "+strconv.FormatUint(start, 10)+" "+string(id)+"\n"))
 }
 
 // readPid reads what writePid wrote; 0 when it is missing or incomplete.
 func (e *Exec) readPid(id RunID) (int, uint64) {
 	b, err := os.ReadFile(filepath.Join(e.runDir(id), execPidFile))
 	f := strings.Fields(string(b))
-	if err != nil || len(f) != 2 {
-		return 0, 0
+	if err != nil || len(f) != 3 || f[2] != string(id) {
+		return 0, 0 // none yet, or the run's before in this directory
 	}
 	pid, err1 := strconv.Atoi(f[0])
 	start, err2 := strconv.ParseUint(f[1], 10, 64)

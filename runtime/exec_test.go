@@ -593,9 +593,9 @@ func TestExecAdoptionAfterNodeKill(t *testing.T) {
 	// report a finished run too.
 	e, _ := newTestExec(t, root)
 	eventually(t, 10*time.Second, "run done to exit", func() bool {
-		// Blank until the wrapper writes the code over it.
 		b, err := os.ReadFile(filepath.Join(root, "runs", string(ids["done"]), execExitFile))
-		return err == nil && strings.TrimSpace(string(b)) != ""
+		_, ok := parseExit(b, ids["done"])
+		return err == nil && ok
 	})
 	if err := node.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -679,7 +679,8 @@ func TestExecHelperNode(t *testing.T) {
 // without the pid; a restarted node took the run for lost (exit -1, its item
 // failed) while its command ran on. It now finds the wrapper by its exit
 // file: the run is running, and its real exit code is recorded. (The pid
-// has its own file now, written after the wrapper started: the same gap.)
+// has its own file now, written after the wrapper started: the same gap,
+// where the file still holds the pid of the directory's run before.)
 func TestExecRunWithoutItsPidIsFound(t *testing.T) {
 	root, work := t.TempDir(), t.TempDir()
 	stopAll(t, root)
@@ -698,7 +699,7 @@ func TestExecRunWithoutItsPidIsFound(t *testing.T) {
 	if err := writeJSONAtomic(e1.statePath(id), st); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(filepath.Join(e1.runDir(id), execPidFile), 0); err != nil {
+	if err := os.WriteFile(filepath.Join(e1.runDir(id), execPidFile), []byte("1 1 0123456789abcdef\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e2, _ := newTestExec(t, root) // the restarted node: the run is not its child
