@@ -26,19 +26,24 @@ import (
 //
 // Each run has a directory root/runs/<id>/ holding
 //
-//	state.json   labels, argv, working dir, wrapper pid and its start time, start time
+//	state.json   labels, argv, working dir, start time, its cgroups
+//	pid          the wrapper's pid and its start time, and the run's ID
 //	output.log   the command's combined stdout and stderr
-//	exit         the exit code, once the command has ended
+//	exit         "<code> <run ID>", once the command has ended
+//
+// Directories are reused from run to run, their files written over in
+// place (exec_pool.go): the pid and exit files name their run, and what
+// names another is ignored.
 //
 // The command is not started directly. It runs under a tiny /bin/sh wrapper
 //
-//	sh -c 'trap : HUP INT TERM; [join cgroup]; "$@"; echo $? > exit' ...
+//	sh -c 'trap : HUP INT TERM; [join cgroup]; "$@"; printf ... $? $id 1<>exit' ...
 //
 // in a new session (so it has its own process group and outlives the node),
 // and the wrapper writes the command's exit code to the exit file itself,
-// with the shell's own echo: a rename (mv) was a second process per run,
+// with the shell's own printf: a rename (mv) was a second process per run,
 // which for short items cost as much as the command. A reader that finds
-// the file empty or partial (the wrapper between its open and its write)
+// no code of its run there (the wrapper between its open and its write)
 // takes the run for running while its wrapper lives, and a wrapper killed
 // in between leaves the code to the node that reaps it, as if it had
 // written nothing.
@@ -71,6 +76,8 @@ import (
 // the wrapper joins it before starting the command. Where the host has only
 // cgroup v1 for those controllers (the hybrid layout), each run gets a
 // group in each v1 hierarchy instead, under the node's own (exec_cgv1.go).
+// Groups are reused from run to run, their limits rewritten
+// (exec_cgpool.go).
 // Otherwise limits are not enforced and the driver logs one warning, the
 // first time a run asks for any. ShmBytes is never enforced. GPUs are passed as CUDA_VISIBLE_DEVICES
 // (empty when the run has none). Each mount appears as a symlink at
@@ -411,94 +418,4 @@ func (e *Exec) child(id RunID) *execChild {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.children[id]
-}
-
-// execStatus is what the disk and the process table say about a run.
-type execStatus struct {
-	running  bool
-	exit     ExitStatus
-	finished time.Time
-	oom      int64 // the run's groups' OOM-kill count when read
-	oomRead  bool
-}
-
-func (e *Exec) status(st execState) execStatus {
-	c := e.child(st.ID)
-	if c != nil {
-		e.mu.Lock()
-		final := c.final
-		e.mu.Unlock()
-		if final != nil {
-			return *final
-		}
-	}
-	if s, ok := e.readExit(st); ok {
-		if c != nil && isClosed(c.done) {
-			// Reaped, its exit recorded: nothing changes any more.
-			e.mu.Lock()
-			c.final = &s
-			e.mu.Unlock()
-		}
-		return s
-	}
-	if c != nil {
-		if !isClosed(c.done) {
-			return execStatus{running: true}
-		}
-	} else if st.Pid > 0 && pidAlive(st.Pid, st.PidStart) {
-		return execStatus{running: true}
-	}
-	// The wrapper is gone; it may have written the exit file just now.
-	if s, ok := e.readExit(st); ok {
-		return s
-	}
-	return execStatus{exit: ExitStatus{Code: -1, Err: "exit status lost: the process ended without recording it while no node was watching"}}
-}
-
-// parseExit reads an exit file's "<code> <run ID>" ("<code>" before run
-// directories were reused), padded to 24 bytes so that it covers what a
-// run before wrote there (the wrapper writes over it, not truncating it,
-// see prepareRun). A code written for another run (a reused directory's
-// last run) is no code.
-func parseExit(b []byte, id RunID) (int, bool) {
-	f := strings.Fields(string(b))
-	if len(f) == 0 || len(f) > 2 || (len(f) == 2 && f[1] != string(id)) {
-		return 0, false
-	}
-	code, err := strconv.Atoi(f[0])
-	return code, err == nil
-}
-
-func isClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
-// readExit reads the exit file; ok is false while it holds no code.
-func (e *Exec) readExit(st execState) (execStatus, bool) {
-	p := e.exitPath(st.ID)
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return execStatus{}, false
-	}
-	code, ok := parseExit(b, st.ID)
-	if !ok {
-		return execStatus{}, false
-	}
-	var fin time.Time
-	if fi, err := os.Stat(p); err == nil {
-		fin = fi.ModTime().UTC()
-	}
-	if fin.Before(st.StartedAt) {
-		// File times come from the kernel's coarse clock (a tick, up to
-		// 10 ms, behind time.Now): a run that ends at once seems to end
-		// before it began.
-		fin = st.StartedAt
-	}
-	oom := (&cgGroup{v2: st.Cgroup, v1: st.CgroupsV1}).oomCount()
-	return execStatus{exit: ExitStatus{Code: code, OOMKilled: oom > st.OOMBase}, finished: fin, oom: oom, oomRead: true}, true
 }
