@@ -45,7 +45,7 @@ func diskError(diskMB, wrote int64) string {
 // measuring, exec: reading /proc, more than many items take), and costs
 // no goroutine, only a timer. stop, called once the run ended and before
 // done is closed, returns once no sampler can start any more.
-func (s *Scheduler) startSampler(ctx context.Context, in *instance, run runtime.RunID, done <-chan struct{}, diskMB int64, over *atomic.Int64) (stop func()) {
+func startSampler(ctx context.Context, s *Scheduler, in *instance, run runtime.RunID, done <-chan struct{}, diskMB int64, over *atomic.Int64) (stop func()) {
 	spawned := make(chan struct{})
 	t := time.AfterFunc(firstSample, func() {
 		defer close(spawned)
