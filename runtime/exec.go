@@ -352,14 +352,23 @@ func (e *Exec) reap(id RunID, cmd *exec.Cmd, child *execChild) {
 }
 
 // recordExit writes the exit file unless the wrapper already did.
+// The usual case, the wrapper's code there, is read without the lock
+// (which only keeps Remove from moving the directory while the code is
+// written): every Start and Wait waited behind that read.
 func (e *Exec) recordExit(id RunID, code int) {
+	p := e.exitPath(id)
+	wrote := func() bool {
+		b, err := os.ReadFile(p)
+		_, ok := parseExit(b, id)
+		return err == nil && ok
+	}
+	if wrote() {
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	p := e.exitPath(id)
-	if b, err := os.ReadFile(p); err == nil {
-		if _, ok := parseExit(b, id); ok {
-			return // the wrapper wrote it
-		}
+	if wrote() {
+		return
 	}
 	if _, err := os.Stat(e.runDir(id)); err != nil {
 		return // removed
