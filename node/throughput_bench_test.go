@@ -124,7 +124,9 @@ func BenchmarkAgendaThroughput(b *testing.B) {
 		}
 		items = k
 	}
-	drv := newGapDriver(runtime.NewExec(b.TempDir(), nil))
+	ex := runtime.NewExec(b.TempDir(), nil)
+	b.Cleanup(ex.Release) // after the node's Close: gapDriver hides Release from it
+	drv := newGapDriver(ex)
 	n := benchNode(b, drv, "resources: {max_concurrent_jobs: 8}\nruntime: {exec: true}\n", "/ip4/127.0.0.1/tcp/0")
 	ctx := context.Background()
 	if _, err := n.orgs.CreateOrg(ctx, api.OrgCreate{Name: "bench"}); err != nil {
