@@ -345,6 +345,14 @@ func (n *Node) Close() error {
 	n.closing = true
 	n.bgMu.Unlock()
 	n.bg.Wait()
+	if n.drivers != nil {
+		// The exec driver's cgroups kept for reuse (runtime/exec_cgpool.go).
+		n.drivers.Each(func(d runtime.Driver) {
+			if r, ok := d.(interface{ Release() }); ok {
+				r.Release()
+			}
+		})
+	}
 	if n.orgs != nil {
 		n.orgs.Close()
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,6 +80,16 @@ func (d *gapDriver) reset() {
 	d.gaps, d.nodeGaps, d.starts, d.finished = nil, nil, nil, 0
 }
 
+// cpuUsed is the CPU time (user and system) this process and its reaped
+// children have used so far.
+func cpuUsed() time.Duration {
+	var self, kids syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	tv := func(t syscall.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(kids.Utime) + tv(kids.Stime)
+}
+
 func p50ms(ds []time.Duration) float64 {
 	if len(ds) == 0 {
 		return 0
@@ -97,6 +108,9 @@ func p50ms(ds []time.Duration) float64 {
 // from the driver's Wait returning to the next item's process started
 // (Start returned); node-gap-p50-ms the same up to the Start call (what
 // the node adds); start-p50-ms the exec driver's Start itself.
+// cpu-ms/item is the CPU time per item of this process and its children
+// (the runs) from submission to the job done; xargs-cpu-ms/item the same
+// for xargs and its children: on a busy machine the rate follows these.
 // CSHARE_BENCH_ITEMS changes the item count.
 func BenchmarkAgendaThroughput(b *testing.B) {
 	if _, err := exec.LookPath("xargs"); err != nil {
@@ -110,17 +124,20 @@ func BenchmarkAgendaThroughput(b *testing.B) {
 		}
 		items = k
 	}
-	drv := newGapDriver(runtime.NewExec(b.TempDir(), nil))
+	ex := runtime.NewExec(b.TempDir(), nil)
+	b.Cleanup(ex.Release) // after the node's Close: gapDriver hides Release from it
+	drv := newGapDriver(ex)
 	n := benchNode(b, drv, "resources: {max_concurrent_jobs: 8}\nruntime: {exec: true}\n", "/ip4/127.0.0.1/tcp/0")
 	ctx := context.Background()
 	if _, err := n.orgs.CreateOrg(ctx, api.OrgCreate{Name: "bench"}); err != nil {
 		b.Fatal(err)
 	}
-	var ran, done, xargs time.Duration
+	var ran, done, xargs, nodeCPU, xargsCPU time.Duration
 	var gaps, nodeGaps, starts []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		drv.reset()
+		c0 := cpuUsed()
 		t0 := time.Now()
 		ji, err := n.jobs.SubmitJob(ctx, api.JobSubmit{Driver: "exec", Cmd: []string{"true"},
 			RangeStart: ptr[int64](1), RangeEnd: ptr[int64](int64(items)), MaxCPUs: ptr[int64](8)})
@@ -146,6 +163,8 @@ func BenchmarkAgendaThroughput(b *testing.B) {
 			time.Sleep(time.Millisecond)
 		}
 		done += time.Since(t0)
+		c1 := cpuUsed()
+		nodeCPU += c1 - c0
 		drv.mu.Lock()
 		gaps, nodeGaps, starts = append(gaps, drv.gaps...), append(nodeGaps, drv.nodeGaps...), append(starts, drv.starts...)
 		drv.mu.Unlock()
@@ -155,6 +174,7 @@ func BenchmarkAgendaThroughput(b *testing.B) {
 			b.Fatalf("xargs: %v: %s", err, out)
 		}
 		xargs += time.Since(x0)
+		xargsCPU += cpuUsed() - c1
 	}
 	b.StopTimer()
 	total := float64(items * b.N)
@@ -164,5 +184,7 @@ func BenchmarkAgendaThroughput(b *testing.B) {
 	b.ReportMetric(p50ms(gaps), "gap-p50-ms")
 	b.ReportMetric(p50ms(nodeGaps), "node-gap-p50-ms")
 	b.ReportMetric(p50ms(starts), "start-p50-ms")
+	b.ReportMetric(float64(nodeCPU.Microseconds())/1000/total, "cpu-ms/item")
+	b.ReportMetric(float64(xargsCPU.Microseconds())/1000/total, "xargs-cpu-ms/item")
 	b.ReportMetric(0, "ns/op")
 }

@@ -26,19 +26,24 @@ import (
 //
 // Each run has a directory root/runs/<id>/ holding
 //
-//	state.json   labels, argv, working dir, wrapper pid and its start time, start time
+//	state.json   labels, argv, working dir, start time, its cgroups
+//	pid          the wrapper's pid and its start time, and the run's ID
 //	output.log   the command's combined stdout and stderr
-//	exit         the exit code, once the command has ended
+//	exit         "<code> <run ID>", once the command has ended
+//
+// Directories are reused from run to run, their files written over in
+// place (exec_pool.go): the pid and exit files name their run, and what
+// names another is ignored.
 //
 // The command is not started directly. It runs under a tiny /bin/sh wrapper
 //
-//	sh -c 'trap : HUP INT TERM; [join cgroup]; "$@"; echo $? > exit' ...
+//	sh -c 'trap : HUP INT TERM; [join cgroup]; "$@"; printf ... $? $id 1<>exit' ...
 //
 // in a new session (so it has its own process group and outlives the node),
 // and the wrapper writes the command's exit code to the exit file itself,
-// with the shell's own echo: a rename (mv) was a second process per run,
+// with the shell's own printf: a rename (mv) was a second process per run,
 // which for short items cost as much as the command. A reader that finds
-// the file empty or partial (the wrapper between its open and its write)
+// no code of its run there (the wrapper between its open and its write)
 // takes the run for running while its wrapper lives, and a wrapper killed
 // in between leaves the code to the node that reaps it, as if it had
 // written nothing.
@@ -71,6 +76,8 @@ import (
 // the wrapper joins it before starting the command. Where the host has only
 // cgroup v1 for those controllers (the hybrid layout), each run gets a
 // group in each v1 hierarchy instead, under the node's own (exec_cgv1.go).
+// Groups are reused from run to run, their limits rewritten
+// (exec_cgpool.go).
 // Otherwise limits are not enforced and the driver logs one warning, the
 // first time a run asks for any. ShmBytes is never enforced. GPUs are passed as CUDA_VISIBLE_DEVICES
 // (empty when the run has none). Each mount appears as a symlink at
@@ -86,6 +93,11 @@ type Exec struct {
 
 	mu       sync.Mutex
 	children map[RunID]*execChild // runs this value started and still reaps
+	pool     []string             // hidden run dirs to reuse (exec_pool.go)
+	cg       cgPool               // cgroups to reuse (exec_cgpool.go)
+	nullOnce sync.Once
+	null     *os.File // /dev/null, every run's stdin; nil if it cannot be opened
+	poolOnce sync.Once
 
 	cgOnce   sync.Once
 	cgBase   string // "" when limits cannot be enforced with cgroup v2
@@ -97,8 +109,10 @@ type Exec struct {
 var _ Driver = (*Exec)(nil)
 
 type execChild struct {
-	pid  int
-	done chan struct{} // closed after the wrapper was reaped and its exit recorded
+	pid   int
+	st    execState     // its state.json, with the pid
+	final *execStatus   // once reaped and read (e.mu)
+	done  chan struct{} // closed after the wrapper was reaped and its exit recorded
 }
 
 // execState is the persisted part of a run, root/runs/<id>/state.json.
@@ -112,6 +126,7 @@ type execState struct {
 	StartedAt time.Time         `json:"started_at"`
 	Cgroup    string            `json:"cgroup,omitempty"`
 	CgroupsV1 map[string]string `json:"cgroups_v1,omitempty"` // the run's group by v1 controller
+	OOMBase   int64             `json:"oom_base,omitempty"`   // the groups' OOM-kill count before the run (exec_cgpool.go)
 }
 
 const (
@@ -140,7 +155,8 @@ if [ -n "$g" ]; then
 fi
 "$@"
 c=$?
-echo $c > "$f"
+d=${f%/*}
+printf '%-23s\n' "$c ${d##*/}" 1<>"$f"
 exit $c
 `
 
@@ -155,7 +171,8 @@ func NewExec(root string, log *slog.Logger) *Exec {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Exec{root: root, log: log, children: make(map[RunID]*execChild)}
+	return &Exec{root: root, log: log, children: make(map[RunID]*execChild),
+		cg: cgPool{tag: rootTag(root), taken: map[int]*cgGroup{}}}
 }
 
 // Name returns "exec".
@@ -196,9 +213,10 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 	if err != nil {
 		return "", err
 	}
-	dir := e.runDir(id)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("runtime: exec: create run dir: %w", err)
+	// Prepared hidden (exec_pool.go), then renamed into place.
+	dir, err := e.takeFree(id)
+	if err != nil {
+		return "", err
 	}
 	ok := false
 	defer func() {
@@ -223,36 +241,20 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 		}
 	}
 
-	cg := ""
-	var cgv1 map[string]string
-	if base, _ := e.cgroupBase(); base != "" {
-		cg, err = createRunCgroup(base, id, s)
-		if err != nil {
-			return "", fmt.Errorf("runtime: exec: %w", err)
-		}
-	} else if len(e.cgV1) > 0 {
-		if cgv1, err = createRunCgroupV1(e.cgV1, id, s); err != nil {
-			return "", fmt.Errorf("runtime: exec: %w", err)
-		}
-	} else if hasLimits(s) {
+	cg, cgv1, oomBase, err := e.takeCgroups(id, s)
+	if err != nil {
+		return "", fmt.Errorf("runtime: exec: %w", err)
+	}
+	if cg == "" && cgv1 == nil && hasLimits(s) {
 		e.warnOnce.Do(func() {
 			e.log.Warn("exec driver: resource limits are not enforced", "reason", e.cgReason)
 		})
 	}
 	defer func() {
-		if !ok && cg != "" {
-			_ = os.Remove(cg)
-		}
 		if !ok {
-			removeCgroupV1(cgv1)
+			e.putCgroups(execState{Cgroup: cg, CgroupsV1: cgv1}, execStatus{})
 		}
 	}()
-
-	logFile, err := os.OpenFile(filepath.Join(dir, execLogFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		return "", fmt.Errorf("runtime: exec: create log: %w", err)
-	}
-	defer logFile.Close()
 
 	st := execState{
 		ID:        id,
@@ -262,10 +264,17 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 		StartedAt: time.Now().UTC(),
 		Cgroup:    cg,
 		CgroupsV1: cgv1,
+		OOMBase:   oomBase,
 	}
-	if err := writeJSONAtomic(e.statePath(id), st); err != nil {
+	logFile, err := prepareRun(dir, st)
+	if err != nil {
 		return "", err
 	}
+	defer logFile.Close()
+	if err := os.Rename(dir, e.runDir(id)); err != nil {
+		return "", fmt.Errorf("runtime: exec: create run dir: %w", err)
+	}
+	dir = e.runDir(id)
 
 	procs := ""
 	if cg != "" {
@@ -288,6 +297,9 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 		"HOME":                 workDir,
 		"CUDA_VISIBLE_DEVICES": strings.Join(s.GPUUUIDs, ","),
 	})
+	if null := e.devNull(); null != nil {
+		cmd.Stdin = null // not one opened per run (exec.Cmd's default)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = attr
@@ -299,18 +311,23 @@ func (e *Exec) Start(ctx context.Context, s Spec) (RunID, error) {
 	pid := cmd.Process.Pid
 	st.Pid = pid
 	st.PidStart, _ = procStartTime(pid)
-	child := &execChild{pid: pid, done: make(chan struct{})}
+	child := &execChild{pid: pid, st: st, done: make(chan struct{})}
 	e.mu.Lock()
 	e.children[id] = child
 	e.mu.Unlock()
 	go e.reap(id, cmd, child)
 
-	if err := writeJSONAtomic(e.statePath(id), st); err != nil {
-		// The run is going; without its pid a restarted node cannot tell
-		// whether it still runs, so say so loudly but do not kill it.
-		e.log.Error("exec driver: cannot record run state", "run", string(id), "err", err)
+	if err := e.writePid(id, st.Pid, st.PidStart); err != nil {
+		// The run is going; without its pid a restarted node must find
+		// the wrapper by its exit file (findWrapper): say so, do not kill it.
+		e.log.Error("exec driver: cannot record run's pid", "run", string(id), "err", err)
 	}
 	return id, nil
+}
+
+func (e *Exec) devNull() *os.File {
+	e.nullOnce.Do(func() { e.null, _ = os.Open(os.DevNull) })
+	return e.null
 }
 
 // reap waits for the wrapper, records its exit if the wrapper could not,
@@ -335,19 +352,28 @@ func (e *Exec) reap(id RunID, cmd *exec.Cmd, child *execChild) {
 }
 
 // recordExit writes the exit file unless the wrapper already did.
+// The usual case, the wrapper's code there, is read without the lock
+// (which only keeps Remove from moving the directory while the code is
+// written): every Start and Wait waited behind that read.
 func (e *Exec) recordExit(id RunID, code int) {
+	p := e.exitPath(id)
+	wrote := func() bool {
+		b, err := os.ReadFile(p)
+		_, ok := parseExit(b, id)
+		return err == nil && ok
+	}
+	if wrote() {
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	p := e.exitPath(id)
-	if b, err := os.ReadFile(p); err == nil {
-		if _, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			return // the wrapper wrote it
-		}
+	if wrote() {
+		return
 	}
 	if _, err := os.Stat(e.runDir(id)); err != nil {
 		return // removed
 	}
-	if err := writeFileAtomic(p, []byte(strconv.Itoa(code)+"\n")); err != nil {
+	if err := writeFileAtomic(p, []byte(fmt.Sprintf("%-23s\n", strconv.Itoa(code)+" "+string(id)))); err != nil {
 		e.log.Warn("exec driver: cannot record exit code", "run", string(id), "err", err)
 	}
 }
@@ -356,6 +382,9 @@ func (e *Exec) loadState(id RunID) (execState, error) {
 	var st execState
 	if !execIDPattern.MatchString(string(id)) {
 		return st, notFound(id)
+	}
+	if c := e.child(id); c != nil {
+		return c.st, nil // what Start wrote, and the pid
 	}
 	b, err := os.ReadFile(e.statePath(id))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -367,16 +396,26 @@ func (e *Exec) loadState(id RunID) (execState, error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return st, fmt.Errorf("runtime: exec: corrupt state of %s: %w", id, err)
 	}
-	st.ID = id
-	if st.Pid == 0 && e.child(id) == nil {
-		// Start records the state before it starts the wrapper and again
-		// with the wrapper's pid after: a node killed between the two left
-		// a run going without its pid, which then passed for lost (exit
-		// -1: its item failed) while its command ran on. Find the wrapper
-		// by the exit file it names, and record its pid.
+	if st.ID == "" {
+		st.ID = id
+	}
+	if st.ID != id {
+		// A reused directory whose new state a power loss undid.
+		return st, fmt.Errorf("runtime: exec: state of %s names run %s", id, st.ID)
+	}
+	if st.Pid == 0 {
+		// The pid is in its own file, written after the wrapper started
+		// (exec_pool.go; state.json held it before).
+		st.Pid, st.PidStart = e.readPid(id)
+	}
+	if st.Pid == 0 {
+		// A node killed between starting the wrapper and recording its
+		// pid left a run going without it, which then passed for lost
+		// (exit -1: its item failed) while its command ran on. Find the
+		// wrapper by the exit file it names, and record its pid.
 		if pid, start, ok := findWrapper(e.exitPath(id)); ok {
 			st.Pid, st.PidStart = pid, start
-			if err := writeJSONAtomic(e.statePath(id), st); err != nil {
+			if err := e.writePid(id, pid, start); err != nil {
 				e.log.Warn("exec driver: cannot record a found run's pid", "run", string(id), "err", err)
 			}
 		}
@@ -388,61 +427,4 @@ func (e *Exec) child(id RunID) *execChild {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.children[id]
-}
-
-// execStatus is what the disk and the process table say about a run.
-type execStatus struct {
-	running  bool
-	exit     ExitStatus
-	finished time.Time
-}
-
-func (e *Exec) status(st execState) execStatus {
-	if es, fin, ok := e.readExit(st); ok {
-		return execStatus{exit: es, finished: fin}
-	}
-	if c := e.child(st.ID); c != nil {
-		select {
-		case <-c.done:
-		default:
-			return execStatus{running: true}
-		}
-	} else if st.Pid > 0 && pidAlive(st.Pid, st.PidStart) {
-		return execStatus{running: true}
-	}
-	// The wrapper is gone; it may have written the exit file just now.
-	if es, fin, ok := e.readExit(st); ok {
-		return execStatus{exit: es, finished: fin}
-	}
-	return execStatus{exit: ExitStatus{Code: -1, Err: "exit status lost: the process ended without recording it while no node was watching"}}
-}
-
-func (e *Exec) readExit(st execState) (ExitStatus, time.Time, bool) {
-	p := e.exitPath(st.ID)
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return ExitStatus{}, time.Time{}, false
-	}
-	code, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		return ExitStatus{}, time.Time{}, false
-	}
-	var fin time.Time
-	if fi, err := os.Stat(p); err == nil {
-		fin = fi.ModTime().UTC()
-	}
-	if fin.Before(st.StartedAt) {
-		// File times come from the kernel's coarse clock (a tick, up to
-		// 10 ms, behind time.Now): a run that ends at once seems to end
-		// before it began.
-		fin = st.StartedAt
-	}
-	es := ExitStatus{Code: code}
-	if st.Cgroup != "" {
-		es.OOMKilled = cgroupOOMKilled(st.Cgroup)
-	}
-	if len(st.CgroupsV1) > 0 {
-		es.OOMKilled = cgroupV1OOMKilled(st.CgroupsV1)
-	}
-	return es, fin, true
 }

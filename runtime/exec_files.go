@@ -66,7 +66,7 @@ func linkMount(workDir string, m Mount) error {
 // power loss either, and a sync on every run's start cost short items more
 // than their run (List skips a state torn by a power loss).
 func writeJSONAtomic(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := stateJSON(v)
 	if err != nil {
 		return fmt.Errorf("runtime: exec: encode %s: %w", filepath.Base(path), err)
 	}
@@ -75,7 +75,7 @@ func writeJSONAtomic(path string, v any) error {
 		return fmt.Errorf("runtime: exec: write %s: %w", path, err)
 	}
 	defer os.Remove(tmp.Name()) // after a failure; gone once renamed
-	_, err = tmp.Write(append(b, '\n'))
+	_, err = tmp.Write(b)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -86,6 +86,12 @@ func writeJSONAtomic(path string, v any) error {
 		return fmt.Errorf("runtime: exec: write %s: %w", path, err)
 	}
 	return nil
+}
+
+// stateJSON is the content of a state.json.
+func stateJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	return append(b, '\n'), err
 }
 
 // writeFileAtomic replaces a run's file so that a reader (or a node after

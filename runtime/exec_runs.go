@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -238,28 +240,132 @@ func (e *Exec) Remove(ctx context.Context, id RunID) error {
 	if err != nil {
 		return err
 	}
-	if e.status(st).running {
+	es := e.status(st)
+	if es.running {
 		return stillRunning(id)
 	}
 	// Renamed out of the runs under the lock (recordExit writes into a run's
-	// directory if it is there), deleted after it: deleting under the lock
-	// held up every other run's Wait and Start.
-	gone := filepath.Join(e.runsDir(), ".removed-"+string(id))
+	// directory if it is there), emptied or deleted after it: deleting under
+	// the lock held up every other run's Wait and Start. A run this value
+	// started and reaped (its process group killed) leaves its directory to
+	// the pool (exec_pool.go); others may have processes left writing to
+	// its output, and are deleted.
+	gone := filepath.Join(e.runsDir(), freePrefix+string(id))
 	e.mu.Lock()
+	c := e.children[id]
 	delete(e.children, id)
 	err = os.Rename(e.runDir(id), gone)
 	e.mu.Unlock()
+	reaped := false
+	if c != nil {
+		select {
+		case <-c.done:
+			reaped = true
+		default:
+		}
+	}
 	if err == nil {
-		err = os.RemoveAll(gone)
+		if reaped {
+			e.giveFree(gone)
+		} else {
+			err = os.RemoveAll(gone)
+		}
 	} else if errors.Is(err, fs.ErrNotExist) {
 		err = nil
 	}
 	if err != nil {
 		return fmt.Errorf("runtime: exec: remove run %s: %w", id, err)
 	}
-	if st.Cgroup != "" {
-		removeCgroup(st.Cgroup)
-	}
-	removeCgroupV1(st.CgroupsV1)
+	e.putCgroups(st, es)
 	return nil
+}
+
+// execStatus is what the disk and the process table say about a run.
+type execStatus struct {
+	running  bool
+	exit     ExitStatus
+	finished time.Time
+	oom      int64 // the run's groups' OOM-kill count when read
+	oomRead  bool
+}
+
+func (e *Exec) status(st execState) execStatus {
+	c := e.child(st.ID)
+	if c != nil {
+		e.mu.Lock()
+		final := c.final
+		e.mu.Unlock()
+		if final != nil {
+			return *final
+		}
+	}
+	if s, ok := e.readExit(st); ok {
+		if c != nil && isClosed(c.done) {
+			// Reaped, its exit recorded: nothing changes any more.
+			e.mu.Lock()
+			c.final = &s
+			e.mu.Unlock()
+		}
+		return s
+	}
+	if c != nil {
+		if !isClosed(c.done) {
+			return execStatus{running: true}
+		}
+	} else if st.Pid > 0 && pidAlive(st.Pid, st.PidStart) {
+		return execStatus{running: true}
+	}
+	// The wrapper is gone; it may have written the exit file just now.
+	if s, ok := e.readExit(st); ok {
+		return s
+	}
+	return execStatus{exit: ExitStatus{Code: -1, Err: "exit status lost: the process ended without recording it while no node was watching"}}
+}
+
+// parseExit reads an exit file's "<code> <run ID>" ("<code>" before run
+// directories were reused), padded to 24 bytes so that it covers what a
+// run before wrote there (the wrapper writes over it, not truncating it,
+// see prepareRun). A code written for another run (a reused directory's
+// last run) is no code.
+func parseExit(b []byte, id RunID) (int, bool) {
+	f := strings.Fields(string(b))
+	if len(f) == 0 || len(f) > 2 || (len(f) == 2 && f[1] != string(id)) {
+		return 0, false
+	}
+	code, err := strconv.Atoi(f[0])
+	return code, err == nil
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// readExit reads the exit file; ok is false while it holds no code.
+func (e *Exec) readExit(st execState) (execStatus, bool) {
+	p := e.exitPath(st.ID)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return execStatus{}, false
+	}
+	code, ok := parseExit(b, st.ID)
+	if !ok {
+		return execStatus{}, false
+	}
+	var fin time.Time
+	if fi, err := os.Stat(p); err == nil {
+		fin = fi.ModTime().UTC()
+	}
+	if fin.Before(st.StartedAt) {
+		// File times come from the kernel's coarse clock (a tick, up to
+		// 10 ms, behind time.Now): a run that ends at once seems to end
+		// before it began.
+		fin = st.StartedAt
+	}
+	oom := (&cgGroup{v2: st.Cgroup, v1: st.CgroupsV1}).oomCount()
+	return execStatus{exit: ExitStatus{Code: code, OOMKilled: oom > st.OOMBase}, finished: fin, oom: oom, oomRead: true}, true
 }

@@ -84,15 +84,7 @@ func hasWords(s string, want ...string) bool {
 // writeCgroupFile writes one value. Files in cgroupfs already exist; O_CREATE
 // only matters for a test tree made of plain files.
 func writeCgroupFile(path, value string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(value)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return writeInPlace(path, []byte(value), 0o644)
 }
 
 // createRunCgroup makes base/<id> and writes the spec's limits into it.

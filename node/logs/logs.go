@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // ErrNoLog: the store holds no output for that item.
@@ -33,13 +34,15 @@ func New(dir string, limit int64) *Store { return &Store{dir: dir, cap: limit} }
 // path is where an item's output lives, or an error if job cannot be a
 // single path element.
 func (s *Store) path(job string, item int64) (string, error) {
-	if job == "" || job == "." || job == ".." || strings.ContainsAny(job, `/\`+"\x00") {
+	if job == "" || job == "." || job == ".." || job == emptyFile || strings.ContainsAny(job, `/\`+"\x00") {
 		return "", fmt.Errorf("logs: job %q is not a valid job ID", job)
 	}
 	return filepath.Join(s.dir, job, strconv.FormatInt(item, 10)+".log"), nil
 }
 
-// Save replaces an item's output.
+// Save replaces an item's output. An empty output is a hard link to one
+// shared empty file (emptyFile): creating an inode per item was the
+// costliest part of finishing a short item that prints nothing.
 func (s *Store) Save(job string, item int64, out []byte) error {
 	p, err := s.path(job, item)
 	if err != nil {
@@ -48,11 +51,53 @@ func (s *Store) Save(job string, item int64, out []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		return err
 	}
+	if len(out) == 0 && s.linkEmpty(p) == nil {
+		return nil
+	}
 	tmp := p + ".tmp"
 	if err := os.WriteFile(tmp, out, 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, p)
+}
+
+// emptyFile is the file every empty output links to, in the store's
+// directory (a job's outputs are in a directory of their own, and a job ID
+// never starts with a dot).
+const emptyFile = ".empty"
+
+// linkEmpty makes p a link to the shared empty file; an error (no
+// hard links there, or too many links to it) leaves p to a file of its own.
+func (s *Store) linkEmpty(p string) error {
+	e, tmp := filepath.Join(s.dir, emptyFile), p+".tmp"
+	link := func() error {
+		if err := os.Link(e, p); !errors.Is(err, fs.ErrExist) {
+			return err // linked, or not: no file there
+		}
+		// Replaced: a link aside, renamed over it.
+		_ = os.Remove(tmp) // left by a crash
+		if err := os.Link(e, tmp); err != nil {
+			return err
+		}
+		return os.Rename(tmp, p)
+	}
+	err := link()
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.EMLINK) {
+		// The first empty output; or too many links to the file: a fresh
+		// one, made aside and renamed into place.
+		if err = s.newEmpty(e); err == nil {
+			err = link()
+		}
+	}
+	return err
+}
+
+func (s *Store) newEmpty(e string) error {
+	tmp := e + ".tmp"
+	if err := os.WriteFile(tmp, nil, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, e)
 }
 
 // Open opens an item's output for reading, positioned so that at most the

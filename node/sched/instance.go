@@ -129,8 +129,9 @@ func (s *Scheduler) work(ctx context.Context, in *instance, j *ledger.Job, adopt
 		}
 		sampled := make(chan struct{})
 		var diskOver atomic.Int64
-		s.d.Spawn(func() { s.sample(ctx, in, run, sampled, j.Spec.DiskMB, &diskOver) })
+		stopSampler := startSampler(ctx, s, in, run, sampled, j.Spec.DiskMB, &diskOver)
 		st, err := in.drv.Wait(ctx, run)
+		stopSampler()
 		close(sampled)
 		if timer != nil {
 			timer.Stop()

@@ -40,25 +40,37 @@ func diskError(diskMB, wrote int64) string {
 		jobspec.FormatBytes(float64(wrote)), jobspec.FormatMB(diskMB))
 }
 
+// startSampler samples run (sample) from firstSample after its start: a
+// short run is not sampled (a sample costs the driver a quarter second of
+// measuring, exec: reading /proc, more than many items take), and costs
+// no goroutine, only a timer. stop, called once the run ended and before
+// done is closed, returns once no sampler can start any more.
+func startSampler(ctx context.Context, s *Scheduler, in *instance, run runtime.RunID, done <-chan struct{}, diskMB int64, over *atomic.Int64) (stop func()) {
+	spawned := make(chan struct{})
+	t := time.AfterFunc(firstSample, func() {
+		defer close(spawned)
+		s.d.Spawn(func() { s.sample(ctx, in, run, done, diskMB, over) })
+	})
+	return func() {
+		if !t.Stop() {
+			<-spawned // Spawn is called while this instance's goroutine lives
+		}
+	}
+}
+
 // Use is an instance's run's last sampled use, as the read view shows it.
 type Use use
 
 // sample samples run's use into in until done is closed or ctx ends. With
 // a disk request (diskMB > 0) it also measures what the run has written
 // (its writable layer or work directory) and, past the request, stops the
-// run and records the size in over: its item fails naming the disk.
+// run and records the size in over: its item fails naming the disk. It
+// starts firstSample after the run (startSampler).
 func (s *Scheduler) sample(ctx context.Context, in *instance, run runtime.RunID, done <-chan struct{}, diskMB int64, over *atomic.Int64) {
-	// A short run is not sampled: a sample costs the driver a quarter
-	// second of measuring (exec: reading /proc), more than many items take.
-	first := time.NewTimer(firstSample)
 	select {
 	case <-done:
-		first.Stop()
 		return
-	case <-ctx.Done():
-		first.Stop()
-		return
-	case <-first.C:
+	default:
 	}
 	t := time.NewTicker(statsEvery)
 	defer t.Stop()
