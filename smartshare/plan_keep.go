@@ -43,20 +43,15 @@ func (p *planner) keep() {
 		return
 	}
 
-	// Indexes over input positions (built in input order, which is cheap to
-	// walk); the first in rank order wins for repeated IDs.
-	mRank := sized(sc.mRank, len(in.Machines))
-	sc.mRank = mRank
+	// Indexes of the machines' and the jobs' IDs by rank: the first in
+	// rank order wins for repeated IDs.
+	mIDs := sized(sc.mIDs, len(p.mach))
+	sc.mIDs = mIDs
 	for r := range p.mach {
-		mRank[p.mach[r].in] = int32(r)
+		mIDs[r] = in.Machines[p.mach[r].in].ID
 	}
-	jRank := sized(sc.jRank, len(in.Jobs))
-	sc.jRank = jRank
-	for r := range p.jobs {
-		jRank[p.jobs[r].in] = int32(r)
-	}
-	mIdx := newIDIndex(&sc.mIdx, len(in.Machines), func(i int32) string { return in.Machines[i].ID }, func(i int32) int32 { return mRank[i] })
-	jIdx := newIDIndex(&sc.jIdx, len(in.Jobs), func(i int32) string { return in.Jobs[i].ID }, func(i int32) int32 { return jRank[i] })
+	mIdx := newIDIndex(&sc.mIdx, mIDs)
+	jIdx := newIDIndex(&sc.jIdx, p.ids)
 
 	// Place every running instance of a known job in its slot (slotRun is
 	// the candidate here; conflicts on a slot, only possible in invalid
@@ -71,7 +66,6 @@ func (p *planner) keep() {
 			if v < 0 {
 				continue
 			}
-			v = mRank[v]
 			lastM, lastR, mr = x.Machine, v, v
 		}
 		m := &p.mach[mr]
@@ -84,7 +78,6 @@ func (p *planner) keep() {
 			if v < 0 {
 				continue
 			}
-			v = jRank[v]
 			lastJ, lastJR, jr = x.Job, v, v
 		}
 		kind := kSecondary
