@@ -52,12 +52,14 @@ func (p *planner) keep() {
 	}
 	mIdx := newIDIndex(&sc.mIdx, mIDs)
 	jIdx := newIDIndex(&sc.jIdx, p.ids)
+	jrs := sized(sc.jrs, len(in.Instances)) // each instance's job's rank, or -1
+	sc.jrs = jrs
+	jIdx.getEach(len(in.Instances), func(i int) string { return in.Instances[i].Job }, jrs)
 
 	// Place every running instance of a known job in its slot (slotRun is
 	// the candidate here; conflicts on a slot, only possible in invalid
 	// input, are settled by content).
 	lastM, lastR := "", int32(-1)
-	lastJ, lastJR := "", int32(-1)
 	for i := range in.Instances {
 		x := &in.Instances[i]
 		mr := lastR
@@ -72,13 +74,9 @@ func (p *planner) keep() {
 		if x.Slot < 0 || x.Slot >= int(m.slots) {
 			continue
 		}
-		jr := lastJR
-		if !sameString(x.Job, lastJ) || jr < 0 {
-			v := jIdx.get(x.Job)
-			if v < 0 {
-				continue
-			}
-			lastJ, lastJR, jr = x.Job, v, v
+		jr := jrs[i]
+		if jr < 0 {
+			continue
 		}
 		kind := kSecondary
 		if x.Kind == KindPrimary {

@@ -17,7 +17,7 @@ type scratch struct {
 	slot32                []int32 // slotJob, slotRun, slotInst
 	slot8                 []uint8 // slotKind, slotFlag
 	slotMach              []int32
-	cnt                   []int32
+	cnt, jrs              []int32
 	jobList, tmp, victims []int32
 	caps, floors          []int32 // waterfill's
 	mIdx, jIdx            []idSlot
