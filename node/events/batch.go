@@ -41,65 +41,68 @@ func (b *Batch) Len() int {
 	return len(b.entries) + len(b.mid) + len(b.items) + len(b.tail)
 }
 
-// lazy says the i-th event is an entry's or an item's: one the bus may
-// keep unbuilt.
-func (b *Batch) lazy(i int) bool {
-	return i < len(b.entries) || (i >= len(b.entries)+len(b.mid) && i < len(b.entries)+len(b.mid)+len(b.items))
+// described is an entry's or an item's event, not built: what the bus's
+// ring keeps of one that nobody took when it was published (the entry, not
+// the batch: the ring holds on to no more than its own events' entries).
+type described struct {
+	entry *ledger.Entry
+	item  bool    // an item's event (of hit), else the entry's ledger.entry
+	hit   itemHit // the item
 }
 
-// meta is the i-th event's type and whether this node sends it, without
-// building it.
-func (b *Batch) meta(i int) (typ string, mine bool) {
-	if i < len(b.entries) {
-		return LedgerEntry, b.entries[i].AuthorString() == b.self
+// typ is the event's type.
+func (d *described) typ() string {
+	switch {
+	case !d.item:
+		return LedgerEntry
+	case d.hit.failed:
+		return ItemFailed
 	}
-	i -= len(b.entries)
-	if i < len(b.mid) {
-		return b.mid[i].Type, b.mid[i].Mine
+	return ItemDone
+}
+
+// build makes the event; mine is whether this node sends it.
+func (d *described) build(mine bool) Event {
+	e, a := d.entry, d.entry.AuthorString()
+	if !d.item {
+		return Event{Type: LedgerEntry, Machine: a, Time: time.UnixMilli(e.Time),
+			Data: map[string]any{"kind": e.Kind, "cid": e.CID().String(), "author": a}, Mine: mine}
 	}
-	i -= len(b.mid)
-	if i < len(b.items) {
-		h := b.items[i]
-		typ = ItemDone
-		if h.failed {
-			typ = ItemFailed
-		}
-		return typ, b.entries[h.entry].AuthorString() == b.self
+	h := d.hit
+	item := h.item
+	ev := Event{Type: d.typ(), Machine: a, Job: h.job, Item: &item, Time: time.UnixMilli(e.Time), Mine: mine,
+		Data: map[string]any{"code": h.code, "duration_ms": h.durationMS}}
+	if h.failed && h.err != "" {
+		ev.Data["error"] = h.err
 	}
-	i -= len(b.items)
-	return b.tail[i].Type, b.tail[i].Mine
+	return ev
+}
+
+// describe is the i-th event of b when it is an entry's or an item's
+// (ok), and whether this node sends it.
+func (b *Batch) describe(i int) (d described, mine, ok bool) {
+	switch {
+	case i < len(b.entries):
+		d = described{entry: b.entries[i]}
+	case i >= len(b.entries)+len(b.mid) && i < len(b.entries)+len(b.mid)+len(b.items):
+		h := b.items[i-len(b.entries)-len(b.mid)]
+		d = described{entry: b.entries[h.entry], item: true, hit: h}
+	default:
+		return d, false, false
+	}
+	return d, d.entry.AuthorString() == b.self, true
 }
 
 // At builds the i-th event of b.
 func (b *Batch) At(i int) Event {
-	if i < len(b.entries) {
-		e := b.entries[i]
-		a := e.AuthorString()
-		return Event{Type: LedgerEntry, Machine: a, Time: time.UnixMilli(e.Time),
-			Data: map[string]any{"kind": e.Kind, "cid": e.CID().String(), "author": a}, Mine: a == b.self}
+	if d, mine, ok := b.describe(i); ok {
+		return d.build(mine)
 	}
 	i -= len(b.entries)
 	if i < len(b.mid) {
 		return b.mid[i]
 	}
-	i -= len(b.mid)
-	if i < len(b.items) {
-		h := b.items[i]
-		e := b.entries[h.entry]
-		a := e.AuthorString()
-		item := h.item
-		ev := Event{Type: ItemDone, Machine: a, Job: h.job, Item: &item, Time: time.UnixMilli(e.Time), Mine: a == b.self,
-			Data: map[string]any{"code": h.code, "duration_ms": h.durationMS}}
-		if h.failed {
-			ev.Type = ItemFailed
-			if h.err != "" {
-				ev.Data["error"] = h.err
-			}
-		}
-		return ev
-	}
-	i -= len(b.items)
-	return b.tail[i]
+	return b.tail[i-len(b.mid)-len(b.items)]
 }
 
 // Events builds every event of b (tests, and callers that want them all).

@@ -3,8 +3,10 @@ package events
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -162,4 +164,26 @@ func newSigner(t *testing.T) *ledger.Signer {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// The ring keeps what it needs of an unbuilt event, not its batch: the
+// entries of a batch's events that left the ring can be collected.
+func TestRingKeepsNoBatch(t *testing.T) {
+	m := newSigner(t)
+	b := NewBus(func() time.Time { return time.Unix(1700000000, 0) })
+	first, last := func() (weak.Pointer[ledger.Entry], weak.Pointer[ledger.Entry]) {
+		var tr Tracker
+		tr.Baseline(newState())
+		st, es := batchOf(t, m, 0, RingSize*3/2, "a") // about 2 events an entry: the first entries' leave the ring
+		b.PublishBatch(tr.Ledger(st, es, "a"))
+		return weak.Make(es[0]), weak.Make(es[len(es)-1])
+	}()
+	runtime.GC()
+	if first.Value() != nil || last.Value() == nil {
+		t.Fatalf("after a GC: the first entry kept %v (want not), the last %v (want kept: its item's event is in the ring)", first.Value() != nil, last.Value() != nil)
+	}
+	// The ring ends with the last item's event, then job.submitted.
+	if got, _ := b.Recent(Topics{TopicJobs}, 0); len(got) < 2 || got[len(got)-2].Item == nil || *got[len(got)-2].Item != int64(RingSize*3/2) {
+		t.Fatalf("the ring's last job events: %+v", got[max(0, len(got)-2):])
+	}
 }

@@ -35,13 +35,12 @@ func NewBus(now func() time.Time) *Bus {
 	return &Bus{ring: make([]slot, RingSize), next: start, subs: map[*Sub]struct{}{}, now: now}
 }
 
-// slot is one event of the ring: built, or (bt not nil) the i-th of a
-// Batch that nobody took when it was published, to be built when the ring
-// is read (e holds its ID and topic until then).
+// slot is one event of the ring: built, or (d.entry not nil) described,
+// to be built when the ring is read (e holds its ID, topic, type and Mine
+// until then).
 type slot struct {
-	e  Event
-	bt *Batch
-	i  int
+	e Event
+	d described
 }
 
 // Sub is one subscription.
@@ -80,8 +79,8 @@ func (b *Bus) Publish(es ...Event) { b.PublishBatch(&Batch{mid: es}) }
 
 // PublishBatch publishes the events of bt as Publish would, except that
 // an entry's or an item's event that no subscriber's topics or hook take
-// is not built: the ring keeps where it is in bt, and builds it if it is
-// read (Recent, Subscribe) before it leaves.
+// is not built: the ring keeps it described (its entry and item), and
+// builds it if it is read (Recent, Subscribe) before it leaves.
 func (b *Bus) PublishBatch(bt *Batch) {
 	n := bt.Len()
 	if n == 0 {
@@ -94,14 +93,17 @@ func (b *Bus) PublishBatch(bt *Batch) {
 	}
 	now := b.now()
 	for i := range n {
-		if bt.lazy(i) {
-			if typ, mine := bt.meta(i); !b.wantedLocked(typ, mine) {
-				b.keepLocked(slot{e: Event{ID: b.next, Topic: TopicOf(typ)}, bt: bt, i: i})
-				b.next++
-				continue
-			}
+		d, mine, ok := bt.describe(i)
+		switch {
+		case !ok:
+			b.publishLocked(bt.At(i), now)
+		case b.wantedLocked(d.typ(), mine):
+			b.publishLocked(d.build(mine), now)
+		default:
+			typ := d.typ()
+			b.keepLocked(slot{e: Event{ID: b.next, Type: typ, Topic: TopicOf(typ), Mine: mine}, d: d})
+			b.next++
 		}
-		b.publishLocked(bt.At(i), now)
 	}
 }
 
@@ -165,8 +167,8 @@ func (b *Bus) keepLocked(s slot) {
 // kept unbuilt.
 func (b *Bus) eventLocked(i int) Event {
 	s := &b.ring[(b.head+i)%len(b.ring)]
-	if s.bt != nil {
-		e := s.bt.At(s.i)
+	if s.d.entry != nil {
+		e := s.d.build(s.e.Mine)
 		e.ID, e.Topic, e.Time = s.e.ID, s.e.Topic, e.Time.UTC()
 		*s = slot{e: e}
 	}
