@@ -156,11 +156,13 @@ func (t *Tracker) memberEvents(st *ledger.State, self string, coord func(string)
 // duplicate run of the same item.
 func itemHits(st *ledger.State, es []*ledger.Entry) []itemHit {
 	var out []itemHit
+	var p ledger.JobResults // decoded into again: its results' array is reused
 	for k, e := range es {
 		if e.Kind != ledger.KindJobResults {
 			continue
 		}
-		var p ledger.JobResults
+		clear(p.Results[:cap(p.Results)]) // a field a result leaves out is zero
+		p = ledger.JobResults{Results: p.Results[:0]}
 		if ledger.DecodePayload(e.Payload, &p) != nil {
 			continue
 		}
