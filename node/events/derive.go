@@ -180,6 +180,9 @@ func itemHits(st *ledger.State, es []*ledger.Entry) []itemHit {
 			}
 			switch it.Status {
 			case ledger.ItemDone, ledger.ItemFailed:
+				if out == nil { // room for one an entry left, as most are
+					out = make([]itemHit, 0, len(es)-k)
+				}
 				out = append(out, itemHit{entry: k, job: j.ID, failed: it.Status == ledger.ItemFailed, item: r.Item,
 					code: r.Code, durationMS: r.DurationMS, err: r.Error})
 			} // else failed, to be retried
