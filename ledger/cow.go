@@ -51,6 +51,7 @@ const (
 func (s *State) Freeze() {
 	if !s.frozen {
 		s.frozen, s.cow = true, nil // what it copied is its own now
+		s.fh = &frozenHash{}
 	}
 }
 
@@ -65,7 +66,7 @@ func (s *State) Thaw() *State {
 		return s
 	}
 	c := *s
-	c.frozen = false
+	c.frozen, c.fh = false, nil
 	c.cow = &cow{}
 	c.DatasetsRemoved = slices.Clip(s.DatasetsRemoved)
 	return &c

@@ -281,6 +281,8 @@ type State struct {
 	// this State owns of what it shares with a frozen one (cow.go).
 	frozen bool
 	cow    *cow
+	// fh is a frozen State's hash, computed once (SnapshotHash).
+	fh *frozenHash
 }
 
 // NewState is the empty state before genesis.
@@ -299,6 +301,7 @@ func NewState() *State {
 // Hash is the hex SHA-256 of the state's canonical encoding. Converged nodes
 // have equal hashes.
 func (s *State) Hash() string {
+	hashes.Add(1)
 	b, err := encMode.Marshal(s)
 	if err != nil {
 		panic("ledger: state does not encode: " + err.Error())
@@ -310,7 +313,7 @@ func (s *State) Hash() string {
 // Clone deep-copies the state (for checkpoints).
 func (s *State) Clone() *State {
 	c := *s
-	c.frozen, c.cow = false, nil
+	c.frozen, c.cow, c.fh = false, nil, nil
 	c.Members = make(map[string]*Member, len(s.Members))
 	for k, v := range s.Members {
 		m := *v

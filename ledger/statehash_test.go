@@ -50,6 +50,35 @@ func TestStateHashPerFold(t *testing.T) {
 	}
 }
 
+// TestSnapshotHashShared: a published State (Log.Snapshot) is encoded
+// once for its hash, however many readers ask it and the Log's StateHash
+// too (a checkpoint); the fold after it hashes its new State anew, and
+// the snapshot keeps its own.
+func TestSnapshotHashShared(t *testing.T) {
+	w := newWorld(t)
+	m := w.member(3, RoleMember)
+	w.submit(m, 1, 0)
+	snap := w.log.Snapshot()
+	before := Hashes()
+	h := snap.SnapshotHash()
+	for range 5 {
+		if snap.SnapshotHash() != h || w.log.StateHash() != h {
+			t.Fatal("the hash of one snapshot changed")
+		}
+	}
+	if n := Hashes() - before; n != 1 {
+		t.Fatalf("11 asks of one snapshot's hash encoded it %d times, want 1", n)
+	}
+	if h != snap.Hash() {
+		t.Fatalf("kept hash %.12s, State.Hash %.12s", h, snap.Hash())
+	}
+	w.submit(m, 2, 0)
+	if w.log.State() == snap || w.log.StateHash() == h || w.log.StateHash() != w.log.State().Hash() || snap.SnapshotHash() != h {
+		t.Fatalf("after a fold: the Log's hash %.12s (State %.12s), the snapshot's %.12s (was %.12s)",
+			w.log.StateHash(), w.log.State().Hash(), snap.SnapshotHash(), h)
+	}
+}
+
 // BenchmarkStateHash: the hash of a State of 20,000 folded entries, encoded
 // (State.Hash) and kept per fold (Log.StateHash), as node status and org
 // show ask for it.

@@ -53,7 +53,7 @@ func (ev *eventState) notifyTo(hooks []config.Notify, reg prometheus.Registerer,
 		ws[i] = events.Webhook{URL: h.Webhook, Events: h.Events}
 	}
 	ev.notify = events.NewNotifier(ws, reg, 0, log)
-	ev.bus.OnPublish(ev.notify.Offer)
+	ev.bus.OnPublishOf(ev.notify.Wants, ev.notify.Offer)
 }
 
 // baseline takes the ledger as it is at start as seen: no events for what
@@ -71,11 +71,11 @@ func (ev *eventState) ledger(rep *replica.Replica, es []*ledger.Entry) {
 	if rep == nil {
 		return
 	}
-	var evs []events.Event
+	var b *events.Batch
 	ev.mu.Lock()
-	rep.View(func(st *ledger.State) { evs = ev.tracker.Ledger(st, es, ev.self) })
+	rep.View(func(st *ledger.State) { b = ev.tracker.Ledger(st, es, ev.self) })
 	ev.mu.Unlock()
-	ev.bus.Publish(evs...)
+	ev.bus.PublishBatch(b)
 }
 
 // watchConnections records when this node loses its last connection to a

@@ -43,26 +43,23 @@ func (p *planner) keep() {
 		return
 	}
 
-	// Indexes over input positions (built in input order, which is cheap to
-	// walk); the first in rank order wins for repeated IDs.
-	mRank := sized(sc.mRank, len(in.Machines))
-	sc.mRank = mRank
+	// Indexes of the machines' and the jobs' IDs by rank: the first in
+	// rank order wins for repeated IDs.
+	mIDs := sized(sc.mIDs, len(p.mach))
+	sc.mIDs = mIDs
 	for r := range p.mach {
-		mRank[p.mach[r].in] = int32(r)
+		mIDs[r] = in.Machines[p.mach[r].in].ID
 	}
-	jRank := sized(sc.jRank, len(in.Jobs))
-	sc.jRank = jRank
-	for r := range p.jobs {
-		jRank[p.jobs[r].in] = int32(r)
-	}
-	mIdx := newIDIndex(&sc.mIdx, len(in.Machines), func(i int32) string { return in.Machines[i].ID }, func(i int32) int32 { return mRank[i] })
-	jIdx := newIDIndex(&sc.jIdx, len(in.Jobs), func(i int32) string { return in.Jobs[i].ID }, func(i int32) int32 { return jRank[i] })
+	mIdx := newIDIndex(&sc.mIdx, mIDs)
+	jIdx := newIDIndex(&sc.jIdx, p.ids)
+	jrs := sized(sc.jrs, len(in.Instances)) // each instance's job's rank, or -1
+	sc.jrs = jrs
+	jIdx.getEach(len(in.Instances), func(i int) string { return in.Instances[i].Job }, jrs)
 
 	// Place every running instance of a known job in its slot (slotRun is
 	// the candidate here; conflicts on a slot, only possible in invalid
 	// input, are settled by content).
 	lastM, lastR := "", int32(-1)
-	lastJ, lastJR := "", int32(-1)
 	for i := range in.Instances {
 		x := &in.Instances[i]
 		mr := lastR
@@ -71,21 +68,15 @@ func (p *planner) keep() {
 			if v < 0 {
 				continue
 			}
-			v = mRank[v]
 			lastM, lastR, mr = x.Machine, v, v
 		}
 		m := &p.mach[mr]
 		if x.Slot < 0 || x.Slot >= int(m.slots) {
 			continue
 		}
-		jr := lastJR
-		if !sameString(x.Job, lastJ) || jr < 0 {
-			v := jIdx.get(x.Job)
-			if v < 0 {
-				continue
-			}
-			v = jRank[v]
-			lastJ, lastJR, jr = x.Job, v, v
+		jr := jrs[i]
+		if jr < 0 {
+			continue
 		}
 		kind := kSecondary
 		if x.Kind == KindPrimary {

@@ -17,11 +17,11 @@ type scratch struct {
 	slot32                []int32 // slotJob, slotRun, slotInst
 	slot8                 []uint8 // slotKind, slotFlag
 	slotMach              []int32
-	mRank, jRank, cnt     []int32
+	cnt, jrs              []int32
 	jobList, tmp, victims []int32
 	caps, floors          []int32 // waterfill's
-	mIdx, jIdx            []idEntry
-	ids                   []string
+	mIdx, jIdx            []idSlot
+	ids, mIDs             []string
 	encOff, preempted     []int32
 	enc                   []byte
 	lostToHigher          []bool
@@ -32,9 +32,8 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // release clears what refers to the input and returns sc to the pool.
 func (sc *scratch) release() {
-	clear(sc.mIdx)
-	clear(sc.jIdx)
 	clear(sc.ids)
+	clear(sc.mIDs)
 	scratchPool.Put(sc)
 }
 

@@ -274,16 +274,12 @@ type Snapshot struct {
 	Len   int
 	Heads []cid.Cid
 	Clock uint64
-
-	hashOnce sync.Once
-	hash     string
 }
 
-// StateHash is State.Hash(), computed once per snapshot.
-func (s *Snapshot) StateHash() string {
-	s.hashOnce.Do(func() { s.hash = s.State.Hash() })
-	return s.hash
-}
+// StateHash is State.Hash(), computed once per fold and kept with the
+// frozen State (ledger.State.SnapshotHash): the Log's StateHash (a
+// checkpoint) and every reader of this snapshot share it.
+func (s *Snapshot) StateHash() string { return s.State.SnapshotHash() }
 
 // publishLocked swaps in a snapshot of the Log as it is now, when it
 // changed. r.mu must be held.

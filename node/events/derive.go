@@ -71,28 +71,25 @@ func (t *Tracker) Baseline(st *ledger.State) {
 // Ledger derives the events of es, entries just added to the ledger, from
 // st, the state after them; self is this machine's ID. A tracker without
 // a baseline, or one of another org (a node that just joined), takes st
-// as its baseline and derives only the ledger.entry events.
-func (t *Tracker) Ledger(st *ledger.State, es []*ledger.Entry, self string) []Event {
-	var out []Event
-	for _, e := range es {
-		out = append(out, Event{Type: LedgerEntry, Machine: e.AuthorString(), Time: time.UnixMilli(e.Time),
-			Data: map[string]any{"kind": e.Kind, "cid": e.CID().String(), "author": e.AuthorString()}, Mine: e.AuthorString() == self})
-	}
+// as its baseline and derives only the ledger.entry events. The entries'
+// and items' events are described, and built when published (Batch).
+func (t *Tracker) Ledger(st *ledger.State, es []*ledger.Entry, self string) *Batch {
+	b := &Batch{self: self, entries: es}
 	if !t.based || t.org != st.Org {
 		t.Baseline(st)
-		return out
+		return b
 	}
 	coord := t.coordinator(st, self)
-	out = append(out, t.machineEvents(st, self, coord)...)
-	out = append(out, t.memberEvents(st, self, coord)...)
+	b.mid = t.machineEvents(st, self, coord)
+	b.mid = append(b.mid, t.memberEvents(st, self, coord)...)
 	if k := settingsKey(st); k != t.settings {
 		t.settings = k
-		out = append(out, Event{Type: SettingsChanged, Data: map[string]any{"name": st.Name}, Mine: coord("") == self})
+		b.mid = append(b.mid, Event{Type: SettingsChanged, Data: map[string]any{"name": st.Name}, Mine: coord("") == self})
 	}
-	out = append(out, itemEvents(st, es, self)...)
-	out = append(out, t.jobEvents(st, self)...)
-	out = append(out, t.contractEvents(st, self)...)
-	return out
+	b.items = itemHits(st, es)
+	b.tail = t.jobEvents(st, self)
+	b.tail = append(b.tail, t.contractEvents(st, self)...)
+	return b
 }
 
 // coordinator returns who notifies of an event about machine subject: the
@@ -154,16 +151,18 @@ func (t *Tracker) memberEvents(st *ledger.State, self string, coord func(string)
 	return out
 }
 
-// itemEvents are the items the results among es ended, each once: by the
+// itemHits are the items the results among es ended, each once: by the
 // run the state counted (its machine, code and duration), not by a
 // duplicate run of the same item.
-func itemEvents(st *ledger.State, es []*ledger.Entry, self string) []Event {
-	var out []Event
-	for _, e := range es {
+func itemHits(st *ledger.State, es []*ledger.Entry) []itemHit {
+	var out []itemHit
+	var p ledger.JobResults // decoded into again: its results' array is reused
+	for k, e := range es {
 		if e.Kind != ledger.KindJobResults {
 			continue
 		}
-		var p ledger.JobResults
+		clear(p.Results[:cap(p.Results)]) // a field a result leaves out is zero
+		p = ledger.JobResults{Results: p.Results[:0]}
 		if ledger.DecodePayload(e.Payload, &p) != nil {
 			continue
 		}
@@ -179,21 +178,14 @@ func itemEvents(st *ledger.State, es []*ledger.Entry, self string) []Event {
 			if it.Machine != e.AuthorString() || it.Code != r.Code || it.DurationMS != r.DurationMS {
 				continue
 			}
-			item := r.Item
-			ev := Event{Machine: e.AuthorString(), Job: j.ID, Item: &item, Time: time.UnixMilli(e.Time), Mine: e.AuthorString() == self,
-				Data: map[string]any{"code": r.Code, "duration_ms": r.DurationMS}}
 			switch it.Status {
-			case ledger.ItemDone:
-				ev.Type = ItemDone
-			case ledger.ItemFailed:
-				ev.Type = ItemFailed
-				if r.Error != "" {
-					ev.Data["error"] = r.Error
+			case ledger.ItemDone, ledger.ItemFailed:
+				if out == nil { // room for one an entry left, as most are
+					out = make([]itemHit, 0, len(es)-k)
 				}
-			default:
-				continue // failed, to be retried
-			}
-			out = append(out, ev)
+				out = append(out, itemHit{entry: k, job: j.ID, failed: it.Status == ledger.ItemFailed, item: r.Item,
+					code: r.Code, durationMS: r.DurationMS, err: r.Error})
+			} // else failed, to be retried
 		}
 	}
 	return out

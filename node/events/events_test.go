@@ -124,7 +124,7 @@ func TestTrackerEventsOnceAcrossTheOrg(t *testing.T) {
 			}
 			var got []Event
 			if online == nil {
-				got = trackers[i].Ledger(states[i], nil, n)
+				got = trackers[i].Ledger(states[i], nil, n).Events()
 			} else {
 				got = trackers[i].Peers(states[i], online, n, now, false)
 			}

@@ -101,6 +101,20 @@ func (n *Notifier) Offer(e Event) {
 	}
 }
 
+// Wants says Offer would queue an event of type typ, of this node or not
+// (mine): the bus hook's filter (Bus.OnPublishOf).
+func (n *Notifier) Wants(typ string, mine bool) bool {
+	if !mine {
+		return false
+	}
+	for _, h := range n.hooks {
+		if wants(h.Events, typ) {
+			return true
+		}
+	}
+	return false
+}
+
 func wants(types []string, t string) bool {
 	for _, x := range types {
 		if x == t {
