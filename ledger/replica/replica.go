@@ -234,6 +234,7 @@ func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) 
 	}
 	decode()
 	r.mu.Lock()
+	es = r.belowStart(es) // compact.go
 	r.addLocked(es)
 	r.publishLocked()
 	r.lastAdded = r.cfg.Now() // a node just started does not yet know who is online
@@ -396,7 +397,7 @@ func (r *Replica) notify(added []*ledger.Entry) {
 func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 	for _, e := range es {
 		k := e.CID().KeyString()
-		if r.waiting[k] == nil && !r.lg.Has(e.CID()) {
+		if r.waiting[k] == nil && !r.lg.Has(e.CID()) && !r.inHistoryLocked(e.CID()) {
 			r.waiting[k] = e
 			r.waitBytes += len(e.Bytes())
 		}
@@ -415,7 +416,7 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 	for _, e := range pend {
 		ok := true
 		for _, p := range e.Parents {
-			if !ready[p.KeyString()] && !r.lg.Has(p) {
+			if !ready[p.KeyString()] && !r.lg.Has(p) && !r.linkBelowLocked(p) {
 				ok = false
 				break
 			}

@@ -442,7 +442,7 @@ func (r *Replica) Horizon(p peer.ID) (last cid.Cid, out bool) {
 		return cid.Undef, false
 	}
 	if k := len(m.History); k > 0 {
-		if c, err := cid.Decode(m.History[k-1].Entry); err == nil && r.lg.Has(c) {
+		if c, err := cid.Decode(m.History[k-1].Entry); err == nil && r.getLocked(c) != nil {
 			return c, true
 		}
 	}
@@ -462,7 +462,7 @@ func (r *Replica) IsFormer(p peer.ID) bool {
 func (r *Replica) CollectUpTo(last cid.Cid, want []cid.Cid, floor uint64, limit int) [][]byte {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	if !r.lg.Has(last) {
+	if r.getLocked(last) == nil {
 		return nil
 	}
 	if len(want) == 0 {
@@ -479,7 +479,7 @@ func (r *Replica) CollectUpTo(last cid.Cid, want []cid.Cid, floor uint64, limit 
 			continue
 		}
 		below[c.KeyString()] = true
-		if e := r.lg.Get(c); e != nil {
+		if e := r.getLocked(c); e != nil {
 			stack = append(stack, e.Parents...)
 		}
 	}
@@ -508,13 +508,13 @@ func (r *Replica) collectLocked(want []cid.Cid, floor uint64, limit int) [][]byt
 			continue
 		}
 		seen[k] = true
-		e := r.lg.Get(c)
+		e := r.getLocked(c)
 		if e == nil {
 			continue
 		}
 		found = append(found, e)
 		for _, p := range e.Parents {
-			if pe := r.lg.Get(p); pe != nil && pe.Clock > floor {
+			if pe := r.getLocked(p); pe != nil && pe.Clock > floor {
 				stack = append(stack, p)
 			}
 		}
@@ -525,6 +525,18 @@ func (r *Replica) collectLocked(want []cid.Cid, floor uint64, limit int) [][]byt
 		out[i] = e.Bytes()
 	}
 	return out
+}
+
+// getLocked is an entry of the Log or, below its start, of the store's
+// history (compact.go): what sync serves. r.mu must be held.
+func (r *Replica) getLocked(c cid.Cid) *ledger.Entry {
+	if e := r.lg.Get(c); e != nil {
+		return e
+	}
+	if r.lg.Start().Entry == nil {
+		return nil
+	}
+	return r.storedEntry(c)
 }
 
 // Announced fetches, from a peer that pushed its heads, those this replica

@@ -1,0 +1,233 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/ipfs/go-cid"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/store"
+)
+
+// Compaction (docs/design.md §5.6, §7.1): the node keeps in memory only
+// the entries from a barrier of its chain on. CompactTo starts the Log
+// again there, stores the State the barrier names and a record that Open
+// starts from, and moves the entries below to the store's history
+// (store.MoveToHistory), where Open does not read them, sync still serves
+// them (collectLocked) and a late entry naming them still links
+// (linkBelowLocked).
+
+// historyRecord is the record that lists the CIDs moved to the history
+// when the Log was compacted to the barrier of depth d (prune.go).
+func historyRecord(d int) string { return fmt.Sprintf("ledger.history/%012d", d) }
+
+// stateRecord is the record holding the State barrier c names.
+func stateRecord(c cid.Cid) string { return stateCheckpoint + "/" + c.String() }
+
+// Start is the depth of the barrier this replica's Log starts at (0: the
+// genesis), and Top the depth of its newest barrier (0: none).
+func (r *Replica) Start() (start, top int) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.lg.Start().Depth, r.lg.Top().Depth
+}
+
+// CompactTo starts the Log again at the barrier of depth d of its chain
+// (see above). It does nothing when the Log already starts there or later,
+// and refuses a depth the chain does not have. The State hash does not
+// change (checked: on a difference nothing changes).
+func (r *Replica) CompactTo(d int) error {
+	r.writeMu.Lock()
+	defer r.writeMu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d <= r.lg.Start().Depth {
+		return nil
+	}
+	b := r.lg.ChainAt(d)
+	if b == nil {
+		return fmt.Errorf("%w: no barrier of depth %d", ErrNoCheckpoint, d)
+	}
+	st, below, err := r.lg.AtBarrier(b)
+	if err != nil {
+		return err
+	}
+	after, err := r.lg.After(b)
+	if err != nil {
+		return err
+	}
+	moved, err := r.lg.Before(b)
+	if err != nil {
+		return err
+	}
+	lg, err := ledger.NewLogAt(st, b, d, below)
+	if err != nil {
+		return err
+	}
+	if _, err := lg.AddBatch(after); err != nil {
+		return fmt.Errorf("replica: compacting: %w", err)
+	}
+	if lg.StateHash() != r.lg.StateHash() {
+		return fmt.Errorf("replica: compacted log reaches another state")
+	}
+	if err := r.persistStart(st, b, d, below, moved); err != nil {
+		return err
+	}
+	r.lg = lg
+	r.publishLocked()
+	r.log.Info("ledger: compacted", "barrier", b.CID().String(), "depth", d, "moved", len(moved), "entries", lg.Len())
+	return nil
+}
+
+// persistStart stores what Open needs to start at barrier b: its State,
+// the record naming it (the switch: a crash before it leaves the old
+// start), then moves the entries below to the history (a crash during the
+// move is finished by Open) and lists them for pruning.
+func (r *Replica) persistStart(st *ledger.State, b *ledger.Entry, d int, below []*ledger.Entry, moved []cid.Cid) error {
+	old, _ := readStart(r.st)
+	sb, err := ledger.EncodeState(st)
+	if err != nil {
+		return err
+	}
+	key := stateRecord(b.CID())
+	if err := r.st.PutRecord(key, sb); err != nil {
+		return err
+	}
+	list := make([][]byte, len(moved))
+	for i, c := range moved {
+		list[i] = c.Bytes()
+	}
+	lb, err := cbor.Marshal(list)
+	if err != nil {
+		return err
+	}
+	if err := r.st.PutRecord(historyRecord(d), lb); err != nil {
+		return err
+	}
+	start := ckStart{Entry: b.CID().Bytes(), Depth: d, State: key, Time: b.Time}
+	for _, e := range below {
+		start.Below = append(start.Below, e.CID().Bytes())
+	}
+	meta, err := cbor.Marshal(start)
+	if err != nil {
+		return err
+	}
+	if err := r.st.SetMeta(metaCheckpoint, meta); err != nil {
+		return err
+	}
+	if err := r.st.MoveToHistory(moved); err != nil {
+		return err
+	}
+	if old != nil && old.stateKey() != key {
+		return r.st.DeleteRecords([]string{old.stateKey()})
+	}
+	return nil
+}
+
+// stateKey is the record holding the start's State.
+func (s *ckStart) stateKey() string {
+	if s.State == "" {
+		return stateCheckpoint // a start stored before compaction existed
+	}
+	return s.State
+}
+
+// readStart is the stored start, nil when there is none.
+func readStart(st *store.Store) (*ckStart, error) {
+	meta, err := st.Meta(metaCheckpoint)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var start ckStart
+	if err := cbor.Unmarshal(meta, &start); err != nil {
+		return nil, fmt.Errorf("replica: stored checkpoint: %w", err)
+	}
+	return &start, nil
+}
+
+// belowStart drops from es (the blocks Open read) the ancestors of the
+// Log's start barrier, moving them to the history: a compaction cut short
+// between its record and its move left them among the blocks. It is cheap
+// when there are none: the walk stops at the first parent not in es.
+func (r *Replica) belowStart(es []*ledger.Entry) []*ledger.Entry {
+	top := r.lg.Start().Entry
+	if top == nil {
+		return es
+	}
+	by := make(map[string]*ledger.Entry, len(es))
+	for _, e := range es {
+		by[e.CID().KeyString()] = e
+	}
+	anc := map[string]bool{}
+	stack := append([]cid.Cid(nil), top.Parents...)
+	var moved []cid.Cid
+	for len(stack) > 0 {
+		c := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		k := c.KeyString()
+		e := by[k]
+		if e == nil || anc[k] {
+			continue
+		}
+		anc[k] = true
+		moved = append(moved, c)
+		stack = append(stack, e.Parents...)
+	}
+	if len(moved) == 0 {
+		return es
+	}
+	if err := r.st.MoveToHistory(moved); err != nil {
+		r.log.Warn("ledger: finishing a compaction", "err", err)
+	}
+	out := es[:0]
+	for _, e := range es {
+		if !anc[e.CID().KeyString()] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// storedEntry reads an entry back from the store (the blocks or the
+// history), nil when it is not there.
+func (r *Replica) storedEntry(c cid.Cid) *ledger.Entry {
+	raw, err := r.st.GetBlock(c)
+	if err != nil {
+		return nil
+	}
+	e, err := ledger.DecodeStored(c, raw)
+	if err != nil {
+		return nil
+	}
+	return e
+}
+
+// inHistory reports whether c is an entry below the Log's start, kept in
+// the store's history only: such an entry is never added again (it would
+// sort after the start). r.mu must be held.
+func (r *Replica) inHistoryLocked(c cid.Cid) bool {
+	return r.lg.Start().Entry != nil && r.st.InHistory(c)
+}
+
+// linkBelowLocked links, for an entry whose parent p is not in the Log,
+// p from the history (ledger.Log.LinkBelow), and reports whether it did.
+// r.mu must be held.
+func (r *Replica) linkBelowLocked(p cid.Cid) bool {
+	if r.lg.Start().Entry == nil || !r.st.InHistory(p) {
+		return false
+	}
+	e := r.storedEntry(p)
+	if e == nil {
+		return false
+	}
+	if err := r.lg.LinkBelow([]*ledger.Entry{e}); err != nil {
+		r.log.Debug("ledger: linking an entry below the start", "cid", p.String(), "err", err)
+		return false
+	}
+	return true
+}

@@ -1,0 +1,82 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+
+	badger "github.com/dgraph-io/badger/v4"
+	"github.com/ipfs/go-cid"
+)
+
+// History: ledger entries below the checkpoint a node's Log starts at
+// (docs/design.md §7.3). They are kept under their own prefix, so Open
+// (ForEachBlock) never reads them, while GetBlock and HasBlock still find
+// them: the node serves them to peers behind it and exports them. Pruning
+// deletes them (DeleteHistory).
+
+var historyPrefix = []byte("h/")
+
+func historyKey(c cid.Cid) []byte {
+	return append(append([]byte(nil), historyPrefix...), c.Bytes()...)
+}
+
+// MoveToHistory moves blocks from the ledger's blocks (ForEachBlock) to its
+// history, in as few transactions as Badger allows. A CID that is not
+// among the blocks (already moved, or never stored) is skipped; the move
+// is idempotent, so one cut short is finished by calling it again.
+func (s *Store) MoveToHistory(cs []cid.Cid) error {
+	for len(cs) > 0 {
+		txn := s.db.NewTransaction(true)
+		n := 0
+		for ; n < len(cs); n++ {
+			it, err := txn.Get(blockKey(cs[n]))
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				continue
+			}
+			if err != nil {
+				txn.Discard()
+				return fmt.Errorf("store: move to history: %w", err)
+			}
+			v, err := it.ValueCopy(nil)
+			if err != nil {
+				txn.Discard()
+				return fmt.Errorf("store: move to history: %w", err)
+			}
+			err = txn.Set(historyKey(cs[n]), v)
+			if err == nil {
+				err = txn.Delete(blockKey(cs[n]))
+			}
+			if errors.Is(err, badger.ErrTxnTooBig) && n > 0 {
+				break
+			}
+			if err != nil {
+				txn.Discard()
+				return fmt.Errorf("store: move to history: %w", err)
+			}
+		}
+		if err := txn.Commit(); err != nil {
+			return fmt.Errorf("store: move to history: %w", err)
+		}
+		cs = cs[n:]
+	}
+	return nil
+}
+
+// InHistory reports whether a block is in the history.
+func (s *Store) InHistory(c cid.Cid) bool {
+	return s.item(historyKey(c), func(*badger.Item) error { return nil }) == nil
+}
+
+// ForEachHistory calls fn for every block of the history, by CID.
+func (s *Store) ForEachHistory(fn func(c cid.Cid, data []byte) error) error {
+	return s.forEach(historyPrefix, fn)
+}
+
+// DeleteHistory deletes blocks of the history (absent ones are ignored).
+func (s *Store) DeleteHistory(cs []cid.Cid) error {
+	ks := make([][]byte, len(cs))
+	for i, c := range cs {
+		ks[i] = historyKey(c)
+	}
+	return s.deleteKeys(ks, "history ")
+}
