@@ -21,7 +21,7 @@ import (
 
 // historyRecord is the record that lists the CIDs moved to the history
 // when the Log was compacted to the barrier of depth d (prune.go).
-func historyRecord(d int) string { return fmt.Sprintf("ledger.history/%012d", d) }
+func historyRecord(d int) string { return fmt.Sprintf("%s%012d", historyRecordPrefix, d) }
 
 // stateRecord is the record holding the State barrier c names.
 func stateRecord(c cid.Cid) string { return stateCheckpoint + "/" + c.String() }
@@ -95,9 +95,9 @@ func (r *Replica) persistStart(st *ledger.State, b *ledger.Entry, d int, below [
 	if err := r.st.PutRecord(key, sb); err != nil {
 		return err
 	}
-	list := make([][]byte, len(moved))
+	list := historyList{Barrier: b.CID().Bytes(), Time: b.Time, CIDs: make([][]byte, len(moved))}
 	for i, c := range moved {
-		list[i] = c.Bytes()
+		list.CIDs[i] = c.Bytes()
 	}
 	lb, err := cbor.Marshal(list)
 	if err != nil {
@@ -230,4 +230,22 @@ func (r *Replica) linkBelowLocked(p cid.Cid) bool {
 		return false
 	}
 	return true
+}
+
+// refusePrunedLocked refuses e, which waits for parent p, when p was
+// pruned (prune.go): a writer that lagged behind ledger.retain wrote it,
+// and no node that pruned can link it. r.mu must be held.
+func (r *Replica) refusePrunedLocked(e *ledger.Entry, p cid.Cid) {
+	if r.lg.Start().Entry == nil || !r.st.IsPruned(p) {
+		return
+	}
+	k := e.CID().KeyString()
+	if r.waiting[k] == nil {
+		return
+	}
+	delete(r.waiting, k)
+	r.waitBytes -= len(e.Bytes())
+	r.dropped(DropPruned, 1)
+	r.log.Info("ledger: refused an entry: it names a parent pruned from the history (older than ledger.retain)",
+		"entry", e.CID().String(), "parent", p.String(), "author", e.AuthorString())
 }

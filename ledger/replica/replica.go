@@ -64,6 +64,7 @@ const (
 	DropBadHeads = "bad_heads" // a heads announcement that does not decode
 	DropBadBlock = "bad_block" // a block that fails decoding or verification
 	DropOrphans  = "orphans"   // entries waiting for parents, dropped over MaxWaiting(Bytes)
+	DropPruned   = "pruned"    // an entry naming a parent pruned from the history (prune.go)
 )
 
 // FetchFunc asks peer p for the entries of org reachable back from want (its
@@ -166,6 +167,8 @@ type Replica struct {
 
 	ckMu sync.Mutex
 	ck   offerCache // checkpoint.go
+
+	pruneMu sync.Mutex // one Prune at a time (prune.go)
 }
 
 // openBatch is how many stored blocks Open decodes together.
@@ -418,6 +421,7 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 		for _, p := range e.Parents {
 			if !ready[p.KeyString()] && !r.lg.Has(p) && !r.linkBelowLocked(p) {
 				ok = false
+				r.refusePrunedLocked(e, p) // compact.go
 				break
 			}
 		}

@@ -72,11 +72,40 @@ func (s *Store) ForEachHistory(fn func(c cid.Cid, data []byte) error) error {
 	return s.forEach(historyPrefix, fn)
 }
 
-// DeleteHistory deletes blocks of the history (absent ones are ignored).
-func (s *Store) DeleteHistory(cs []cid.Cid) error {
-	ks := make([][]byte, len(cs))
-	for i, c := range cs {
-		ks[i] = historyKey(c)
+var prunedPrefix = []byte("x/")
+
+// PruneHistory deletes blocks of the history and remembers their CIDs
+// (IsPruned), so that an entry naming one is refused with that reason
+// rather than waiting for it.
+func (s *Store) PruneHistory(cs []cid.Cid) error {
+	if err := s.mayWrite(int64(len(cs) * 40)); err != nil {
+		return err
 	}
-	return s.deleteKeys(ks, "history ")
+	for len(cs) > 0 {
+		txn := s.db.NewTransaction(true)
+		n := 0
+		for ; n < len(cs); n++ {
+			err := txn.Set(append(append([]byte(nil), prunedPrefix...), cs[n].Bytes()...), nil)
+			if err == nil {
+				err = txn.Delete(historyKey(cs[n]))
+			}
+			if errors.Is(err, badger.ErrTxnTooBig) && n > 0 {
+				break
+			}
+			if err != nil {
+				txn.Discard()
+				return fmt.Errorf("store: prune: %w", err)
+			}
+		}
+		if err := txn.Commit(); err != nil {
+			return fmt.Errorf("store: prune: %w", err)
+		}
+		cs = cs[n:]
+	}
+	return nil
+}
+
+// IsPruned reports whether c was pruned from the history.
+func (s *Store) IsPruned(c cid.Cid) bool {
+	return s.item(append(append([]byte(nil), prunedPrefix...), c.Bytes()...), func(*badger.Item) error { return nil }) == nil
 }
