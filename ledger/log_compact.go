@@ -119,3 +119,24 @@ func DecodeStored(want cid.Cid, raw []byte) (*Entry, error) {
 	}
 	return e, nil
 }
+
+// BelowFrontier are entries this Log knows sort below its start without
+// holding them: the parents of its start barrier and of the ancestors of
+// it that it holds, which are not in the Log. A peer's answer that reaches
+// below the start holds such entries and their ancestors: the replica
+// recognises them by it and drops them (they are in the start's State).
+// Nil for a Log started at the genesis.
+func (l *Log) BelowFrontier() []cid.Cid {
+	if l.bar.baseTop == nil {
+		return nil
+	}
+	var out []cid.Cid
+	for _, n := range l.order[:l.bar.baseLen] {
+		for _, p := range n.e.Parents {
+			if l.nodes[p.KeyString()] == nil {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}

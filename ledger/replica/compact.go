@@ -3,6 +3,7 @@ package replica
 import (
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/ipfs/go-cid"
@@ -248,4 +249,40 @@ func (r *Replica) refusePrunedLocked(e *ledger.Entry, p cid.Cid) {
 	r.dropped(DropPruned, 1)
 	r.log.Info("ledger: refused an entry: it names a parent pruned from the history (older than ledger.retain)",
 		"entry", e.CID().String(), "parent", p.String(), "author", e.AuthorString())
+}
+
+// dropBelowLocked drops the waiting entries that sort below the Log's
+// start: ancestors of it that a peer's answer reaching below the start
+// carried (a joiner's first fetch asks a margin below its heads). They are
+// recognised from the start's parents down (ledger.Log.BelowFrontier),
+// children before parents; what was recognised is remembered, up to
+// MaxWaiting CIDs. r.mu must be held.
+func (r *Replica) dropBelowLocked() {
+	if len(r.waiting) == 0 || r.lg.Start().Entry == nil {
+		return
+	}
+	if r.belowSeen == nil || r.belowOf != r.lg.Start().Entry {
+		r.belowSeen, r.belowOf = map[string]bool{}, r.lg.Start().Entry
+		for _, c := range r.lg.BelowFrontier() {
+			r.belowSeen[c.KeyString()] = true
+		}
+	}
+	pend := make([]*ledger.Entry, 0, len(r.waiting))
+	for _, e := range r.waiting {
+		pend = append(pend, e)
+	}
+	sort.Slice(pend, func(i, j int) bool { return pend[j].Key().Less(pend[i].Key()) }) // children first
+	for _, e := range pend {
+		k := e.CID().KeyString()
+		if !r.belowSeen[k] {
+			continue
+		}
+		delete(r.waiting, k)
+		r.waitBytes -= len(e.Bytes())
+		for _, p := range e.Parents {
+			if len(r.belowSeen) < r.cfg.maxWaiting {
+				r.belowSeen[p.KeyString()] = true
+			}
+		}
+	}
 }

@@ -120,3 +120,40 @@ func TestCompactAndReopen(t *testing.T) {
 	}
 	writeN(t, again, 1)
 }
+
+// TestJoinedReplicaSyncs: a replica that joined at a checkpoint fetches
+// from a peer holding all of history, whose answer reaches below the
+// checkpoint (the fetch asks a margin below the heads): it drops what
+// sorts below its start and converges without walking further down.
+func TestJoinedReplicaSyncs(t *testing.T) {
+	ctx := context.Background()
+	src := open(t, t.TempDir(), newSigner(t), Config{})
+	org := genesis(t, src)
+	writeN(t, src, 200)
+	if _, err := src.WriteCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeN(t, src, 3)
+	o, ok := src.offer()
+	if !ok {
+		t.Fatal("no offer")
+	}
+	d := &drops{}
+	j := open(t, t.TempDir(), newSigner(t), Config{Fetch: serve(src), Dropped: d.add})
+	if err := j.JoinAt(org, o); err != nil {
+		t.Fatal(err)
+	}
+	n := j.Len()
+	writeN(t, src, 5)
+	if err := j.CatchUp(ctx, "", org); err != nil {
+		t.Fatal(err)
+	}
+	if j.StateHash() != src.StateHash() || j.Len() != n+5 {
+		t.Fatalf("after the fetch: %d entries (want %d), same state %v", j.Len(), n+5, j.StateHash() == src.StateHash())
+	}
+	// Without recognising them, it walked down to the genesis and
+	// dropped all of history as entries that do not link.
+	if k := d.get(DropInvalid); k != 0 {
+		t.Fatalf("%d entries dropped as invalid", k)
+	}
+}

@@ -169,6 +169,11 @@ type Replica struct {
 	ck   offerCache // checkpoint.go
 
 	pruneMu sync.Mutex // one Prune at a time (prune.go)
+
+	// belowSeen: CIDs known to sort below the Log's start belowOf (see
+	// dropBelowLocked). Under mu.
+	belowSeen map[string]bool
+	belowOf   *ledger.Entry
 }
 
 // openBatch is how many stored blocks Open decodes together.
@@ -406,6 +411,7 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 		}
 	}
 	r.waitPeak = max(r.waitPeak, r.waitBytes)
+	r.dropBelowLocked() // compact.go
 	var added []*ledger.Entry
 	// The total order is topological, so one pass in order finds every entry
 	// whose ancestors are all present.
