@@ -40,46 +40,54 @@ func (r *Replica) Start() (start, top int) {
 // and refuses a depth the chain does not have. The State hash does not
 // change (checked: on a difference nothing changes).
 func (r *Replica) CompactTo(d int) error {
+	moved, err := r.compactTo(d)
+	if err == nil && moved {
+		r.st.ReclaimSpace() // the moved entries' old places
+	}
+	return err
+}
+
+func (r *Replica) compactTo(d int) (bool, error) {
 	r.writeMu.Lock()
 	defer r.writeMu.Unlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if d <= r.lg.Start().Depth {
-		return nil
+		return false, nil
 	}
 	b := r.lg.ChainAt(d)
 	if b == nil {
-		return fmt.Errorf("%w: no barrier of depth %d", ErrNoCheckpoint, d)
+		return false, fmt.Errorf("%w: no barrier of depth %d", ErrNoCheckpoint, d)
 	}
 	st, below, err := r.lg.AtBarrier(b)
 	if err != nil {
-		return err
+		return false, err
 	}
 	after, err := r.lg.After(b)
 	if err != nil {
-		return err
+		return false, err
 	}
 	moved, err := r.lg.Before(b)
 	if err != nil {
-		return err
+		return false, err
 	}
 	lg, err := ledger.NewLogAt(st, b, d, below)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if _, err := lg.AddBatch(after); err != nil {
-		return fmt.Errorf("replica: compacting: %w", err)
+		return false, fmt.Errorf("replica: compacting: %w", err)
 	}
 	if lg.StateHash() != r.lg.StateHash() {
-		return fmt.Errorf("replica: compacted log reaches another state")
+		return false, fmt.Errorf("replica: compacted log reaches another state")
 	}
 	if err := r.persistStart(st, b, d, below, moved); err != nil {
-		return err
+		return false, err
 	}
 	r.lg = lg
 	r.publishLocked()
 	r.log.Info("ledger: compacted", "barrier", b.CID().String(), "depth", d, "moved", len(moved), "entries", lg.Len())
-	return nil
+	return true, nil
 }
 
 // persistStart stores what Open needs to start at barrier b: its State,

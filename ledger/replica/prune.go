@@ -102,6 +102,7 @@ func (r *Replica) Prune() (int, error) {
 	}
 	if total > 0 {
 		r.log.Info("ledger: pruned entries older than ledger.retain", "entries", total)
+		r.st.ReclaimSpace()
 	}
 	return total, nil
 }

@@ -109,3 +109,11 @@ func (s *Store) PruneHistory(cs []cid.Cid) error {
 func (s *Store) IsPruned(c cid.Cid) bool {
 	return s.item(append(append([]byte(nil), prunedPrefix...), c.Bytes()...), func(*badger.Item) error { return nil }) == nil
 }
+
+// ReclaimSpace gives back the value log's space that moved and pruned
+// entries left behind (each pass rewrites at most one file of at most 64
+// MiB, not on a disk too full for that).
+func (s *Store) ReclaimSpace() {
+	for s.mayWrite(64<<20) == nil && s.db.RunValueLogGC(0.5) == nil {
+	}
+}
