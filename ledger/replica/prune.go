@@ -109,8 +109,11 @@ func (r *Replica) Prune() (int, error) {
 
 const historyRecordPrefix = "ledger.history/"
 
-// historyMagic opens an exported history: the format's name and version.
-const historyMagic = "cshare-ledger-history/1\n"
+// HistoryFormat names the format ExportHistory writes; the file opens with
+// it and a newline (historyMagic).
+const HistoryFormat = "cshare-ledger-history/1"
+
+const historyMagic = HistoryFormat + "\n"
 
 // ExportHistory writes every entry this node still has (the history and
 // the Log's) to w: historyMagic, then each entry's bytes as a uvarint

@@ -139,6 +139,7 @@ func orgRoutes(svc OrgAPI, leave LeaveAPI) []route {
 		{"POST /v1/org/invite", decoded(svc.Invite)},
 		{"POST /v1/org/settings", decoded(svc.SetSettings)},
 		{"POST /v1/org/transfer", decoded(func(ctx context.Context, req TransferRequest) (OrgInfo, error) { return svc.TransferOrg(ctx, req.To) })},
+		{"POST /v1/org/history/export", decoded(svc.ExportHistory)},
 		{"POST /v1/join", decoded(svc.Join)},
 		{"GET /v1/machines", whole(machineID, svc.Machines)},
 		{"GET /v1/machines/{id}", onPath("id", svc.Machine)},

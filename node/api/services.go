@@ -40,6 +40,9 @@ type OrgAPI interface {
 	SetSettings(ctx context.Context, req SettingsRequest) (OrgInfo, error)
 	Join(ctx context.Context, req JoinRequest) (JoinResult, error)
 	TransferOrg(ctx context.Context, to string) (OrgInfo, error) // to: a person reference
+	// ExportHistory writes the ledger entries this node still has to a
+	// file on its machine.
+	ExportHistory(ctx context.Context, req HistoryExport) (HistoryExported, error)
 
 	Machines(ctx context.Context) ([]MachineInfo, error)
 	Machine(ctx context.Context, id string) (MachineInfo, error)

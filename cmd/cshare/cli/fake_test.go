@@ -290,6 +290,10 @@ func fakeLeft(purge bool) api.LeftOrg {
 	return api.LeftOrg{Org: "bafyorg", OrgName: "acme", Archive: "/data/orgs/bafyorg"}
 }
 
+func (f *fakeNode) ExportHistory(ctx context.Context, req api.HistoryExport) (api.HistoryExported, error) {
+	return api.HistoryExported{Path: req.Out, Format: "cshare-ledger-history/1", Entries: 1234, Bytes: 567890}, nil
+}
+
 func (f *fakeNode) TransferOrg(ctx context.Context, to string) (api.OrgInfo, error) {
 	m, err := f.member(to)
 	if err != nil {
