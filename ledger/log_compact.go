@@ -140,3 +140,24 @@ func (l *Log) BelowFrontier() []cid.Cid {
 	}
 	return out
 }
+
+// BelowParents are the entries below this Log's start that entries after
+// it name as parents (the ancestors it was started with, or linked since
+// by LinkBelow): what the Log needs again to start from its store, so
+// pruning keeps them.
+func (l *Log) BelowParents() []cid.Cid {
+	if l.bar.baseTop == nil {
+		return nil
+	}
+	seen := map[*node]bool{}
+	var out []cid.Cid
+	for _, n := range l.order[l.bar.baseLen:] {
+		for _, p := range n.parents {
+			if p.seg <= l.bar.baseDepth && !seen[p] {
+				seen[p] = true
+				out = append(out, p.e.cid)
+			}
+		}
+	}
+	return out
+}

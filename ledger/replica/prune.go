@@ -19,7 +19,8 @@ import (
 // Prune deletes the entries of every list whose barrier is older than the
 // org's ledger.retain, measured from the newest barrier's time (the
 // checkpoint entries' times: every node prunes the same entries), keeping
-// forever the authority entries (keepForever). ExportHistory writes what
+// forever the authority entries (keepForever), and those the Log names as
+// parents below its start (it reads them again at Open). ExportHistory writes what
 // this node still has; ReadHistory reads it back, checking every entry.
 
 // historyList is the value of a historyRecord.
@@ -50,6 +51,10 @@ func (r *Replica) Prune() (int, error) {
 	retain := r.Snapshot().State.Settings.Ledger.RetainMS
 	r.mu.RLock()
 	top := r.lg.Top()
+	keep := map[string]bool{} // what the Log needs to start again (ledger.Log.BelowParents)
+	for _, c := range r.lg.BelowParents() {
+		keep[c.KeyString()] = true
+	}
 	r.mu.RUnlock()
 	if retain == 0 || top.Entry == nil {
 		return 0, nil
@@ -81,7 +86,7 @@ func (r *Replica) Prune() (int, error) {
 			e := r.storedEntry(c)
 			switch {
 			case e == nil: // not stored (it was never here)
-			case keepForever[e.Kind]:
+			case keepForever[e.Kind] || keep[c.KeyString()]:
 				kept = append(kept, b)
 			default:
 				gone = append(gone, c)

@@ -57,7 +57,8 @@ func TestPruneAndExport(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	owner := newSigner(t)
 	d := &drops{}
-	r := open(t, t.TempDir(), owner, Config{Now: clock.Now, Dropped: d.add})
+	dir := t.TempDir()
+	r := open(t, dir, owner, Config{Now: clock.Now, Dropped: d.add})
 	org := genesis(t, r)
 	retain := int64(time.Hour / time.Millisecond)
 	if _, err := r.Write(ctx, ledger.KindOrgUpdate, ledger.OrgUpdate{LedgerRetainMS: &retain}); err != nil {
@@ -77,6 +78,16 @@ func TestPruneAndExport(t *testing.T) {
 		t.Fatal(err)
 	}
 	renameN(t, r, 5)
+	// A late entry on a parent of the first round: the Log names that
+	// parent below its start, so pruning keeps it.
+	lp := old[2]
+	lateOld, err := owner.Sign(org, ledger.KindOrgKey, ledger.OrgKey{KeyID: "late-old"}, []cid.Cid{lp.CID()}, lp.Clock, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Import([]*ledger.Entry{lateOld}); err != nil {
+		t.Fatal(err)
+	}
 	for _, dd := range []int{1, 2} {
 		if err := r.CompactTo(dd); err != nil {
 			t.Fatal(err)
@@ -84,8 +95,11 @@ func TestPruneAndExport(t *testing.T) {
 	}
 	hash := r.StateHash()
 	n, err := r.Prune()
-	if err != nil || n != len(old)+1 { // the retain update too
-		t.Fatalf("pruned %d entries, want %d: %v", n, len(old)+1, err)
+	if err != nil || n != len(old) { // the retain update too, not old[2]
+		t.Fatalf("pruned %d entries, want %d: %v", n, len(old), err)
+	}
+	if !r.st.HasBlock(lp.CID()) {
+		t.Fatal("pruned a parent the Log names below its start")
 	}
 	if r.st.HasBlock(old[3].CID()) || !r.st.HasBlock(keys[0].CID()) || !r.st.HasBlock(mid[3].CID()) {
 		t.Fatal("pruned the wrong entries")
@@ -139,5 +153,14 @@ func TestPruneAndExport(t *testing.T) {
 	j := open(t, t.TempDir(), newSigner(t), Config{})
 	if err := j.JoinAt(org, o); err != nil || j.StateHash() != r.StateHash() {
 		t.Fatalf("join after pruning: %v", err)
+	}
+
+	// Opened again after pruning: the same state.
+	hash = r.StateHash()
+	r.Close()
+	_ = r.st.Close()
+	again := open(t, dir, owner, Config{Now: clock.Now})
+	if again.StateHash() != hash || !again.Has(lateOld.CID()) {
+		t.Fatal("reopened after pruning: another state")
 	}
 }
