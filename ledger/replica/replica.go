@@ -7,7 +7,11 @@
 // store the entries are durable in, and everything that moves entries between
 // the two and the network:
 //
-//   - loading: Open reads every stored entry back and folds it;
+//   - loading: Open starts at the stored checkpoint, if any, and reads
+//     back and folds every stored entry but those below it (compact.go);
+//   - compaction: the Log keeps the entries from a barrier on, those below
+//     move to the store's history, still served to peers, and are pruned
+//     after ledger.retain and exported (compact.go, prune.go);
 //   - the write path (Write): parents chosen from the heads, signed with the
 //     machine's key, stored durably (SyncWrites) before they are folded, then
 //     announced with the entry pushed inline when it is small;
@@ -179,7 +183,9 @@ type Replica struct {
 // openBatch is how many stored blocks Open decodes together.
 const openBatch = 1024
 
-// Open reads every entry in st, folds them, and returns the Replica. Entries
+// Open starts at st's stored checkpoint, if any (checkpoint.go), reads
+// every other entry in st but those in its history (compact.go), folds
+// them, and returns the Replica. Entries
 // are signed with signer. The caller keeps st, and closes it after Close.
 func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) {
 	if cfg.Logger == nil {

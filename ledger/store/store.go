@@ -1,5 +1,6 @@
 // Package store persists the ledger in Badger: blocks by CID (ledger
-// entries), small metadata, the node's write-ahead records (facts of this
+// entries, those below the node's checkpoint in a history of their own,
+// history.go), small metadata, the node's write-ahead records (facts of this
 // machine, such as a finished item's result, kept until they are in the
 // ledger), and dataset blocks (small ones in Badger, file chunks in pack
 // files beside it with their places in Badger; see datablocks.go, packs.go,
