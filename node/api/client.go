@@ -309,12 +309,6 @@ func (c *Client) SetSettings(ctx context.Context, req SettingsRequest) (OrgInfo,
 	return post[OrgInfo](c, ctx, "/v1/org/settings", req)
 }
 
-// ExportHistory has the node write the ledger entries it still has to a
-// file on its machine.
-func (c *Client) ExportHistory(ctx context.Context, req HistoryExport) (HistoryExported, error) {
-	return post[HistoryExported](c, ctx, "/v1/org/history/export", req)
-}
-
 // TransferOrg makes person to (a reference) the org's owner.
 func (c *Client) TransferOrg(ctx context.Context, to string) (OrgInfo, error) {
 	return post[OrgInfo](c, ctx, "/v1/org/transfer", TransferRequest{To: to})

@@ -25,7 +25,7 @@ type (
 
 // stubs serves every route from a stub.
 func stubs() Services {
-	return Services{Node: nodeStub{}, Org: orgStub{}, Leave: orgStub{}, Jobs: jobsStub{}, Market: marketStub{}, Datasets: datasetsStub{}, Usage: usageStub{}}
+	return Services{Node: nodeStub{}, Org: orgStub{}, Leave: orgStub{}, Jobs: jobsStub{}, Market: marketStub{}, Datasets: datasetsStub{}, Usage: usageStub{}, History: orgStub{}}
 }
 
 func (nodeStub) Status(context.Context) (NodeStatus, error)                   { return NodeStatus{}, nil }

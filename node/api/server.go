@@ -99,6 +99,9 @@ func HandlerAuth(svc Services, token Auth) Mux {
 	if svc.Usage != nil {
 		mux.handle(token, usageRoutes(svc.Usage)...)
 	}
+	if svc.History != nil {
+		mux.handle(token, historyRoutes(svc.History)...)
+	}
 	if svc.Gateway != nil {
 		mux.handle(token, gatewayRoutes(svc.Gateway)...)
 	}
@@ -139,7 +142,6 @@ func orgRoutes(svc OrgAPI, leave LeaveAPI) []route {
 		{"POST /v1/org/invite", decoded(svc.Invite)},
 		{"POST /v1/org/settings", decoded(svc.SetSettings)},
 		{"POST /v1/org/transfer", decoded(func(ctx context.Context, req TransferRequest) (OrgInfo, error) { return svc.TransferOrg(ctx, req.To) })},
-		{"POST /v1/org/history/export", decoded(svc.ExportHistory)},
 		{"POST /v1/join", decoded(svc.Join)},
 		{"GET /v1/machines", whole(machineID, svc.Machines)},
 		{"GET /v1/machines/{id}", onPath("id", svc.Machine)},

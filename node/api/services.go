@@ -18,6 +18,7 @@ type Services struct {
 	Market   MarketAPI      // node/marketsvc.Service
 	Datasets DatasetsAPI    // node/datasetsvc.Service
 	Usage    UsageService   // node/orgsvc.Service: org usage (nil: not served)
+	History  HistoryAPI     // node/orgsvc.History: the ledger's history (nil: not served)
 	Gateway  GatewayService // node/gateway.Service: SSH keys, file copy (nil: not served)
 	// Dashboard: node/web.Dashboard, its sign-in codes (nil: not served)
 	Dashboard DashboardService
@@ -40,9 +41,6 @@ type OrgAPI interface {
 	SetSettings(ctx context.Context, req SettingsRequest) (OrgInfo, error)
 	Join(ctx context.Context, req JoinRequest) (JoinResult, error)
 	TransferOrg(ctx context.Context, to string) (OrgInfo, error) // to: a person reference
-	// ExportHistory writes the ledger entries this node still has to a
-	// file on its machine.
-	ExportHistory(ctx context.Context, req HistoryExport) (HistoryExported, error)
 
 	Machines(ctx context.Context) ([]MachineInfo, error)
 	Machine(ctx context.Context, id string) (MachineInfo, error)

@@ -209,23 +209,6 @@ type TransferRequest struct {
 	To string `json:"to"`
 }
 
-// HistoryExport is the body of POST /v1/org/history/export: the node
-// writes the ledger entries it still has (docs/design.md §7.3) to Out, an
-// absolute path on the node's machine that does not exist yet.
-type HistoryExport struct {
-	Out string `json:"out"`
-}
-
-// HistoryExported is what an export wrote: the file, its format
-// ("cshare-ledger-history/1": length-prefixed entries), how many entries
-// and bytes.
-type HistoryExported struct {
-	Path    string `json:"path"`
-	Format  string `json:"format"`
-	Entries int    `json:"entries"`
-	Bytes   int64  `json:"bytes"`
-}
-
 // RoleRequest is the body of POST /v1/members/{id}/role.
 type RoleRequest struct {
 	Role string `json:"role"`

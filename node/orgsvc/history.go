@@ -12,11 +12,19 @@ import (
 	"github.com/cshare/cshare/node/api"
 )
 
-// ExportHistory implements api.OrgAPI: the ledger entries this node still
+// History is the ledger's history on this node, as the API serves it
+// (api.HistoryAPI).
+type History struct{ s *Service }
+
+// HistoryOf is s's History.
+func HistoryOf(s *Service) History { return History{s} }
+
+// ExportHistory implements api.HistoryAPI: the ledger entries this node still
 // has (those below its start in the store's history and those in memory;
 // pruned ones are gone) go to req.Out, a new file on this machine, written
 // through a temporary name. Admins only: it is the org's whole record.
-func (s *Service) ExportHistory(ctx context.Context, req api.HistoryExport) (api.HistoryExported, error) {
+func (h History) ExportHistory(ctx context.Context, req api.HistoryExport) (api.HistoryExported, error) {
+	s := h.s
 	if err := s.needAdmin("export the ledger's history"); err != nil {
 		return api.HistoryExported{}, err
 	}

@@ -422,7 +422,7 @@ func startNode(t *testing.T) *testNode {
 	t.Helper()
 	const token = "test-token"
 	f := newFake()
-	srv := httptest.NewServer(api.Handler(api.Services{Node: f, Org: f, Leave: f, Jobs: f, Market: f, Datasets: f, Usage: f, Dashboard: f}, token))
+	srv := httptest.NewServer(api.Handler(api.Services{Node: f, Org: f, Leave: f, Jobs: f, Market: f, Datasets: f, Usage: f, History: f, Dashboard: f}, token))
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, api.AddrFile), strings.TrimPrefix(srv.URL, "http://")+"\n")
