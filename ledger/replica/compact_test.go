@@ -124,7 +124,8 @@ func TestCompactAndReopen(t *testing.T) {
 // TestJoinedReplicaSyncs: a replica that joined at a checkpoint fetches
 // from a peer holding all of history, whose answer reaches below the
 // checkpoint (the fetch asks a margin below the heads): it drops what
-// sorts below its start and converges without walking further down.
+// sorts below its start and converges without walking further down. It
+// then compacts to the next checkpoint and opens again there.
 func TestJoinedReplicaSyncs(t *testing.T) {
 	ctx := context.Background()
 	src := open(t, t.TempDir(), newSigner(t), Config{})
@@ -139,7 +140,8 @@ func TestJoinedReplicaSyncs(t *testing.T) {
 		t.Fatal("no offer")
 	}
 	d := &drops{}
-	j := open(t, t.TempDir(), newSigner(t), Config{Fetch: serve(src), Dropped: d.add})
+	jdir := t.TempDir()
+	j := open(t, jdir, newSigner(t), Config{Fetch: serve(src), Dropped: d.add})
 	if err := j.JoinAt(org, o); err != nil {
 		t.Fatal(err)
 	}
@@ -155,5 +157,23 @@ func TestJoinedReplicaSyncs(t *testing.T) {
 	// dropped all of history as entries that do not link.
 	if k := d.get(DropInvalid); k != 0 {
 		t.Fatalf("%d entries dropped as invalid", k)
+	}
+
+	if _, err := src.WriteCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeN(t, src, 2)
+	if err := j.CatchUp(ctx, "", org); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.CompactTo(2); err != nil {
+		t.Fatal(err)
+	}
+	hash, n := j.StateHash(), j.Len()
+	j.Close()
+	_ = j.st.Close()
+	again := open(t, jdir, newSigner(t), Config{})
+	if s, _ := again.Start(); s != 2 || again.StateHash() != hash || again.Len() != n || again.StateHash() != src.StateHash() {
+		t.Fatalf("reopened: start %d, %d entries (want %d), same state %v", s, again.Len(), n, again.StateHash() == hash)
 	}
 }
