@@ -77,14 +77,21 @@ func (l *Log) Before(c *Entry) ([]cid.Cid, error) {
 // that a late entry naming them links: it sorts after the start as it
 // would on a node holding all of history (it is no ancestor of the start),
 // and folds the same. They take no place in the order, the heads or the
-// count of entries. It is an error on a Log started at the genesis; an
-// entry already known is skipped.
+// count of entries. Give them ancestors first: each is linked to those of
+// its parents the Log knows (an entry linked before without some of its
+// parents gets those now). It is an error on a Log started at the genesis.
 func (l *Log) LinkBelow(es []*Entry) error {
 	if l.bar.baseTop == nil {
 		return fmt.Errorf("ledger: LinkBelow on a log that holds all of history")
 	}
 	for _, e := range es {
-		if e == nil || l.nodes[e.key.CID] != nil {
+		if e == nil {
+			continue
+		}
+		if n := l.nodes[e.key.CID]; n != nil {
+			if n.seg <= l.bar.baseDepth && len(n.parents) < len(e.Parents) {
+				l.relinkBelow(n)
+			}
 			continue
 		}
 		org := e.Org
@@ -101,8 +108,45 @@ func (l *Log) LinkBelow(es []*Entry) error {
 			}
 		}
 		l.nodes[n.key.CID] = n
+		l.noteBelowCheckpoint(n)
 	}
 	return nil
+}
+
+// relinkBelow links n, below the start, to those of its parents the Log
+// now knows.
+func (l *Log) relinkBelow(n *node) {
+	have := make(map[*node]bool, len(n.parents))
+	for _, p := range n.parents {
+		have[p] = true
+	}
+	for _, p := range n.e.Parents {
+		if pn := l.nodes[p.KeyString()]; pn != nil && !have[pn] {
+			n.parents = append(n.parents, pn)
+		}
+	}
+}
+
+// noteBelowCheckpoint puts n, linked below the start, in the checkpoint
+// tree when it is a checkpoint of the chain below the start (its depth
+// known from the one above it). A checkpoint written later on it then has
+// a depth too, so a deeper chain that leaves the start below it (a
+// partition's other side) is seen for what it is (BelowStart) rather than
+// left out of the tree.
+func (l *Log) noteBelowCheckpoint(n *node) {
+	b := &l.bar
+	d, ok := b.belowDepth[n.key.CID]
+	if !ok || n.e.Kind != KindCheckpoint || d < 1 {
+		return
+	}
+	p := checkpointPayload(n.e)
+	if p == nil || (p.Prev == "") != (d == 1) {
+		return
+	}
+	b.depth[n] = d
+	if p.Prev != "" {
+		b.belowDepth[cidKey(p.Prev)] = d - 1
+	}
 }
 
 // DecodeStored decodes an entry this node stored after Decode accepted it:

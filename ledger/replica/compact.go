@@ -81,10 +81,24 @@ func (r *Replica) compactTo(d int) (bool, error) {
 	if lg.StateHash() != r.lg.StateHash() {
 		return false, fmt.Errorf("replica: compacted log reaches another state")
 	}
+	if r.rebuilt {
+		// Entries below the old start may be after this one: back among
+		// the blocks before the start record names it (a crash between
+		// leaves them there, below the old start, which Open moves again).
+		back := make([]cid.Cid, 0, len(after))
+		for _, e := range after {
+			if r.st.InHistory(e.CID()) {
+				back = append(back, e.CID())
+			}
+		}
+		if err := r.st.MoveFromHistory(back); err != nil {
+			return false, err
+		}
+	}
 	if err := r.persistStart(st, b, d, below, moved); err != nil {
 		return false, err
 	}
-	r.lg = lg
+	r.lg, r.rebuilt = lg, false
 	r.publishLocked()
 	r.log.Info("ledger: compacted", "barrier", b.CID().String(), "depth", d, "moved", len(moved), "entries", lg.Len())
 	return true, nil
@@ -292,5 +306,124 @@ func (r *Replica) dropBelowLocked() {
 				r.belowSeen[p.KeyString()] = true
 			}
 		}
+	}
+}
+
+// rebuildLocked folds all of history again, from the genesis, when the
+// chain of barriers moved below the Log's start (ledger.Log.BelowStart: the
+// deeper chain of a partition's other side that does not pass through the
+// barrier it starts at): the Log cannot follow that chain, the store's
+// history can. When pruned history is missing (or the node joined at a
+// checkpoint and never had it) it logs, keeps the Log and reports false.
+// The next compaction moves the start onto the new chain. r.mu must be
+// held.
+func (r *Replica) rebuildLocked() bool {
+	by := map[string]*ledger.Entry{}
+	for _, e := range r.lg.Entries() {
+		by[e.CID().KeyString()] = e
+	}
+	read := func(c cid.Cid, data []byte) error {
+		if by[c.KeyString()] == nil {
+			if e, err := ledger.DecodeStored(c, data); err == nil {
+				by[c.KeyString()] = e
+			}
+		}
+		return nil
+	}
+	if err := r.st.ForEachHistory(read); err != nil {
+		r.log.Warn("ledger: the checkpoint chain moved below this node's start; reading its history", "err", err)
+		return false
+	}
+	if err := r.st.ForEachBlock(read); err != nil {
+		r.log.Warn("ledger: the checkpoint chain moved below this node's start; reading its blocks", "err", err)
+		return false
+	}
+	all := make([]*ledger.Entry, 0, len(by))
+	for _, e := range by {
+		all = append(all, e)
+	}
+	lg := ledger.NewLog()
+	if _, err := lg.AddBatch(all); err != nil {
+		r.log.Warn("ledger: the checkpoint chain moved below this node's start, and its history cannot be folded again (pruned?)", "err", err)
+		return false
+	}
+	r.lg, r.rebuilt = lg, true
+	r.log.Warn("ledger: the checkpoint chain moved below this node's start; folded all of its history again", "entries", lg.Len())
+	return true
+}
+
+// linkPrevsLocked links, for each checkpoint in batch whose prev is below
+// the Log's start (in the store's history), that prev and the entries of
+// the history between them (its ancestors down to the prev's clock), so
+// that the Log can tell whether it descends from its prev: a deeper chain
+// that leaves the start below it (a partition's other side) is then seen
+// (BelowStart, rebuildLocked). Rare: a checkpoint names the newest barrier,
+// which is in memory. r.mu must be held.
+func (r *Replica) linkPrevsLocked(batch []*ledger.Entry) {
+	if r.lg.Start().Entry == nil {
+		return
+	}
+	var inBatch map[string]*ledger.Entry
+	for _, x := range batch {
+		var p ledger.Checkpoint
+		if x.Kind != ledger.KindCheckpoint || ledger.DecodePayload(x.Payload, &p) != nil || p.Prev == "" {
+			continue
+		}
+		pc, err := cid.Decode(p.Prev)
+		if err != nil || !r.st.InHistory(pc) {
+			continue
+		}
+		prev := r.storedEntry(pc)
+		if prev == nil {
+			continue
+		}
+		if inBatch == nil {
+			inBatch = make(map[string]*ledger.Entry, len(batch))
+			for _, e := range batch {
+				inBatch[e.CID().KeyString()] = e
+			}
+		}
+		found := []*ledger.Entry{prev}
+		walkBack(x.Parents, func(c cid.Cid) ([]cid.Cid, bool) {
+			e := inBatch[c.KeyString()]
+			if e == nil {
+				e = r.lg.Get(c)
+			}
+			hist := r.st.InHistory(c)
+			if e == nil && hist {
+				e = r.storedEntry(c)
+			}
+			if e == nil || e.Clock <= prev.Clock {
+				return nil, true
+			}
+			if hist {
+				found = append(found, e)
+			}
+			return e.Parents, true
+		})
+		sort.Slice(found, func(i, j int) bool { return found[i].Key().Less(found[j].Key()) })
+		if err := r.lg.LinkBelow(found); err != nil {
+			r.log.Debug("ledger: linking a checkpoint's prev below the start", "err", err)
+		}
+	}
+}
+
+// walkBack visits each CID reachable from start once, depth first: visit
+// gives the CIDs to go on to, and false to stop the walk.
+func walkBack(start []cid.Cid, visit func(c cid.Cid) (next []cid.Cid, more bool)) {
+	seen := map[string]bool{}
+	stack := append([]cid.Cid(nil), start...)
+	for len(stack) > 0 {
+		c := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[c.KeyString()] {
+			continue
+		}
+		seen[c.KeyString()] = true
+		next, more := visit(c)
+		if !more {
+			return
+		}
+		stack = append(stack, next...)
 	}
 }

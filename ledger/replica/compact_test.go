@@ -177,3 +177,72 @@ func TestJoinedReplicaSyncs(t *testing.T) {
 		t.Fatalf("reopened: start %d, %d entries (want %d), same state %v", s, again.Len(), n, again.StateHash() == hash)
 	}
 }
+
+// TestChainMovesBelowStart: two replicas split after a common checkpoint
+// and each writes checkpoints of its own; one compacts onto its side's
+// chain. When they meet, the other side's chain is deeper and leaves the
+// compacted replica's start below it: that replica folds all of its
+// history again from its store, and both reach one state; it compacts
+// onto the new chain and opens again there.
+func TestChainMovesBelowStart(t *testing.T) {
+	ctx := context.Background()
+	owner := newSigner(t)
+	adir := t.TempDir()
+	a := open(t, adir, owner, Config{})
+	genesis(t, a)
+	writeN(t, a, 20)
+	if _, err := a.WriteCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeN(t, a, 5)
+	b := open(t, t.TempDir(), owner, Config{})
+	if err := b.Import(entriesOf(a)); err != nil {
+		t.Fatal(err)
+	}
+	// Apart: a writes one checkpoint more and compacts onto it; b two.
+	writeN(t, a, 10)
+	if _, err := a.WriteCheckpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	writeN(t, a, 3)
+	if err := a.CompactTo(2); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		writeN(t, b, 10)
+		if _, err := b.WriteCheckpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeN(t, b, 3)
+	// They meet.
+	if err := a.Import(entriesOf(b)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Import(entriesOf(a)); err != nil {
+		t.Fatal(err)
+	}
+	if a.StateHash() != b.StateHash() {
+		t.Fatal("after meeting: two states")
+	}
+	if s, top := a.Start(); s != 0 || top != 3 {
+		t.Fatalf("a starts at barrier %d of %d, want 0 of 3 (all of history again)", s, top)
+	}
+	if err := a.CompactTo(2); err != nil {
+		t.Fatal(err)
+	}
+	hash := a.StateHash()
+	a.Close()
+	_ = a.st.Close()
+	again := open(t, adir, owner, Config{})
+	if s, _ := again.Start(); s != 2 || again.StateHash() != hash || hash != b.StateHash() {
+		t.Fatalf("reopened: start %d, same state %v", s, again.StateHash() == hash)
+	}
+}
+
+// entriesOf is every entry r's Log holds.
+func entriesOf(r *Replica) []*ledger.Entry {
+	lg, unlock := r.ReadLog()
+	defer unlock()
+	return lg.Entries()
+}

@@ -178,6 +178,12 @@ type Replica struct {
 	// dropBelowLocked). Under mu.
 	belowSeen map[string]bool
 	belowOf   *ledger.Entry
+	// rebuildFailed: rebuildLocked could not fold history again (it is
+	// not tried again). Under mu.
+	rebuildFailed bool
+	// rebuilt: rebuildLocked folded all of history again since the last
+	// compaction (which then moves back what is after its new start).
+	rebuilt bool
 }
 
 // openBatch is how many stored blocks Open decodes together.
@@ -447,9 +453,13 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 			delete(r.waiting, e.CID().KeyString())
 			r.waitBytes -= len(e.Bytes())
 		}
+		r.linkPrevsLocked(batch) // compact.go
 		errs, err := r.lg.AddBatch(batch)
 		if err != nil {
 			r.log.Debug("ledger: some entries were not added", "err", err)
+		}
+		if r.lg.BelowStart() && !r.rebuildFailed {
+			r.rebuildFailed = !r.rebuildLocked() // compact.go
 		}
 		for i, e := range batch {
 			switch {

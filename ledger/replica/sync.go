@@ -497,28 +497,21 @@ func (r *Replica) CollectUpTo(last cid.Cid, want []cid.Cid, floor uint64, limit 
 
 // collectLocked is Collect's walk from want, under the read lock.
 func (r *Replica) collectLocked(want []cid.Cid, floor uint64, limit int) [][]byte {
-	seen := map[string]bool{}
 	var found []*ledger.Entry
-	stack := append([]cid.Cid(nil), want...)
-	for len(stack) > 0 && len(found) < limit {
-		c := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		k := c.KeyString()
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
+	walkBack(want, func(c cid.Cid) ([]cid.Cid, bool) {
 		e := r.getLocked(c)
 		if e == nil {
-			continue
+			return nil, true
 		}
 		found = append(found, e)
+		var next []cid.Cid
 		for _, p := range e.Parents {
 			if pe := r.getLocked(p); pe != nil && pe.Clock > floor {
-				stack = append(stack, p)
+				next = append(next, p)
 			}
 		}
-	}
+		return next, len(found) < limit
+	})
 	sort.Slice(found, func(i, j int) bool { return found[i].Key().Less(found[j].Key()) })
 	out := make([][]byte, len(found))
 	for i, e := range found {

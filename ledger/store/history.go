@@ -25,37 +25,49 @@ func historyKey(c cid.Cid) []byte {
 // among the blocks (already moved, or never stored) is skipped; the move
 // is idempotent, so one cut short is finished by calling it again.
 func (s *Store) MoveToHistory(cs []cid.Cid) error {
+	return s.move(cs, blockKey, historyKey)
+}
+
+// MoveFromHistory moves blocks of the history back among the ledger's
+// blocks (the chain of checkpoints moved below the node's start, and
+// entries below the old start are after the new one); as MoveToHistory.
+func (s *Store) MoveFromHistory(cs []cid.Cid) error {
+	return s.move(cs, historyKey, blockKey)
+}
+
+// move moves the blocks cs from their keys by from to their keys by to.
+func (s *Store) move(cs []cid.Cid, from, to func(cid.Cid) []byte) error {
 	for len(cs) > 0 {
 		txn := s.db.NewTransaction(true)
 		n := 0
 		for ; n < len(cs); n++ {
-			it, err := txn.Get(blockKey(cs[n]))
+			it, err := txn.Get(from(cs[n]))
 			if errors.Is(err, badger.ErrKeyNotFound) {
 				continue
 			}
 			if err != nil {
 				txn.Discard()
-				return fmt.Errorf("store: move to history: %w", err)
+				return fmt.Errorf("store: move: %w", err)
 			}
 			v, err := it.ValueCopy(nil)
 			if err != nil {
 				txn.Discard()
-				return fmt.Errorf("store: move to history: %w", err)
+				return fmt.Errorf("store: move: %w", err)
 			}
-			err = txn.Set(historyKey(cs[n]), v)
+			err = txn.Set(to(cs[n]), v)
 			if err == nil {
-				err = txn.Delete(blockKey(cs[n]))
+				err = txn.Delete(from(cs[n]))
 			}
 			if errors.Is(err, badger.ErrTxnTooBig) && n > 0 {
 				break
 			}
 			if err != nil {
 				txn.Discard()
-				return fmt.Errorf("store: move to history: %w", err)
+				return fmt.Errorf("store: move: %w", err)
 			}
 		}
 		if err := txn.Commit(); err != nil {
-			return fmt.Errorf("store: move to history: %w", err)
+			return fmt.Errorf("store: move: %w", err)
 		}
 		cs = cs[n:]
 	}
