@@ -54,6 +54,10 @@ type barriers struct {
 	baseTop   *node
 	before    *State // the State base's hash names (AtBarrier of baseTop)
 	below     bool
+	// belowDepth: the depths of the chain's checkpoints below baseTop, by
+	// CID key, as far as known (baseTop's prev, then each one's linked
+	// below the start: noteBelowCheckpoint, log_compact.go).
+	belowDepth map[string]int32
 }
 
 func (b *barriers) baseState() *State {
@@ -375,7 +379,13 @@ func NewLogAt(st *State, cp *Entry, depth int, below []*Entry) (*Log, error) {
 	}
 	top := l.nodes[cp.key.CID]
 	l.bar = barriers{depth: map[*node]int32{top: d}, top: top,
-		base: after, baseLen: len(l.order), baseDepth: d, baseTop: top, before: st}
+		base: after, baseLen: len(l.order), baseDepth: d, baseTop: top, before: st, belowDepth: map[string]int32{}}
+	if p.Prev != "" {
+		l.bar.belowDepth[cidKey(p.Prev)] = d - 1
+	}
+	for i := len(l.order) - 1; i >= 0; i-- { // the chain's checkpoints among them, top down
+		l.noteBelowCheckpoint(l.order[i])
+	}
 	l.st, l.stFolded = after.Clone(), len(l.order)
 	return l, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cshare/cshare/internal/atomicfile"
 	"github.com/cshare/cshare/node/api"
+	"github.com/cshare/cshare/node/orgsvc"
 	"github.com/cshare/cshare/node/web"
 )
 
@@ -44,7 +45,7 @@ func checkAPIOptions(o Options) error {
 // services are what serve the API's routes: the node itself (its status),
 // and its services.
 func (n *Node) services() api.Services {
-	return api.Services{Node: n, Org: n.orgs, Leave: n.orgs.Leaving(), Jobs: n.jobs, Market: jupyterMarket{n.market, n}, Datasets: n.ds, Usage: n.orgs.Usage(), Gateway: n.gw, Events: n.ev.bus, Tokens: n.tokens}
+	return api.Services{Node: n, Org: n.orgs, Leave: n.orgs.Leaving(), Jobs: n.jobs, Market: jupyterMarket{n.market, n}, Datasets: n.ds, Usage: n.orgs.Usage(), History: orgsvc.HistoryOf(n.orgs), Gateway: n.gw, Events: n.ev.bus, Tokens: n.tokens}
 }
 
 // serveAPI serves the services' routes, /metrics and the dashboard

@@ -19,7 +19,8 @@ func TestLargestHeartbeatFits(t *testing.T) {
 		Name: "a-rather-long-machine-name-01", Version: Version, Sig: make([]byte, 64), PlanHash: fmt.Sprintf("%064x", 1), DiskFull: true,
 		SSH:   &p2p.SSHGateway{Port: 65535, HostKey: strings.Repeat("A", p2p.MaxSSHHostKey)},
 		Relay: true, Age: "age1" + strings.Repeat("q", 58), // an X25519 recipient is 62 characters
-		Total: p2p.Resources{Cores: 1 << 20, MemoryMB: 1 << 22, DiskMB: 1 << 24, GPUs: 8, Slots: config.MaxConcurrentJobsLimit}}
+		Barrier: 1 << 40,
+		Total:   p2p.Resources{Cores: 1 << 20, MemoryMB: 1 << 22, DiskMB: 1 << 24, GPUs: 8, Slots: config.MaxConcurrentJobsLimit}}
 	for k := 0; k < 4; k++ {
 		hb.Addrs = append(hb.Addrs, "/ip6/2001:db8:ffff:ffff:ffff:ffff:ffff:ffff/udp/65535/quic-v1")
 		hb.Heads = append(hb.Heads, "bafyreigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi")

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -31,25 +33,40 @@ var _ p2p.CheckpointSource = (*replica.Replica)(nil)
 // CSHARE_CHECKPOINT_EVERY (default 10,000), over loopback TCP: it fetches
 // the newest checkpoint (p2p.FetchCheckpoint), starts there
 // (replica.JoinAt) and reaches the serving node's state hash. The serving
-// node built its ledger entry by entry into its store, then compacted its
-// Log to the newest checkpoint (replica.Compact). Metrics: join-s,
-// datadir-MiB (the serving node's), rest-heap-MiB (the process's heap in
-// use after a GC with the serving node at rest, before the join),
-// serve-peak-heap-MiB (the process's peak heap during the join: the
-// serving node and the joiner together), join-peak-heap-MiB (that peak
-// less the rest heap: what the join added on both sides).
+// node built its ledger entry by entry into its store, compacting as a
+// node does (replica.CompactTo the barrier before the newest: the entries
+// below go to the store's history), then was closed and opened again
+// (replica.Open from the stored checkpoint) before serving. Metrics:
+// join-s, datadir-MiB (the serving node's), rest-heap-MiB (the process's
+// heap in use after a GC with the serving node at rest after building,
+// before the restart; settledHeap), restart-s (opening its store and
+// replica again), restart-rest-heap-MiB (the heap in use after a GC with
+// the restarted node at rest, before the join), serve-peak-heap-MiB (the
+// process's peak heap during the join: the serving node and the joiner
+// together), join-peak-heap-MiB (that peak less the rest heap after the
+// restart: what the join added on both sides), compact-ms (the mean time
+// of one CompactTo while building, the fold's lock held).
 func BenchmarkCatchUp1M(b *testing.B) {
 	n := envInt(b, "CSHARE_CHAIN_ENTRIES", 1_000_000)
 	every := envInt(b, "CSHARE_CHECKPOINT_EVERY", 10_000)
 	ctx := context.Background()
 	dir := b.TempDir()
-	src, org := buildLedger(b, dir, n, every)
-	if err := src.Compact(); err != nil {
+	st, err := store.Open(dir, nil)
+	if err != nil {
 		b.Fatal(err)
 	}
+	compactS, compactions = 0, 0
+	src, org := buildLedgerIn(b, st, n, every)
 	want := src.StateHash()
-	runtime.GC()
-	rest := heapInUse()
+	rest := settledHeap()
+	src, restartS := restart(b, src, st, dir)
+	if src.StateHash() != want {
+		b.Fatal("the restarted node reached another state")
+	}
+	restRestart := settledHeap()
+	if f := os.Getenv("CSHARE_HEAP_PROFILE"); f != "" { // where the rest heap goes
+		writeHeapProfile(b, f)
+	}
 
 	h1, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
 	if err != nil {
@@ -98,8 +115,34 @@ func BenchmarkCatchUp1M(b *testing.B) {
 	b.ReportMetric(joinS/float64(b.N), "join-s")
 	b.ReportMetric(float64(dirSize(b, dir))/(1<<20), "datadir-MiB")
 	b.ReportMetric(float64(rest)/(1<<20), "rest-heap-MiB")
+	b.ReportMetric(restartS, "restart-s")
+	if compactions > 0 {
+		b.ReportMetric(1000*compactS/float64(compactions), "compact-ms")
+	}
+	b.ReportMetric(float64(restRestart)/(1<<20), "restart-rest-heap-MiB")
 	b.ReportMetric(peak/(1<<20), "serve-peak-heap-MiB")
-	b.ReportMetric((peak-float64(rest))/(1<<20), "join-peak-heap-MiB")
+	b.ReportMetric((peak-float64(restRestart))/(1<<20), "join-peak-heap-MiB")
+}
+
+// restart closes r and the store of dir under it and opens both again,
+// and reports the seconds the opening took.
+func restart(tb testing.TB, r *replica.Replica, st *store.Store, dir string) (*replica.Replica, float64) {
+	r.Close()
+	if err := st.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	t0 := time.Now()
+	st, err := store.Open(dir, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = st.Close() })
+	again, err := replica.Open(st, signer(tb, 1), replica.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(again.Close)
+	return again, time.Since(t0).Seconds()
 }
 
 func envInt(tb testing.TB, name string, def int) int {
@@ -130,19 +173,34 @@ func signer(tb testing.TB, seed byte) *ledger.Signer {
 
 // buildLedger opens a replica in dir whose ledger is a genesis and n org
 // key rotations by its owner, each naming the one before, stored and
-// folded in chunks, with a checkpoint written every `every` entries.
+// folded in chunks, with a checkpoint written every `every` entries; after
+// each, the Log is compacted to the barrier before it, as a node does.
 func buildLedger(tb testing.TB, dir string, n, every int) (*replica.Replica, string) {
 	st, err := store.Open(dir, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { _ = st.Close() })
+	r, org := buildLedgerIn(tb, st, n, every)
+	tb.Cleanup(r.Close)
+	return r, org
+}
+
+// compactS and compactions are the time buildLedgerIn spent in CompactTo
+// and how many times it called it.
+var (
+	compactS    float64
+	compactions int
+)
+
+// buildLedgerIn is buildLedger in store st, which the caller closes (after
+// closing the replica).
+func buildLedgerIn(tb testing.TB, st *store.Store, n, every int) (*replica.Replica, string) {
 	s := signer(tb, 1)
 	r, err := replica.Open(st, s, replica.Config{})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(r.Close)
 	ctx := context.Background()
 	g, err := r.Write(ctx, ledger.KindGenesis, ledger.Genesis{Name: "big", OrgKeyID: "k", Settings: ledger.DefaultSettings()})
 	if err != nil {
@@ -170,9 +228,54 @@ func buildLedger(tb testing.TB, dir string, n, every int) (*replica.Replica, str
 				tb.Fatal(err)
 			}
 			written++
+			if _, top := r.Start(); top > 1 {
+				t0 := time.Now()
+				if err := r.CompactTo(top - 1); err != nil {
+					tb.Fatal(err)
+				}
+				compactS += time.Since(t0).Seconds()
+				compactions++
+			}
 		}
 	}
 	return r, org
+}
+
+func writeHeapProfile(tb testing.TB, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// settledHeap is the heap in use after a GC once it has settled: the
+// store's allocator pool (Badger's, ristretto's z.AllocatorPool) keeps the
+// buffers of finished table builds, tens of MiB each, and lets one go
+// every 2 s while none is asked for; a restarted store's first compactions
+// fill it. Settled: three samples 2.5 s apart within 2 % of each other;
+// at most two minutes, then the least sample.
+func settledHeap() uint64 {
+	runtime.GC()
+	least := heapInUse()
+	window := []uint64{least}
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); {
+		time.Sleep(2500 * time.Millisecond)
+		runtime.GC()
+		h := heapInUse()
+		least = min(least, h)
+		if window = append(window, h); len(window) > 3 {
+			window = window[1:]
+		}
+		lo, hi := slices.Min(window), slices.Max(window)
+		if len(window) == 3 && hi <= lo+lo/50 {
+			return h
+		}
+	}
+	return least
 }
 
 func heapInUse() uint64 {

@@ -115,7 +115,12 @@ type Heartbeat struct {
 	// Omitted when empty; a node older than the field refuses the
 	// heartbeat of a machine that sets it (decoding is strict), as for SSH.
 	Age string `cbor:"age,omitempty" json:"age,omitempty"`
-	Sig []byte `cbor:"sig,omitempty" json:"sig,omitempty"`
+	// Barrier is the depth of the newest checkpoint barrier the machine
+	// has folded (docs/design.md §5.6): a node keeps on disk only the
+	// entries below the newest barrier every online machine has passed.
+	// Omitted when 0 (none yet), as Age.
+	Barrier int64  `cbor:"barrier,omitempty" json:"barrier,omitempty"`
+	Sig     []byte `cbor:"sig,omitempty" json:"sig,omitempty"`
 }
 
 // SSHGateway is a machine's SSH gateway as its heartbeat announces it:
@@ -267,6 +272,9 @@ func DecodeHeartbeat(data []byte) (Heartbeat, error) {
 	}
 	if hb.Seq == 0 || hb.Interval < 0 {
 		return Heartbeat{}, fmt.Errorf("%w: seq/interval", ErrMalformed)
+	}
+	if hb.Barrier < 0 || hb.Barrier > 1<<40 {
+		return Heartbeat{}, fmt.Errorf("%w: barrier: %d; allowed: 0 to 2^40", ErrMalformed, hb.Barrier)
 	}
 	if len(hb.Fetches) > MaxFetches {
 		return Heartbeat{}, fmt.Errorf("%w: %d fetches; allowed: at most %d", ErrMalformed, len(hb.Fetches), MaxFetches)

@@ -29,6 +29,10 @@ type ckStart struct {
 	Entry []byte   `cbor:"entry"` // the checkpoint's CID
 	Depth int      `cbor:"depth"`
 	Below [][]byte `cbor:"below"` // CIDs of the ancestors kept
+	// State is the record holding the State (compact.go); "" for the
+	// record stateCheckpoint. Time is the checkpoint entry's time.
+	State string `cbor:"state,omitempty"`
+	Time  int64  `cbor:"time,omitempty"`
 }
 
 // offerCache keeps the encoded State of the last barrier served.
@@ -174,20 +178,17 @@ func decodeAll(raw [][]byte) ([]*ledger.Entry, error) {
 // checkpoint it joined at (JoinAt), whose entries are then left out of
 // what Open adds.
 func openAt(st *store.Store) (*ledger.Log, error) {
-	meta, err := st.Meta(metaCheckpoint)
-	if errors.Is(err, store.ErrNotFound) {
-		return ledger.NewLog(), nil
-	}
+	start, err := readStart(st) // compact.go
 	if err != nil {
 		return nil, err
 	}
-	var start ckStart
-	if err := cbor.Unmarshal(meta, &start); err != nil {
-		return nil, fmt.Errorf("replica: stored checkpoint: %w", err)
+	if start == nil {
+		return ledger.NewLog(), nil
 	}
 	var state []byte
-	err = st.ForEachRecord(stateCheckpoint, func(key string, val []byte) error {
-		if key == stateCheckpoint {
+	key := start.stateKey()
+	err = st.ForEachRecord(key, func(k string, val []byte) error {
+		if k == key {
 			state = append([]byte(nil), val...)
 		}
 		return nil
@@ -249,38 +250,13 @@ func (r *Replica) WriteCheckpoint(ctx context.Context) (*ledger.Entry, error) {
 	})
 }
 
-// Compact starts the Log again at its newest barrier: the State there,
-// the ancestors later entries name and the entries after it; everything
-// below stays in the store only. The State hash does not change (checked:
-// on a difference the Log is kept as it was). Peers behind the barrier
-// then start from it too (JoinAt): Collect no longer finds what is below.
-// A Replica opened again folds its whole store (see docs/design.md §5.6).
+// Compact is CompactTo the newest barrier (compact.go).
 func (r *Replica) Compact() error {
-	r.writeMu.Lock()
-	defer r.writeMu.Unlock()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	top := r.lg.Top()
-	if top.Entry == nil {
+	_, top := r.Start()
+	if top == 0 {
 		return fmt.Errorf("%w: no barrier", ErrNoCheckpoint)
 	}
-	st, below, err := r.lg.AtBarrier(top.Entry)
-	if err != nil {
-		return err
-	}
-	lg, err := ledger.NewLogAt(st, top.Entry, top.Depth, below)
-	if err != nil {
-		return err
-	}
-	if _, err := lg.AddBatch(r.lg.Tail()); err != nil {
-		return err
-	}
-	if lg.StateHash() != r.lg.StateHash() {
-		return fmt.Errorf("replica: compacted log reaches another state")
-	}
-	r.lg = lg
-	r.publishLocked()
-	return nil
+	return r.CompactTo(top)
 }
 
 // joinFrom starts an empty ledger at peer p's newest checkpoint, when

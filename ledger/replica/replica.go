@@ -7,7 +7,11 @@
 // store the entries are durable in, and everything that moves entries between
 // the two and the network:
 //
-//   - loading: Open reads every stored entry back and folds it;
+//   - loading: Open starts at the stored checkpoint, if any, and reads
+//     back and folds every stored entry but those below it (compact.go);
+//   - compaction: the Log keeps the entries from a barrier on, those below
+//     move to the store's history, still served to peers, and are pruned
+//     after ledger.retain and exported (compact.go, prune.go);
 //   - the write path (Write): parents chosen from the heads, signed with the
 //     machine's key, stored durably (SyncWrites) before they are folded, then
 //     announced with the entry pushed inline when it is small;
@@ -64,6 +68,7 @@ const (
 	DropBadHeads = "bad_heads" // a heads announcement that does not decode
 	DropBadBlock = "bad_block" // a block that fails decoding or verification
 	DropOrphans  = "orphans"   // entries waiting for parents, dropped over MaxWaiting(Bytes)
+	DropPruned   = "pruned"    // an entry naming a parent pruned from the history (prune.go)
 )
 
 // FetchFunc asks peer p for the entries of org reachable back from want (its
@@ -166,12 +171,27 @@ type Replica struct {
 
 	ckMu sync.Mutex
 	ck   offerCache // checkpoint.go
+
+	pruneMu sync.Mutex // one Prune at a time (prune.go)
+
+	// belowSeen: CIDs known to sort below the Log's start belowOf (see
+	// dropBelowLocked). Under mu.
+	belowSeen map[string]bool
+	belowOf   *ledger.Entry
+	// rebuildFailed: rebuildLocked could not fold history again (it is
+	// not tried again). Under mu.
+	rebuildFailed bool
+	// rebuilt: rebuildLocked folded all of history again since the last
+	// compaction (which then moves back what is after its new start).
+	rebuilt bool
 }
 
 // openBatch is how many stored blocks Open decodes together.
 const openBatch = 1024
 
-// Open reads every entry in st, folds them, and returns the Replica. Entries
+// Open starts at st's stored checkpoint, if any (checkpoint.go), reads
+// every other entry in st but those in its history (compact.go), folds
+// them, and returns the Replica. Entries
 // are signed with signer. The caller keeps st, and closes it after Close.
 func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) {
 	if cfg.Logger == nil {
@@ -234,6 +254,7 @@ func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) 
 	}
 	decode()
 	r.mu.Lock()
+	es = r.belowStart(es) // compact.go
 	r.addLocked(es)
 	r.publishLocked()
 	r.lastAdded = r.cfg.Now() // a node just started does not yet know who is online
@@ -247,120 +268,6 @@ func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) 
 func (r *Replica) Close() {
 	r.cancel()
 	r.wg.Wait()
-}
-
-// Reader is the read side of the Log; see ReadLog.
-type Reader interface {
-	State() *ledger.State
-	StateHash() string // State().Hash(), kept per fold
-	Org() string
-	Len() int
-	Has(c cid.Cid) bool
-	Get(c cid.Cid) *ledger.Entry
-	Heads() ([]cid.Cid, uint64)
-	Effective(c cid.Cid) bool
-	Entries() []*ledger.Entry
-}
-
-// Snapshot is the ledger as of one fold (or batch of folds): its State,
-// frozen, and the DAG's size and heads then. Nothing changes it: it is
-// read without any lock, kept as long as wanted, and shared by every
-// reader; the fold goes on with a copy of the State that shares what it
-// does not write (ledger/cow.go).
-type Snapshot struct {
-	State *ledger.State
-	// Len is the number of entries in the DAG; Heads its heads, sorted
-	// by CID, and Clock the largest clock among them.
-	Len   int
-	Heads []cid.Cid
-	Clock uint64
-}
-
-// StateHash is State.Hash(), computed once per fold and kept with the
-// frozen State (ledger.State.SnapshotHash): the Log's StateHash (a
-// checkpoint) and every reader of this snapshot share it.
-func (s *Snapshot) StateHash() string { return s.State.SnapshotHash() }
-
-// publishLocked swaps in a snapshot of the Log as it is now, when it
-// changed. r.mu must be held.
-func (r *Replica) publishLocked() {
-	if old := r.snap.Load(); old != nil && old.State == r.lg.State() && old.Len == r.lg.Len() {
-		return
-	}
-	heads, clock := r.lg.Heads()
-	r.snap.Store(&Snapshot{State: r.lg.Snapshot(), Len: r.lg.Len(), Heads: heads, Clock: clock})
-}
-
-// Snapshot is the ledger as of the last fold; it takes no lock (see
-// Snapshot).
-func (r *Replica) Snapshot() *Snapshot { return r.snap.Load() }
-
-// View runs fn with the State as of the last fold (Snapshot), holding no
-// lock: a slow fn delays no fold. fn must not modify the State; it may
-// keep it, and call the Replica.
-func (r *Replica) View(fn func(st *ledger.State)) {
-	fn(r.snap.Load().State)
-}
-
-// TryView is View; it always runs fn and reports true. (Kept for the
-// monitors that once had to skip a look while a fold held the lock.)
-func (r *Replica) TryView(fn func(st *ledger.State)) bool {
-	r.View(fn)
-	return true
-}
-
-// ReadLog read-locks the Log and returns it with the function that unlocks
-// it. Until then the caller must not call the Replica, and the lock delays
-// every fold: it is for reading the DAG (Has, Get, Effective, Entries).
-// Readers of the State, heads or hash use Snapshot or View.
-func (r *Replica) ReadLog() (Reader, func()) {
-	r.mu.RLock()
-	return r.lg, r.mu.RUnlock
-}
-
-// Org is the org ID, once genesis is known ("" before).
-func (r *Replica) Org() string { return r.snap.Load().State.Org }
-
-// Heads are the entries without children, sorted by CID, and the largest
-// clock among them.
-func (r *Replica) Heads() ([]cid.Cid, uint64) {
-	s := r.snap.Load()
-	return append([]cid.Cid(nil), s.Heads...), s.Clock
-}
-
-// Len is the number of entries in the DAG.
-func (r *Replica) Len() int { return r.snap.Load().Len }
-
-// Has reports whether the entry is in the Log.
-func (r *Replica) Has(c cid.Cid) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.lg.Has(c)
-}
-
-// Get returns an entry of the Log by CID, or nil.
-func (r *Replica) Get(c cid.Cid) *ledger.Entry {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.lg.Get(c)
-}
-
-// StateHash is the hash of the current State.
-func (r *Replica) StateHash() string { return r.snap.Load().StateHash() }
-
-// LastAdded is when an entry was last added, or the Replica opened.
-func (r *Replica) LastAdded() time.Time {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.lastAdded
-}
-
-// LastSync is the peer a fetch last completed from without error (even when
-// nothing was missing), and when; zero values before any.
-func (r *Replica) LastSync() (peer.ID, time.Time) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.lastPeer, r.lastSync
 }
 
 // dropped counts k inputs dropped for reason.
@@ -392,12 +299,13 @@ func (r *Replica) notify(added []*ledger.Entry) {
 func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 	for _, e := range es {
 		k := e.CID().KeyString()
-		if r.waiting[k] == nil && !r.lg.Has(e.CID()) {
+		if r.waiting[k] == nil && !r.lg.Has(e.CID()) && !r.inHistoryLocked(e.CID()) {
 			r.waiting[k] = e
 			r.waitBytes += len(e.Bytes())
 		}
 	}
 	r.waitPeak = max(r.waitPeak, r.waitBytes)
+	r.dropBelowLocked() // compact.go
 	var added []*ledger.Entry
 	// The total order is topological, so one pass in order finds every entry
 	// whose ancestors are all present.
@@ -411,8 +319,9 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 	for _, e := range pend {
 		ok := true
 		for _, p := range e.Parents {
-			if !ready[p.KeyString()] && !r.lg.Has(p) {
+			if !ready[p.KeyString()] && !r.lg.Has(p) && !r.linkBelowLocked(p) {
 				ok = false
+				r.refusePrunedLocked(e, p) // compact.go
 				break
 			}
 		}
@@ -426,9 +335,13 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 			delete(r.waiting, e.CID().KeyString())
 			r.waitBytes -= len(e.Bytes())
 		}
+		r.linkPrevsLocked(batch) // compact.go
 		errs, err := r.lg.AddBatch(batch)
 		if err != nil {
 			r.log.Debug("ledger: some entries were not added", "err", err)
+		}
+		if r.lg.BelowStart() && !r.rebuildFailed {
+			r.rebuildFailed = !r.rebuildLocked() // compact.go
 		}
 		for i, e := range batch {
 			switch {
@@ -561,35 +474,4 @@ func (r *Replica) Import(es []*ledger.Entry) error {
 		es = es[k:]
 	}
 	return nil
-}
-
-// IsMachine reports whether id is a registered machine of the org (pending
-// or approved): p2p.Membership.
-func (r *Replica) IsMachine(id peer.ID) bool {
-	mc := r.snap.Load().State.Machines[id.String()]
-	return mc != nil && (mc.Status == ledger.MachinePending || mc.Status == ledger.MachineApproved)
-}
-
-// IsApproved reports whether id is an approved machine: p2p.Membership.
-func (r *Replica) IsApproved(id peer.ID) bool {
-	mc := r.snap.Load().State.Machines[id.String()]
-	return mc != nil && mc.Status == ledger.MachineApproved
-}
-
-// HasHeads reports whether every head is in the log: if so, a sender this
-// replica does not know as a machine is provably not one (see p2p.LagAware);
-// if not, this replica may lag behind it.
-func (r *Replica) HasHeads(heads []string) bool {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	for _, h := range heads {
-		c, err := cid.Decode(h)
-		if err != nil {
-			continue // not a head at all: proves nothing either way
-		}
-		if !r.lg.Has(c) {
-			return false
-		}
-	}
-	return true
 }

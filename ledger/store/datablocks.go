@@ -220,10 +220,7 @@ func (s *Store) DeleteDataBlocks(cs []cid.Cid) error {
 	if err := s.dropDeadPacks(); err != nil {
 		return err
 	}
-	// Give the value log's space back (each call rewrites at most one
-	// file, of at most 64 MiB: not on a disk too full for that).
-	for s.mayWrite(64<<20) == nil && s.db.RunValueLogGC(0.5) == nil {
-	}
+	s.ReclaimSpace()
 	return nil
 }
 

@@ -1,5 +1,6 @@
 // Package store persists the ledger in Badger: blocks by CID (ledger
-// entries), small metadata, the node's write-ahead records (facts of this
+// entries, those below the node's checkpoint in a history of their own,
+// history.go), small metadata, the node's write-ahead records (facts of this
 // machine, such as a finished item's result, kept until they are in the
 // ledger), and dataset blocks (small ones in Badger, file chunks in pack
 // files beside it with their places in Badger; see datablocks.go, packs.go,
@@ -176,19 +177,25 @@ func (s *Store) PutBlocks(bs []Block) error {
 	return nil
 }
 
-// GetBlock returns a block's bytes.
+// GetBlock returns a block's bytes, from the blocks or the history
+// (history.go).
 func (s *Store) GetBlock(c cid.Cid) ([]byte, error) {
 	var out []byte
-	err := s.item(blockKey(c), func(it *badger.Item) (err error) {
+	read := func(it *badger.Item) (err error) {
 		out, err = it.ValueCopy(nil)
 		return err
-	})
+	}
+	err := s.item(blockKey(c), read)
+	if errors.Is(err, ErrNotFound) {
+		err = s.item(historyKey(c), read)
+	}
 	return out, err
 }
 
-// HasBlock reports whether a block is stored.
+// HasBlock reports whether a block is stored (among the blocks or in the
+// history).
 func (s *Store) HasBlock(c cid.Cid) bool {
-	return s.item(blockKey(c), func(*badger.Item) error { return nil }) == nil
+	return s.item(blockKey(c), func(*badger.Item) error { return nil }) == nil || s.InHistory(c)
 }
 
 // item calls fn with key's item in a read transaction; ErrNotFound when
@@ -206,16 +213,22 @@ func (s *Store) item(key []byte, fn func(*badger.Item) error) error {
 	})
 }
 
-// ForEachBlock calls fn for every stored block.
+// ForEachBlock calls fn for every stored block but those in the history
+// (history.go).
 func (s *Store) ForEachBlock(fn func(c cid.Cid, data []byte) error) error {
+	return s.forEach(blockPrefix, fn)
+}
+
+// forEach calls fn for every block under prefix.
+func (s *Store) forEach(prefix []byte, fn func(c cid.Cid, data []byte) error) error {
 	return s.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
-		opts.Prefix = blockPrefix
+		opts.Prefix = prefix
 		it := txn.NewIterator(opts)
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
-			c, err := cid.Cast(item.Key()[len(blockPrefix):])
+			c, err := cid.Cast(item.Key()[len(prefix):])
 			if err != nil {
 				return fmt.Errorf("store: bad key: %w", err)
 			}

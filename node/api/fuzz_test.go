@@ -25,7 +25,7 @@ type (
 
 // stubs serves every route from a stub.
 func stubs() Services {
-	return Services{Node: nodeStub{}, Org: orgStub{}, Leave: orgStub{}, Jobs: jobsStub{}, Market: marketStub{}, Datasets: datasetsStub{}, Usage: usageStub{}}
+	return Services{Node: nodeStub{}, Org: orgStub{}, Leave: orgStub{}, Jobs: jobsStub{}, Market: marketStub{}, Datasets: datasetsStub{}, Usage: usageStub{}, History: orgStub{}}
 }
 
 func (nodeStub) Status(context.Context) (NodeStatus, error)                   { return NodeStatus{}, nil }
@@ -47,6 +47,9 @@ func (orgStub) RemoveMember(context.Context, string) (string, error)         { r
 func (orgStub) Leave(context.Context, LeaveRequest) (LeftOrg, error)         { return LeftOrg{}, nil }
 func (orgStub) DeleteOrg(context.Context, OrgDeleteRequest) (LeftOrg, error) { return LeftOrg{}, nil }
 func (orgStub) TransferOrg(context.Context, string) (OrgInfo, error)         { return OrgInfo{}, nil }
+func (orgStub) ExportHistory(context.Context, HistoryExport) (HistoryExported, error) {
+	return HistoryExported{}, nil
+}
 func (jobsStub) SubmitJob(context.Context, JobSubmit) (JobSubmitted, error) {
 	return JobSubmitted{}, nil
 }
@@ -62,7 +65,7 @@ func (jobsStub) ListJobItems(context.Context, string, Page, func(ItemInfo) error
 
 var postRoutes = []string{"/v1/org", "/v1/org/invite", "/v1/org/settings", "/v1/join", "/v1/jobs",
 	"/v1/jobs/x/modify", "/v1/members/x/role", "/v1/machines/x/approve", "/v1/leave", "/v1/org/delete",
-	"/v1/org/transfer", "/v1/datasets", "/v1/datasets/x/get", "/v1/datasets/import", "/v1/datasets/x/export",
+	"/v1/org/transfer", "/v1/org/history/export", "/v1/datasets", "/v1/datasets/x/get", "/v1/datasets/import", "/v1/datasets/x/export",
 	"/v1/contracts", "/v1/contracts/x/extend", "/v1/datasets/x/access"}
 
 // FuzzAPIBodies sends arbitrary bodies to every POST route: the handlers

@@ -48,7 +48,7 @@ func TestRoutesGolden(t *testing.T) {
 	}
 	for _, route := range []string{
 		"GET /v1/status", "POST /v1/node/stop", "POST /v1/org", "GET /v1/org", "GET /v1/org/key", "POST /v1/org/key/rotate",
-		"POST /v1/org/invite", "POST /v1/org/settings", "POST /v1/org/transfer", "POST /v1/join",
+		"POST /v1/org/invite", "POST /v1/org/settings", "POST /v1/org/transfer", "POST /v1/org/history/export", "POST /v1/join",
 		"GET /v1/machines", "GET /v1/machines/m1", "POST /v1/machines/m1/approve", "POST /v1/machines/m1/fly",
 		"GET /v1/members", "POST /v1/members/p1/role", "POST /v1/members/p1/remove", "POST /v1/leave", "POST /v1/org/delete",
 		"POST /v1/jobs", "GET /v1/jobs", "GET /v1/jobs/j1", "GET /v1/jobs/j1/explain", "GET /v1/jobs/j1/items", "POST /v1/jobs/j1/modify",

@@ -99,6 +99,9 @@ func HandlerAuth(svc Services, token Auth) Mux {
 	if svc.Usage != nil {
 		mux.handle(token, usageRoutes(svc.Usage)...)
 	}
+	if svc.History != nil {
+		mux.handle(token, historyRoutes(svc.History)...)
+	}
 	if svc.Gateway != nil {
 		mux.handle(token, gatewayRoutes(svc.Gateway)...)
 	}

@@ -18,6 +18,7 @@ type Services struct {
 	Market   MarketAPI      // node/marketsvc.Service
 	Datasets DatasetsAPI    // node/datasetsvc.Service
 	Usage    UsageService   // node/orgsvc.Service: org usage (nil: not served)
+	History  HistoryAPI     // node/orgsvc.History: the ledger's history (nil: not served)
 	Gateway  GatewayService // node/gateway.Service: SSH keys, file copy (nil: not served)
 	// Dashboard: node/web.Dashboard, its sign-in codes (nil: not served)
 	Dashboard DashboardService

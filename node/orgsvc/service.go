@@ -26,6 +26,7 @@ package orgsvc
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -62,6 +63,9 @@ type Ledger interface {
 	IsApproved(id peer.ID) bool
 	// Horizon is the entry that put p out of the org, if it is out.
 	Horizon(p peer.ID) (last cid.Cid, out bool)
+	// ExportHistory writes the entries this node still has to w
+	// (replica.ReadHistory reads them back).
+	ExportHistory(w io.Writer) (int, error)
 }
 
 // Host is the libp2p host as the org service uses it (*p2p.Host): pushes,

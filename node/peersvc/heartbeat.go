@@ -34,6 +34,7 @@ func (s *Service) Heartbeats() {
 			s.Beat(s.ctx)
 			s.maybeMerge(s.ctx, s.now())
 			s.maybeCheckpoint(s.ctx, s.now())
+			s.maybeCompact(s.now())
 			t.Reset(beatPeriod(s.d.Interval))
 		}
 	}
@@ -80,6 +81,8 @@ func (s *Service) Beat(ctx context.Context) {
 	for _, h := range heads {
 		hb.Heads = append(hb.Heads, h.String())
 	}
+	_, top := s.d.Ledger.Start()
+	hb.Barrier = int64(top)
 	if err := o.PublishHeartbeat(ctx, hb); err != nil && ctx.Err() == nil {
 		s.d.Log.Debug("publish heartbeat", "err", err)
 	}

@@ -27,6 +27,7 @@ import (
 	"context"
 	"log/slog"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -66,6 +67,11 @@ type Ledger interface {
 	// (checkpoint.go).
 	CheckpointDue(now time.Time) bool
 	WriteCheckpoint(ctx context.Context) (*ledger.Entry, error)
+	// Start, CompactTo and Prune: what stays in memory and on disk
+	// (compact.go).
+	Start() (start, top int)
+	CompactTo(depth int) error
+	Prune() (int, error)
 }
 
 // Host is the libp2p host as the peer service uses it (*p2p.Host).
@@ -146,6 +152,9 @@ type Service struct {
 	live p2p.Liveness
 	book book
 	gate gate
+
+	compacting atomic.Bool  // a compaction or prune runs (compact.go)
+	prunedAt   atomic.Int64 // the top barrier's depth at the last prune
 }
 
 // New builds the peer service, with the address book the store holds. Its

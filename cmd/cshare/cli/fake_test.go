@@ -290,6 +290,10 @@ func fakeLeft(purge bool) api.LeftOrg {
 	return api.LeftOrg{Org: "bafyorg", OrgName: "acme", Archive: "/data/orgs/bafyorg"}
 }
 
+func (f *fakeNode) ExportHistory(ctx context.Context, req api.HistoryExport) (api.HistoryExported, error) {
+	return api.HistoryExported{Path: req.Out, Format: "cshare-ledger-history/1", Entries: 1234, Bytes: 567890}, nil
+}
+
 func (f *fakeNode) TransferOrg(ctx context.Context, to string) (api.OrgInfo, error) {
 	m, err := f.member(to)
 	if err != nil {
@@ -431,7 +435,7 @@ func startNode(t *testing.T) *testNode {
 	t.Helper()
 	const token = "test-token"
 	f := newFake()
-	srv := httptest.NewServer(api.Handler(api.Services{Node: f, Org: f, Leave: f, Jobs: f, Market: f, Datasets: f, Usage: f, Dashboard: f}, token))
+	srv := httptest.NewServer(api.Handler(api.Services{Node: f, Org: f, Leave: f, Jobs: f, Market: f, Datasets: f, Usage: f, History: f, Dashboard: f}, token))
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, api.AddrFile), strings.TrimPrefix(srv.URL, "http://")+"\n")

@@ -18,7 +18,7 @@ import (
 
 func (a *app) orgCmd() *cobra.Command {
 	return group("org", "Create an org, show it, print its key, invite, change settings and policies, transfer ownership, delete it, its usage",
-		a.orgCreateCmd(), a.orgShowCmd(), a.orgKeyCmd(), a.orgInviteCmd(), a.orgSetCmd(), a.orgTransferCmd(), a.orgDeleteCmd(), a.orgUsageCmd())
+		a.orgCreateCmd(), a.orgShowCmd(), a.orgKeyCmd(), a.orgInviteCmd(), a.orgSetCmd(), a.orgTransferCmd(), a.orgDeleteCmd(), a.orgUsageCmd(), a.orgExportHistoryCmd())
 }
 
 func (a *app) orgCreateCmd() *cobra.Command {
@@ -268,7 +268,9 @@ func (a *app) orgSetCmd() *cobra.Command {
   ledger.checkpoint_every=N|DURATION (an admin machine writes a checkpoint every N
                                       entries, 100..10000000, or every 1m..30d;
                                       0 = every 10000 entries)
-  ledger.retain=DURATION             (accepted and stored: pruning is not built yet)
+  ledger.retain=DURATION             (entries below a checkpoint older than this are
+                                      pruned but the authority ones; 0 = keep;
+                                      cshare org export-history saves them first)
 
 Org policies (every node enforces them from the ledger; 0 or none removes one):
   policy.max_machines_per_user=N       a person's machines beyond N cannot join

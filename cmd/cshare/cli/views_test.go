@@ -52,6 +52,7 @@ func TestViewsGolden(t *testing.T) {
 			{"org", "invite", "--role", "admin", "--uses", "0", "--expires", "never"},
 			{"org", "set", "smartshare.mode=none", "description=one\ntwo"},
 			{"org", "transfer", "--to", "bob"},
+			{"org", "export-history", "--out", "/tmp/history.bin"},
 			{"node", "join", "--org-key", orgKey, "--name", "laptop"},
 			{"member", "join", "--invite", invite},
 			{"contract", "create", "0123456789abcdef", "--image", "img", "--", "true"},
@@ -89,6 +90,7 @@ func TestViewsGolden(t *testing.T) {
 		{"org", "invite", "--uses", "-1"},
 		{"org", "set", "nokey"},
 		{"org", "transfer"},
+		{"org", "export-history", "--out", " "},
 		{"node", "join"},
 		{"node", "join", "--org-key", "k", "--name", "a\x00b"},
 		{"member", "join"},
@@ -109,7 +111,7 @@ func TestViewsGolden(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"node", "status"}, {"org", "show"}, {"org", "key"}, {"org", "create"}, {"org", "invite"}, {"org", "set"},
-		{"org", "transfer"}, {"node", "join"}, {"member", "join"}, {"contract", "create"}, {"offer", "create"},
+		{"org", "transfer"}, {"org", "export-history"}, {"node", "join"}, {"member", "join"}, {"contract", "create"}, {"offer", "create"},
 		{"job", "submit"}, {"dataset", "add"}, {"dataset", "import"}, {"version"}, {"user", "init"}, {"user", "show"},
 		{"smartshare", "plan"},
 	} {
