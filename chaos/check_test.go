@@ -52,6 +52,7 @@ func ended(state string) bool { return state == "done" || state == "failed" || s
 
 // report is the run's summary.
 type report struct {
+	nodes                int // at the end, with the one that joined
 	duration, hb         time.Duration
 	seed                 uint64
 	submits, submitFails int
@@ -68,6 +69,7 @@ type report struct {
 	convergeEnd          time.Duration
 	violations           []string
 	paths                *pathCount // the node behind a NAT, nil for none
+	joined               *joined    // the node that joined from a checkpoint
 }
 
 func (r *report) violate(format string, a ...any) {
@@ -76,9 +78,12 @@ func (r *report) violate(format string, a ...any) {
 
 func (r *report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "chaos summary: 5 nodes, %s of faults, heartbeat %s, seed %d\n", r.duration, r.hb, r.seed)
+	fmt.Fprintf(&b, "chaos summary: %d nodes, %s of faults, heartbeat %s, seed %d\n", r.nodes, r.duration, r.hb, r.seed)
 	if r.paths != nil {
 		fmt.Fprintf(&b, "%s\n", r.paths)
+	}
+	if r.joined != nil {
+		fmt.Fprintf(&b, "%s\n", r.joined)
 	}
 	fmt.Fprintf(&b, "operations: %d job submits (%d got no answer or an error: node paused, killed or cut off), %d jobs in the ledger, %d items, %d real runs on the host (%d retries of items failed on purpose, %d runs after a run stopped (preempted) as job items record, %d extra runs forced by a partition or pause)\n",
 		r.submits, r.submitFails, r.jobs, r.items, r.realRuns, r.retries, r.afterStop, r.extraForced)
