@@ -85,7 +85,7 @@ func (r *report) String() string {
 	if r.joined != nil {
 		fmt.Fprintf(&b, "%s\n", r.joined)
 	}
-	fmt.Fprintf(&b, "operations: %d job submits (%d got no answer or an error: node paused, killed or cut off), %d jobs in the ledger, %d items, %d real runs on the host (%d retries of items failed on purpose, %d runs after a run stopped (preempted) as job items record, %d extra runs forced by a partition or pause)\n",
+	fmt.Fprintf(&b, "operations: %d job submits (%d got no answer or an error: node paused, killed or cut off), %d jobs in the ledger, %d items, %d real runs on the host (%d retries of items failed on purpose, %d runs after a run stopped (preempted) as job items record, %d extra runs forced by a partition, a pause or a kill -9 of the machine that ran the item first)\n",
 		r.submits, r.submitFails, r.jobs, r.items, r.realRuns, r.retries, r.afterStop, r.extraForced)
 	byKind := map[string]int{}
 	for _, f := range r.faults {
@@ -115,7 +115,17 @@ func (r *report) String() string {
 }
 
 // forced says whether a partition, or a pause of one of machines, was on
-// between from and to (with slack after it healed).
+// between from and to (with slack after it healed); or a kill -9 of the
+// first of machines (the one that ran the item first): a killed machine
+// is offline to the others until it has restarted and sent a heartbeat,
+// its leases lapse with it (docs/design.md §9), and the run it had
+// started goes on without it (an exec run is a session of its own, a
+// container outlives its node) until the restarted node adopts it
+// (§3.4). So another machine may run the item meanwhile, as after a
+// partition; the ledger records both runs. (The nemesis saw it when a
+// kill came 2 ms after an item started, before any heartbeat had
+// announced it, and the restart took longer than the others' liveness
+// window of two intervals on a loaded host.)
 func forced(faults []*fault, machines map[string]int, from, to time.Time, slack time.Duration, ms ...string) bool {
 	for _, f := range faults {
 		end := f.end
@@ -128,11 +138,13 @@ func forced(faults []*fault, machines map[string]int, from, to time.Time, slack 
 		if f.partition() {
 			return true
 		}
-		if f.kind == faultPause || f.kind == stallSeen {
-			for _, m := range ms {
-				if i, ok := machines[m]; ok && i == f.nodes[0] {
-					return true
-				}
+		for k, m := range ms {
+			i, ok := machines[m]
+			if !ok || i != f.nodes[0] {
+				continue
+			}
+			if f.kind == faultPause || f.kind == stallSeen || f.kind == faultKill && k == 0 {
+				return true
 			}
 		}
 	}
@@ -319,7 +331,7 @@ func checkRuns(r *report, id string, gpus int64, items []itemInfo, runs map[jobI
 				r.extraForced++
 				continue
 			}
-			r.violate("job %s item %d: ran again with no partition or pause to force it: host runs [%s]; ledger runs [%s]; faults meanwhile: %s",
+			r.violate("job %s item %d: ran again with no partition, pause or kill -9 of its first machine to force it: host runs [%s]; ledger runs [%s]; faults meanwhile: %s",
 				id, it.Item, fmtHostRuns(hrs, names), fmtLedgerRuns(it.Runs, names), faultsBetween(faults, first.start.Add(-3*hb), h.start))
 			break
 		}
