@@ -229,8 +229,9 @@ func (l *Log) AddBatch(es []*Entry) ([]error, error) {
 		missing  []cid.Cid
 		needVoid bool
 	)
+	under := l.underStart(batch)
 	for i, e := range batch {
-		if l.nodes[e.key.CID] != nil || (i > 0 && batch[i-1].key == e.key) {
+		if l.nodes[e.key.CID] != nil || (i > 0 && batch[i-1].key == e.key) || under[e.key.CID] {
 			continue
 		}
 		n, err := l.link(e)

@@ -54,6 +54,46 @@ type barriers struct {
 	baseTop   *node
 	before    *State // the State base's hash names (AtBarrier of baseTop)
 	below     bool
+	// under holds the CIDs of entries known to be ancestors of baseTop
+	// that the Log does not hold: named as parents by it, by an entry
+	// kept below it, or by an entry of under that arrived (underStart).
+	// Their effects are in base already.
+	under map[string]bool
+}
+
+// underStart returns the entries of batch (in total order) that are
+// ancestors of the checkpoint this Log started at (NewLogAt), which a
+// peer sends again when it answers a sync with everything above a floor:
+// their effects are in the State the Log started from, and folding them
+// again would count them twice (the nemesis saw a joiner's duplicate runs
+// and CPU seconds differ). An entry is one when the start, an entry kept
+// below it, or another such entry names it as a parent; the batch is
+// walked from its last entry down so that a chain of them arriving
+// together is found whole. What they name joins under. An ancestor
+// whose child on the way to the start has not arrived yet is not known
+// as one (the sync sends an entry's descendants above the floor with it).
+func (l *Log) underStart(batch []*Entry) map[string]bool {
+	under := l.bar.under
+	if len(under) == 0 {
+		return nil
+	}
+	var out map[string]bool
+	for i := len(batch) - 1; i >= 0; i-- {
+		e := batch[i]
+		if !under[e.key.CID] || l.nodes[e.key.CID] != nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[e.key.CID] = true
+		for _, p := range e.Parents {
+			if k := p.KeyString(); l.nodes[k] == nil {
+				under[k] = true
+			}
+		}
+	}
+	return out
 }
 
 func (b *barriers) baseState() *State {
@@ -231,6 +271,14 @@ func (l *Log) Top() Barrier {
 	return Barrier{}
 }
 
+// BeforeStart reports whether e sorts before the checkpoint this Log
+// started at (NewLogAt): it may be one of the checkpoint's ancestors, which
+// the Log recognises only with its descendants on the way to the
+// checkpoint (underStart); false for a Log with all history.
+func (l *Log) BeforeStart(e *Entry) bool {
+	return l.bar.baseTop != nil && e.key.Less(l.bar.baseTop.key)
+}
+
 // BelowStart reports whether the checkpoint chain moved below the
 // checkpoint this Log started at (NewLogAt): the Log then keeps its old
 // chain, and the node must start again from a newer checkpoint.
@@ -373,9 +421,17 @@ func NewLogAt(st *State, cp *Entry, depth int, below []*Entry) (*Log, error) {
 			l.persons[m.ID] = []string{m.Owner}
 		}
 	}
+	under := map[string]bool{}
+	for _, n := range l.order {
+		for _, p := range n.e.Parents {
+			if k := p.KeyString(); l.nodes[k] == nil {
+				under[k] = true
+			}
+		}
+	}
 	top := l.nodes[cp.key.CID]
 	l.bar = barriers{depth: map[*node]int32{top: d}, top: top,
-		base: after, baseLen: len(l.order), baseDepth: d, baseTop: top, before: st}
+		base: after, baseLen: len(l.order), baseDepth: d, baseTop: top, before: st, under: under}
 	l.st, l.stFolded = after.Clone(), len(l.order)
 	return l, nil
 }
