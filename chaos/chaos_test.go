@@ -23,7 +23,9 @@ import (
 // n5 sits behind a NAT router that drops what comes in unasked (issue 32):
 // the others reach it only through the org's relays (the four public
 // nodes serve them) or a connection it opened; CHAOS_NAT=0 puts it on the
-// internet with the others.
+// internet with the others. CHAOS_CHECKPOINT_EVERY is the org's
+// ledger.checkpoint_every (default: checkpointEvery); a sixth node joins
+// from a checkpoint midway (join_test.go).
 func TestChaos(t *testing.T) {
 	dur := envDuration(t, "CHAOS_DURATION", 10*time.Minute)
 	hb := envDuration(t, "CHAOS_HEARTBEAT", time.Second)
