@@ -182,7 +182,7 @@ func (j joined) String() string {
 	if j.fromCkpt {
 		how = fmt.Sprintf("from a checkpoint: its ledger started with %d entries while the org's held %d", j.startEntries, j.orgEntries)
 	}
-	return fmt.Sprintf("join from a checkpoint (ledger.checkpoint_every=%d): %s joined at %s (in the org %s later, %d failed steps), %s; it then ran %d items on the host",
+	return fmt.Sprintf("join from a checkpoint (ledger.checkpoint_every=%d): %s joined at %s (in the org %s later, %d failed steps), %s; it then ran items %d times on the host",
 		j.every, j.name, j.asked.Format("15:04:05"), j.at.Sub(j.asked).Round(time.Millisecond), j.attempt, how, j.runs)
 }
 
