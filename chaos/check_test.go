@@ -61,6 +61,7 @@ type report struct {
 	gpuRuns              int // real runs that held a GPU
 	gpuJobs              int // jobs that ask GPUs
 	extraForced          int
+	forcedBy             map[string]int // extraForced by the kind of fault that forced them
 	afterStop            int
 	faults               []*fault
 	convergeHeal         time.Duration
@@ -85,8 +86,8 @@ func (r *report) String() string {
 	if r.joined != nil {
 		fmt.Fprintf(&b, "%s\n", r.joined)
 	}
-	fmt.Fprintf(&b, "operations: %d job submits (%d got no answer or an error: node paused, killed or cut off), %d jobs in the ledger, %d items, %d real runs on the host (%d retries of items failed on purpose, %d runs after a run stopped (preempted) as job items record, %d extra runs forced by a partition, a pause or a kill -9 of the machine that ran the item first)\n",
-		r.submits, r.submitFails, r.jobs, r.items, r.realRuns, r.retries, r.afterStop, r.extraForced)
+	fmt.Fprintf(&b, "operations: %d job submits (%d got no answer or an error: node paused, killed or cut off), %d jobs in the ledger, %d items, %d real runs on the host (%d retries of items failed on purpose, %d runs after a run stopped (preempted) as job items record, %d extra runs forced by a partition, a pause or a kill -9 of the machine that ran the item first: %s)\n",
+		r.submits, r.submitFails, r.jobs, r.items, r.realRuns, r.retries, r.afterStop, r.extraForced, r.forcedByString())
 	byKind := map[string]int{}
 	for _, f := range r.faults {
 		byKind[f.kind]++
@@ -114,6 +115,15 @@ func (r *report) String() string {
 	return b.String()
 }
 
+// forcedByString lists the extra runs forced by each kind of fault.
+func (r *report) forcedByString() string {
+	var s []string
+	for _, k := range []string{"partition", faultPause, stallSeen, faultKill} {
+		s = append(s, fmt.Sprintf("%s=%d", k, r.forcedBy[k]))
+	}
+	return strings.Join(s, " ")
+}
+
 // forced says whether a partition, or a pause of one of machines, was on
 // between from and to (with slack after it healed); or a kill -9 of the
 // first of machines (the one that ran the item first): a killed machine
@@ -126,7 +136,12 @@ func (r *report) String() string {
 // kill came 2 ms after an item started, before any heartbeat had
 // announced it, and the restart took longer than the others' liveness
 // window of two intervals on a loaded host.)
-func forced(faults []*fault, machines map[string]int, from, to time.Time, slack time.Duration, ms ...string) bool {
+//
+// It returns the kind of the fault that forced it ("partition" for any
+// partition), "" for none; a partition first, then the first fault in
+// faults' order.
+func forced(faults []*fault, machines map[string]int, from, to time.Time, slack time.Duration, ms ...string) string {
+	why := ""
 	for _, f := range faults {
 		end := f.end
 		if end.IsZero() {
@@ -136,19 +151,19 @@ func forced(faults []*fault, machines map[string]int, from, to time.Time, slack 
 			continue
 		}
 		if f.partition() {
-			return true
+			return "partition"
 		}
 		for k, m := range ms {
 			i, ok := machines[m]
-			if !ok || i != f.nodes[0] {
+			if !ok || i != f.nodes[0] || why != "" {
 				continue
 			}
 			if f.kind == faultPause || f.kind == stallSeen || f.kind == faultKill && k == 0 {
-				return true
+				why = f.kind
 			}
 		}
 	}
-	return false
+	return why
 }
 
 // jobRange parses "1-N" (or "N") into its item count.
@@ -327,8 +342,12 @@ func checkRuns(r *report, id string, gpus int64, items []itemInfo, runs map[jobI
 				continue
 			}
 			first := hrs[0]
-			if forced(faults, machines, first.start, h.start, 3*hb, first.machine, h.machine) {
+			if why := forced(faults, machines, first.start, h.start, 3*hb, first.machine, h.machine); why != "" {
 				r.extraForced++
+				if r.forcedBy == nil {
+					r.forcedBy = map[string]int{}
+				}
+				r.forcedBy[why]++
 				continue
 			}
 			r.violate("job %s item %d: ran again with no partition, pause or kill -9 of its first machine to force it: host runs [%s]; ledger runs [%s]; faults meanwhile: %s",

@@ -50,17 +50,18 @@ func TestForcedByKillOfTheFirstRunsMachine(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		f      fault
-		forced bool
+		forced string
 	}{
-		{"A killed 2 ms after its run started", fault{kind: faultKill, nodes: []int{0}, start: at(0.002), end: at(4)}, true},
-		{"B killed meanwhile", fault{kind: faultKill, nodes: []int{1}, start: at(0.002), end: at(4)}, false},
-		{"A killed and back long before", fault{kind: faultKill, nodes: []int{0}, start: at(-20), end: at(-10)}, false},
-		{"A paused", fault{kind: faultPause, nodes: []int{0}, start: at(0.5), end: at(3)}, true},
-		{"B paused", fault{kind: faultPause, nodes: []int{1}, start: at(0.5), end: at(3)}, true},
+		{"A killed 2 ms after its run started", fault{kind: faultKill, nodes: []int{0}, start: at(0.002), end: at(4)}, faultKill},
+		{"B killed meanwhile", fault{kind: faultKill, nodes: []int{1}, start: at(0.002), end: at(4)}, ""},
+		{"A killed and back long before", fault{kind: faultKill, nodes: []int{0}, start: at(-20), end: at(-10)}, ""},
+		{"A paused", fault{kind: faultPause, nodes: []int{0}, start: at(0.5), end: at(3)}, faultPause},
+		{"B paused", fault{kind: faultPause, nodes: []int{1}, start: at(0.5), end: at(3)}, faultPause},
+		{"a partition", fault{kind: faultSingle, nodes: []int{0, 1}, start: at(1), end: at(9)}, "partition"},
 	} {
 		f := c.f
 		if got := forced([]*fault{&f}, machines, first, second, 3*time.Second, "A", "B"); got != c.forced {
-			t.Errorf("%s: forced %t, want %t", c.name, got, c.forced)
+			t.Errorf("%s: forced by %q, want %q", c.name, got, c.forced)
 		}
 	}
 }
