@@ -234,7 +234,7 @@ func TestCheckpointAncestorsSentAgain(t *testing.T) {
 	late := w.on(m, KindJobSubmit, JobSpec{Driver: "exec", Cmd: []string{"true"}, RangeStart: 1, RangeEnd: 2, Priority: 5, CPUs: 1}, fork...)
 	id := w.submit(m, 3, 1)
 	w.ok(m, KindJobResults, JobResults{Job: id, Results: []ItemResult{{Item: 1, DurationMS: 5, Instance: "i", Started: 1}}})
-	w.ok(m, KindJobResults, JobResults{Job: id, Results: []ItemResult{{Item: 2, DurationMS: 5, Instance: "i", Started: 2}}})
+	under := w.ok(m, KindJobResults, JobResults{Job: id, Results: []ItemResult{{Item: 2, DurationMS: 5, Instance: "i", Started: 2}}})
 	cp := w.ok(w.owner, KindCheckpoint, checkpointOf(w.log))
 	w.ok(m, KindJobResults, JobResults{Job: id, Results: []ItemResult{{Item: 3, DurationMS: 5, Instance: "i", Started: 3}}})
 	w.mustAdd(late)
@@ -272,5 +272,26 @@ func TestCheckpointAncestorsSentAgain(t *testing.T) {
 		if _, err := j.Add(e); err != nil || j.StateHash() != w.log.StateHash() {
 			t.Errorf("entries %d.. sent again, then a new entry: %v, same state %t", from, err, j.StateHash() == w.log.StateHash())
 		}
+	}
+
+	// An entry written later on a parent below the checkpoint that the
+	// joiner was not sent (a machine cut off while the checkpoint was
+	// written): it waits for that parent, then sorts after the checkpoint
+	// as on every node (it left the joiner stuck on it, every later entry
+	// an orphan). The parent, once it arrives, counts as held.
+	j := join()
+	lag := w.on(m, KindJobResults, JobResults{Job: id, Results: []ItemResult{{Item: 3, DurationMS: 9, Instance: "l", Started: 99}}}, under)
+	w.mustAdd(lag)
+	if _, err := j.Add(lag); !errors.Is(err, ErrMissingParents) {
+		t.Fatalf("an entry on a parent the joiner has not seen: %v, want missing parents", err)
+	}
+	if _, err := j.AddBatch([]*Entry{under, lag}); err != nil {
+		t.Fatal(err)
+	}
+	if !j.Has(under.CID()) || j.Get(under.CID()) != nil || !j.Has(lag.CID()) {
+		t.Fatalf("held: the parent %t (as an entry: %v), the late entry %t", j.Has(under.CID()), j.Get(under.CID()) != nil, j.Has(lag.CID()))
+	}
+	if j.StateHash() != w.log.StateHash() {
+		t.Errorf("an entry on a parent below the checkpoint: another state (%d applied, want %d)", j.State().Applied, w.log.State().Applied)
 	}
 }

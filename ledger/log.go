@@ -127,9 +127,6 @@ func (l *Log) Len() int { return len(l.order) }
 // Org is the org ID, once genesis is known.
 func (l *Log) Org() string { return l.org }
 
-// Has reports whether the entry is in the log.
-func (l *Log) Has(c cid.Cid) bool { return l.nodes[c.KeyString()] != nil }
-
 // Get returns an entry by CID.
 func (l *Log) Get(c cid.Cid) *Entry {
 	if n := l.nodes[c.KeyString()]; n != nil {
@@ -329,6 +326,11 @@ func (l *Log) link(e *Entry) (*node, error) {
 		for _, p := range e.Parents {
 			pn := l.nodes[p.KeyString()]
 			if pn == nil {
+				// Folded into a checkpoint start (barriers.under).
+				if c, ok := l.heldUnder(p.KeyString()); ok {
+					maxClock = max(maxClock, c)
+					continue
+				}
 				missing = append(missing, p)
 				continue
 			}

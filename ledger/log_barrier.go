@@ -56,9 +56,11 @@ type barriers struct {
 	below     bool
 	// under holds the CIDs of entries known to be ancestors of baseTop
 	// that the Log does not hold: named as parents by it, by an entry
-	// kept below it, or by an entry of under that arrived (underStart).
-	// Their effects are in base already.
-	under map[string]bool
+	// kept below it, or by an entry of under that arrived (underStart),
+	// with the clock of those that arrived (0 until then). Their effects
+	// are in base already; one that arrived counts as held (Has), and a
+	// later entry may name it as a parent (link).
+	under map[string]uint64
 }
 
 // underStart returns the entries of batch (in total order) that are
@@ -80,20 +82,43 @@ func (l *Log) underStart(batch []*Entry) map[string]bool {
 	var out map[string]bool
 	for i := len(batch) - 1; i >= 0; i-- {
 		e := batch[i]
-		if !under[e.key.CID] || l.nodes[e.key.CID] != nil {
+		if _, ok := under[e.key.CID]; !ok || l.nodes[e.key.CID] != nil {
 			continue
 		}
 		if out == nil {
 			out = map[string]bool{}
 		}
 		out[e.key.CID] = true
+		under[e.key.CID] = e.Clock
 		for _, p := range e.Parents {
 			if k := p.KeyString(); l.nodes[k] == nil {
-				under[k] = true
+				if _, ok := under[k]; !ok {
+					under[k] = 0
+				}
 			}
 		}
 	}
 	return out
+}
+
+// Has reports whether the entry is in the log, or (in a Log started at a
+// checkpoint) folded into its start: one of the start's ancestors that
+// arrived again (see barriers.under), which Get does not return. An entry
+// may name one as a parent: it sorts after the start whatever its parents.
+func (l *Log) Has(c cid.Cid) bool {
+	k := c.KeyString()
+	if l.nodes[k] != nil {
+		return true
+	}
+	_, ok := l.heldUnder(k)
+	return ok
+}
+
+// heldUnder reports whether the entry of key k is an ancestor of this
+// Log's start that arrived (see barriers.under), and its clock.
+func (l *Log) heldUnder(k string) (uint64, bool) {
+	c := l.bar.under[k]
+	return c, c > 0
 }
 
 func (b *barriers) baseState() *State {
@@ -421,11 +446,11 @@ func NewLogAt(st *State, cp *Entry, depth int, below []*Entry) (*Log, error) {
 			l.persons[m.ID] = []string{m.Owner}
 		}
 	}
-	under := map[string]bool{}
+	under := map[string]uint64{}
 	for _, n := range l.order {
 		for _, p := range n.e.Parents {
 			if k := p.KeyString(); l.nodes[k] == nil {
-				under[k] = true
+				under[k] = 0
 			}
 		}
 	}
