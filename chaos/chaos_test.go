@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -22,7 +23,9 @@ import (
 // n5 sits behind a NAT router that drops what comes in unasked (issue 32):
 // the others reach it only through the org's relays (the four public
 // nodes serve them) or a connection it opened; CHAOS_NAT=0 puts it on the
-// internet with the others.
+// internet with the others. CHAOS_CHECKPOINT_EVERY is the org's
+// ledger.checkpoint_every (default: checkpointEvery); a sixth node joins
+// from a checkpoint midway (join_test.go).
 func TestChaos(t *testing.T) {
 	dur := envDuration(t, "CHAOS_DURATION", 10*time.Minute)
 	hb := envDuration(t, "CHAOS_HEARTBEAT", time.Second)
@@ -60,7 +63,11 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := cshareBin(t)
-	w := setupNet(t, 5, natted)
+	every, err := checkpointEvery(dur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := setupNet(t, 6, natted)
 	// Cleanups run last first: the nodes stop, then their item processes
 	// are killed, then the network goes, then the temp dirs.
 	t.Cleanup(func() {
@@ -68,10 +75,14 @@ func TestChaos(t *testing.T) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	ns := startNodes(t, w, bin, 2, hb)
-	t.Cleanup(func() { keepLogs(t, ns, runLog) })
-	formOrg(t, ns)
-	t.Logf("org formed on 5 nodes (%s..%s); %s of chaos, seed %d", w.addr(0), w.addr(4), dur, seed)
+	ns, later := startNodes(t, w, bin, 5, 2, hb)
+	t.Cleanup(func() { keepLogs(t, append(ns, later...), runLog) })
+	key := formOrg(t, ns)
+	if _, err := ns[0].cli(30*time.Second, "org", "set", fmt.Sprintf("ledger.checkpoint_every=%d", every)); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("org formed on 5 nodes (%s..%s), a checkpoint every %d entries; %s of chaos, seed %d; %s joins from a checkpoint",
+		w.addr(0), w.addr(4), every, dur, seed, later[0].name)
 	for i, n := range ns {
 		t.Logf("%s = machine %s at %s (%s on the internet) in namespace %s", n.name, n.id, n.ip, w.addr(i), n.ns)
 	}
@@ -84,10 +95,12 @@ func TestChaos(t *testing.T) {
 
 	wl := &workload{ns: ns, runLog: runLog, failDir: failDir, rng: rand.New(rand.NewPCG(seed, 1)), submitted: map[string]submission{}}
 	nem := newNemesis(w, ns, seed, kinds)
+	jn := &joiner{n: later[0], owner: ns[0], key: key, every: every, nem: nem, wl: wl}
 	stop := make(chan struct{})
-	wlDone, nemDone := make(chan struct{}), make(chan struct{})
+	wlDone, nemDone, joinDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	go func() { wl.run(stop, 6*time.Second); close(wlDone) }()
 	go func() { nem.run(stop); close(nemDone) }()
+	go func() { jn.run(stop, dur/3); close(joinDone) }()
 	pathsDone := make(chan struct{})
 	go func() { paths.run(stop, ns); close(pathsDone) }()
 	<-time.After(dur)
@@ -95,6 +108,8 @@ func TestChaos(t *testing.T) {
 	<-wlDone
 	<-nemDone
 	<-pathsDone
+	<-joinDone
+	ns = nem.nodes() // with the node that joined
 	// Heal: every fault healed itself when stop closed; make sure.
 	w.heal()
 	for _, n := range ns {
@@ -117,6 +132,7 @@ func TestChaos(t *testing.T) {
 		r.violate("the nemesis failed: %s", e)
 	}
 	r.submits, r.submitFails = wl.attempts, len(wl.failed)
+	r.nodes = len(ns)
 	r.convergeHeal, r.convergeHealOK = waitConverged(ns, 3*hb, false, nil)
 	if !r.convergeHealOK {
 		r.violate("after healing, the nodes had not one state hash and one plan hash within 3 heartbeat intervals (%s)", 3*hb)
@@ -170,6 +186,8 @@ func TestChaos(t *testing.T) {
 	}
 	r.faults = faults
 	checkLedgers(r, ns, runs, submitted, faults, hb)
+	j := jn.report(r, runs)
+	r.joined = &j
 	for _, f := range wl.failed {
 		t.Logf("submit without an answer: %s", f)
 	}

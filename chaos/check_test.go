@@ -52,6 +52,7 @@ func ended(state string) bool { return state == "done" || state == "failed" || s
 
 // report is the run's summary.
 type report struct {
+	nodes                int // at the end, with the one that joined
 	duration, hb         time.Duration
 	seed                 uint64
 	submits, submitFails int
@@ -60,6 +61,7 @@ type report struct {
 	gpuRuns              int // real runs that held a GPU
 	gpuJobs              int // jobs that ask GPUs
 	extraForced          int
+	forcedBy             map[string]int // extraForced by the kind of fault that forced them
 	afterStop            int
 	faults               []*fault
 	convergeHeal         time.Duration
@@ -68,6 +70,7 @@ type report struct {
 	convergeEnd          time.Duration
 	violations           []string
 	paths                *pathCount // the node behind a NAT, nil for none
+	joined               *joined    // the node that joined from a checkpoint
 }
 
 func (r *report) violate(format string, a ...any) {
@@ -76,12 +79,15 @@ func (r *report) violate(format string, a ...any) {
 
 func (r *report) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "chaos summary: 5 nodes, %s of faults, heartbeat %s, seed %d\n", r.duration, r.hb, r.seed)
+	fmt.Fprintf(&b, "chaos summary: %d nodes, %s of faults, heartbeat %s, seed %d\n", r.nodes, r.duration, r.hb, r.seed)
 	if r.paths != nil {
 		fmt.Fprintf(&b, "%s\n", r.paths)
 	}
-	fmt.Fprintf(&b, "operations: %d job submits (%d got no answer or an error: node paused, killed or cut off), %d jobs in the ledger, %d items, %d real runs on the host (%d retries of items failed on purpose, %d runs after a run stopped (preempted) as job items record, %d extra runs forced by a partition or pause)\n",
-		r.submits, r.submitFails, r.jobs, r.items, r.realRuns, r.retries, r.afterStop, r.extraForced)
+	if r.joined != nil {
+		fmt.Fprintf(&b, "%s\n", r.joined)
+	}
+	fmt.Fprintf(&b, "operations: %d job submits (%d got no answer or an error: node paused, killed or cut off), %d jobs in the ledger, %d items, %d real runs on the host (%d retries of items failed on purpose, %d runs after a run stopped (preempted) as job items record, %d extra runs forced by a partition, a pause or a kill -9 of the machine that ran the item first: %s)\n",
+		r.submits, r.submitFails, r.jobs, r.items, r.realRuns, r.retries, r.afterStop, r.extraForced, r.forcedByString())
 	byKind := map[string]int{}
 	for _, f := range r.faults {
 		byKind[f.kind]++
@@ -109,9 +115,33 @@ func (r *report) String() string {
 	return b.String()
 }
 
+// forcedByString lists the extra runs forced by each kind of fault.
+func (r *report) forcedByString() string {
+	var s []string
+	for _, k := range []string{"partition", faultPause, stallSeen, faultKill} {
+		s = append(s, fmt.Sprintf("%s=%d", k, r.forcedBy[k]))
+	}
+	return strings.Join(s, " ")
+}
+
 // forced says whether a partition, or a pause of one of machines, was on
-// between from and to (with slack after it healed).
-func forced(faults []*fault, machines map[string]int, from, to time.Time, slack time.Duration, ms ...string) bool {
+// between from and to (with slack after it healed); or a kill -9 of the
+// first of machines (the one that ran the item first): a killed machine
+// is offline to the others until it has restarted and sent a heartbeat,
+// its leases lapse with it (docs/design.md §9), and the run it had
+// started goes on without it (an exec run is a session of its own, a
+// container outlives its node) until the restarted node adopts it
+// (§3.4). So another machine may run the item meanwhile, as after a
+// partition; the ledger records both runs. (The nemesis saw it when a
+// kill came 2 ms after an item started, before any heartbeat had
+// announced it, and the restart took longer than the others' liveness
+// window of two intervals on a loaded host.)
+//
+// It returns the kind of the fault that forced it ("partition" for any
+// partition), "" for none; a partition first, then the first fault in
+// faults' order.
+func forced(faults []*fault, machines map[string]int, from, to time.Time, slack time.Duration, ms ...string) string {
+	why := ""
 	for _, f := range faults {
 		end := f.end
 		if end.IsZero() {
@@ -121,17 +151,19 @@ func forced(faults []*fault, machines map[string]int, from, to time.Time, slack 
 			continue
 		}
 		if f.partition() {
-			return true
+			return "partition"
 		}
-		if f.kind == faultPause || f.kind == stallSeen {
-			for _, m := range ms {
-				if i, ok := machines[m]; ok && i == f.nodes[0] {
-					return true
-				}
+		for k, m := range ms {
+			i, ok := machines[m]
+			if !ok || i != f.nodes[0] || why != "" {
+				continue
+			}
+			if f.kind == faultPause || f.kind == stallSeen || f.kind == faultKill && k == 0 {
+				why = f.kind
 			}
 		}
 	}
-	return false
+	return why
 }
 
 // jobRange parses "1-N" (or "N") into its item count.
@@ -310,11 +342,15 @@ func checkRuns(r *report, id string, gpus int64, items []itemInfo, runs map[jobI
 				continue
 			}
 			first := hrs[0]
-			if forced(faults, machines, first.start, h.start, 3*hb, first.machine, h.machine) {
+			if why := forced(faults, machines, first.start, h.start, 3*hb, first.machine, h.machine); why != "" {
 				r.extraForced++
+				if r.forcedBy == nil {
+					r.forcedBy = map[string]int{}
+				}
+				r.forcedBy[why]++
 				continue
 			}
-			r.violate("job %s item %d: ran again with no partition or pause to force it: host runs [%s]; ledger runs [%s]; faults meanwhile: %s",
+			r.violate("job %s item %d: ran again with no partition, pause or kill -9 of its first machine to force it: host runs [%s]; ledger runs [%s]; faults meanwhile: %s",
 				id, it.Item, fmtHostRuns(hrs, names), fmtLedgerRuns(it.Runs, names), faultsBetween(faults, first.start.Add(-3*hb), h.start))
 			break
 		}

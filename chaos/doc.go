@@ -5,7 +5,8 @@
 // host (with the GPUs each holds: the nodes record two GPUs each and one
 // job in three asks one), while a nemesis partitions the network, kills and
 // restarts nodes with SIGKILL, pauses them with SIGSTOP and skews their
-// clocks. A checker then asserts from every node's ledger, the run count
+// clocks; midway a sixth node joins the org from a checkpoint (the org
+// writes one every 1,000 entries) and is faulted like the others. A checker then asserts from every node's ledger, the run count
 // and the processes left that no item was lost, recorded done twice or run
 // twice unforced, that no two runs on one machine held one GPU at once,
 // that every job ended, and that the healed nodes converge on one state and

@@ -113,13 +113,13 @@ func (m *nemesis) inject(stop <-chan struct{}) {
 	}
 	m.nodeBusy[victim] = true
 	f.nodes = []int{victim}
+	n := m.ns[victim] // read under m.mu: a node that joins appends to m.ns
 	var act func()
 	switch kind {
 	case faultKill:
 		down := m.between(0, 2*time.Second)
 		f.detail = fmt.Sprintf("n%d down %s", victim+1, down.Round(time.Millisecond))
 		act = func() {
-			n := m.ns[victim]
 			if err := n.restart(down, n.currentSkew()); err != nil {
 				m.errorf("%s: %v", kind, err)
 			}
@@ -128,7 +128,6 @@ func (m *nemesis) inject(stop <-chan struct{}) {
 		hold = m.between(2*time.Second, 12*time.Second)
 		f.detail = fmt.Sprintf("n%d for %s", victim+1, hold.Round(time.Millisecond))
 		act = func() {
-			n := m.ns[victim]
 			if err := n.signal(syscall.SIGSTOP); err != nil {
 				m.errorf("%s: %v", kind, err)
 				return
@@ -141,7 +140,6 @@ func (m *nemesis) inject(stop <-chan struct{}) {
 	case faultTerm:
 		f.detail = fmt.Sprintf("n%d", victim+1)
 		act = func() {
-			n := m.ns[victim]
 			skew := n.currentSkew()
 			n.stopGracefully()
 			if err := n.start(skew); err != nil {
@@ -157,7 +155,6 @@ func (m *nemesis) inject(stop <-chan struct{}) {
 		hold = m.between(15*time.Second, 40*time.Second)
 		f.detail = fmt.Sprintf("n%d FAKETIME=%s for %s", victim+1, skew, hold.Round(time.Millisecond))
 		act = func() {
-			n := m.ns[victim]
 			n.stopGracefully()
 			if err := n.start(skew); err != nil {
 				m.errorf("%s: %v", kind, err)

@@ -204,12 +204,15 @@ type nodeStatus struct {
 	Peers     int    `json:"peers"`
 	StateHash string `json:"state_hash"`
 	PlanHash  string `json:"plan_hash"`
+	Entries   int    `json:"entries"`
 }
 
-// startNodes starts n nodes, one per namespace of w, with an exec-driver
-// node.yaml of slots slots and two recorded GPUs (the exec driver gives a
-// run its GPUs in CUDA_VISIBLE_DEVICES); t.Cleanup stops them.
-func startNodes(t *testing.T, w *netw, bin string, slots int, hb time.Duration) []*node {
+// startNodes starts a node in each of the first count namespaces of w,
+// with an exec-driver node.yaml of slots slots and two recorded GPUs (the
+// exec driver gives a run its GPUs in CUDA_VISIBLE_DEVICES), and returns
+// them with a node for each namespace left, not started (a machine that
+// joins later); t.Cleanup stops them all.
+func startNodes(t *testing.T, w *netw, bin string, count, slots int, hb time.Duration) (started, later []*node) {
 	t.Helper()
 	base := t.TempDir()
 	conf := filepath.Join(base, "node.yaml")
@@ -231,17 +234,21 @@ func startNodes(t *testing.T, w *netw, bin string, slots int, hb time.Duration) 
 			t.Fatal(err)
 		}
 		ns = append(ns, n)
+		if i >= count {
+			continue
+		}
 		if err := n.start(""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return ns
+	return ns[:count], ns[count:]
 }
 
 // formOrg creates the org on the first node, joins the others with its key,
-// approves them and makes every person an admin (admins see every job), and
-// waits until every node knows every machine and one state hash.
-func formOrg(t *testing.T, ns []*node) {
+// approves them and makes every person an admin (admins see every job),
+// waits until every node knows every machine and one state hash, and
+// returns the org key.
+func formOrg(t *testing.T, ns []*node) string {
 	t.Helper()
 	const d = 30 * time.Second
 	out, err := ns[0].cli(d, "org", "create", "--name", "chaos")
@@ -263,6 +270,7 @@ func formOrg(t *testing.T, ns []*node) {
 	if _, ok := waitConverged(ns, 60*time.Second, true, nil); !ok {
 		t.Fatal("the org did not settle on one state and plan with every peer connected within 60s")
 	}
+	return key
 }
 
 // admit joins n to owner's org with key, approves it on owner and makes

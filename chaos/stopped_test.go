@@ -36,3 +36,32 @@ func TestCheckRunsExcusesRunAfterStop(t *testing.T) {
 		}
 	}
 }
+
+// A kill -9 of the machine that ran an item first excuses a second run
+// elsewhere while that machine was down and until slack after it came
+// back (its leases lapsed with it; its run went on unannounced); a kill of
+// the machine that ran it second, or one that ended before the first run
+// started (by more than the slack), does not.
+func TestForcedByKillOfTheFirstRunsMachine(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	machines := map[string]int{"A": 0, "B": 1}
+	first, second := at(0), at(2.2) // A starts the item; B runs it 2.2 s later
+	for _, c := range []struct {
+		name   string
+		f      fault
+		forced string
+	}{
+		{"A killed 2 ms after its run started", fault{kind: faultKill, nodes: []int{0}, start: at(0.002), end: at(4)}, faultKill},
+		{"B killed meanwhile", fault{kind: faultKill, nodes: []int{1}, start: at(0.002), end: at(4)}, ""},
+		{"A killed and back long before", fault{kind: faultKill, nodes: []int{0}, start: at(-20), end: at(-10)}, ""},
+		{"A paused", fault{kind: faultPause, nodes: []int{0}, start: at(0.5), end: at(3)}, faultPause},
+		{"B paused", fault{kind: faultPause, nodes: []int{1}, start: at(0.5), end: at(3)}, faultPause},
+		{"a partition", fault{kind: faultSingle, nodes: []int{0, 1}, start: at(1), end: at(9)}, "partition"},
+	} {
+		f := c.f
+		if got := forced([]*fault{&f}, machines, first, second, 3*time.Second, "A", "B"); got != c.forced {
+			t.Errorf("%s: forced by %q, want %q", c.name, got, c.forced)
+		}
+	}
+}

@@ -128,9 +128,6 @@ func (l *Log) Len() int { return len(l.order) }
 // Org is the org ID, once genesis is known.
 func (l *Log) Org() string { return l.org }
 
-// Has reports whether the entry is in the log.
-func (l *Log) Has(c cid.Cid) bool { return l.nodes[c.KeyString()] != nil }
-
 // Get returns an entry by CID.
 func (l *Log) Get(c cid.Cid) *Entry {
 	if n := l.nodes[c.KeyString()]; n != nil {
@@ -230,8 +227,9 @@ func (l *Log) AddBatch(es []*Entry) ([]error, error) {
 		missing  []cid.Cid
 		needVoid bool
 	)
+	under := l.underStart(batch)
 	for i, e := range batch {
-		if l.nodes[e.key.CID] != nil || (i > 0 && batch[i-1].key == e.key) {
+		if l.nodes[e.key.CID] != nil || (i > 0 && batch[i-1].key == e.key) || under[e.key.CID] {
 			continue
 		}
 		n, err := l.link(e)
@@ -333,6 +331,11 @@ func (l *Log) link(e *Entry) (*node, error) {
 		for _, p := range e.Parents {
 			pn := l.nodes[p.KeyString()]
 			if pn == nil {
+				// Folded into a checkpoint start (barriers.under).
+				if c, ok := l.heldUnder(p.KeyString()); ok {
+					maxClock = max(maxClock, c)
+					continue
+				}
 				missing = append(missing, p)
 				continue
 			}

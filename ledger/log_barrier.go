@@ -58,6 +58,71 @@ type barriers struct {
 	// CID key, as far as known (baseTop's prev, then each one's linked
 	// below the start: noteBelowCheckpoint, log_compact.go).
 	belowDepth map[string]int32
+	// under holds the CIDs of entries known to be ancestors of baseTop
+	// that the Log does not hold: named as parents by it, by an entry
+	// kept below it, or by an entry of under that arrived (underStart),
+	// with the clock of those that arrived (0 until then). Their effects
+	// are in base already; one that arrived counts as held (Has), and a
+	// later entry may name it as a parent (link).
+	under map[string]uint64
+}
+
+// underStart returns the entries of batch (in total order) that are
+// ancestors of the checkpoint this Log started at (NewLogAt), which a
+// peer sends again when it answers a sync with everything above a floor:
+// their effects are in the State the Log started from, and folding them
+// again would count them twice (the nemesis saw a joiner's duplicate runs
+// and CPU seconds differ). An entry is one when the start, an entry kept
+// below it, or another such entry names it as a parent; the batch is
+// walked from its last entry down so that a chain of them arriving
+// together is found whole. What they name joins under. An ancestor
+// whose child on the way to the start has not arrived yet is not known
+// as one (the sync sends an entry's descendants above the floor with it).
+func (l *Log) underStart(batch []*Entry) map[string]bool {
+	under := l.bar.under
+	if len(under) == 0 {
+		return nil
+	}
+	var out map[string]bool
+	for i := len(batch) - 1; i >= 0; i-- {
+		e := batch[i]
+		if _, ok := under[e.key.CID]; !ok || l.nodes[e.key.CID] != nil {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		out[e.key.CID] = true
+		under[e.key.CID] = e.Clock
+		for _, p := range e.Parents {
+			if k := p.KeyString(); l.nodes[k] == nil {
+				if _, ok := under[k]; !ok {
+					under[k] = 0
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Has reports whether the entry is in the log, or (in a Log started at a
+// checkpoint) folded into its start: one of the start's ancestors that
+// arrived again (see barriers.under), which Get does not return. An entry
+// may name one as a parent: it sorts after the start whatever its parents.
+func (l *Log) Has(c cid.Cid) bool {
+	k := c.KeyString()
+	if l.nodes[k] != nil {
+		return true
+	}
+	_, ok := l.heldUnder(k)
+	return ok
+}
+
+// heldUnder reports whether the entry of key k is an ancestor of this
+// Log's start that arrived (see barriers.under), and its clock.
+func (l *Log) heldUnder(k string) (uint64, bool) {
+	c := l.bar.under[k]
+	return c, c > 0
 }
 
 func (b *barriers) baseState() *State {
@@ -235,6 +300,14 @@ func (l *Log) Top() Barrier {
 	return Barrier{}
 }
 
+// BeforeStart reports whether e sorts before the checkpoint this Log
+// started at (NewLogAt): it may be one of the checkpoint's ancestors, which
+// the Log recognises only with its descendants on the way to the
+// checkpoint (underStart); false for a Log with all history.
+func (l *Log) BeforeStart(e *Entry) bool {
+	return l.bar.baseTop != nil && e.key.Less(l.bar.baseTop.key)
+}
+
 // BelowStart reports whether the checkpoint chain moved below the
 // checkpoint this Log started at (NewLogAt): the Log then keeps its old
 // chain, and the node must start again from a newer checkpoint.
@@ -377,9 +450,17 @@ func NewLogAt(st *State, cp *Entry, depth int, below []*Entry) (*Log, error) {
 			l.persons[m.ID] = []string{m.Owner}
 		}
 	}
+	under := map[string]uint64{}
+	for _, n := range l.order {
+		for _, p := range n.e.Parents {
+			if k := p.KeyString(); l.nodes[k] == nil {
+				under[k] = 0
+			}
+		}
+	}
 	top := l.nodes[cp.key.CID]
 	l.bar = barriers{depth: map[*node]int32{top: d}, top: top,
-		base: after, baseLen: len(l.order), baseDepth: d, baseTop: top, before: st, belowDepth: map[string]int32{}}
+		base: after, baseLen: len(l.order), baseDepth: d, baseTop: top, before: st, belowDepth: map[string]int32{}, under: under}
 	if p.Prev != "" {
 		l.bar.belowDepth[cidKey(p.Prev)] = d - 1
 	}

@@ -425,5 +425,12 @@ func checkBarriers(rt *rapid.T, l *Log, stats map[string]int) {
 	if got, want := j.StateHash(), l.StateHash(); got != want {
 		rt.Fatalf("a Log started at the top reaches %s, the whole ledger %s\n got  %+v\n want %+v", got, want, j.State(), l.State())
 	}
+	// A sync answer sends the top's ancestors again, with everything
+	// after them: nothing changes.
+	all := l.Entries()
+	_, _ = j.AddBatch(all[rng.IntN(len(all)):])
+	if got, want := j.StateHash(), l.StateHash(); got != want {
+		rt.Fatalf("a Log started at the top, sent entries again, reaches %s, the whole ledger %s", got, want)
+	}
 	stats["joins"]++
 }

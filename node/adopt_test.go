@@ -2,10 +2,12 @@ package node
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/cshare/cshare/ledger/store"
 	"github.com/cshare/cshare/node/api"
 	"github.com/cshare/cshare/runtime"
 )
@@ -87,6 +89,93 @@ func TestAdoptedRunKeepsItsGPU(t *testing.T) {
 		for id, g := range runs {
 			if g != gpuA {
 				t.Fatalf("job a's next run %s holds GPUs %q, want %s (b holds %s)", id, g, gpuA, gpuB)
+			}
+		}
+		return ""
+	})
+}
+
+// TestAdoptionRecordsRunOfEndedJob: a node stops while it runs the only
+// item of a job (the run goes on, as after a SIGTERM restart); the other
+// machine runs the item once the first is offline, and the job ends. The
+// stopped node's ledger learns of the end before it starts again (as a
+// node that is shutting down still stores what gossip brings), and its
+// run finishes meanwhile. The restarted node adopts the run and records
+// it: job items list both runs, the other machine's counted. (Adoption
+// dropped a run of an ended job unrecorded, and the nemesis found a real
+// run the ledger did not know.)
+func TestAdoptionRecordsRunOfEndedJob(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 2, interval: 200 * time.Millisecond, slots: 1, runFor: runtime.FakeManual})
+	m.formOrg()
+	m.waitAllStatus(30*time.Second, StatusAvailable, m.ids()...)
+	one := ptr(int64(1))
+	j := submit(t, m.nodes[0].Node, api.JobSubmit{Name: "one", CPUs: 1, MaxCPUs: one, RangeStart: one, RangeEnd: one})
+	var a int
+	var runA runtime.RunID
+	eventually(t, 30*time.Second, "one run of the job", func() string {
+		for i, mn := range m.nodes {
+			for id := range runningGPUs(mn, j.ID) {
+				a, runA = i, id
+				return ""
+			}
+		}
+		return "no run"
+	})
+	b := 1 - a
+	m.stop(a)
+	var runB runtime.RunID
+	eventually(t, 60*time.Second, "the other machine runs the item", func() string {
+		for id := range runningGPUs(m.nodes[b], j.ID) {
+			runB = id
+			return ""
+		}
+		return "no run on " + m.nodes[b].name
+	})
+	if err := m.nodes[b].drv.Complete(runB, 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the job ends", func() string {
+		info, err := jobAny(m.nodes[b].Node, j.ID)
+		if err != nil || info.State != "done" {
+			return fmt.Sprintf("job %+v, %v", info.State, err)
+		}
+		return ""
+	})
+	// The stopped node's store gets the ledger as it is now.
+	lg, unlock := m.nodes[b].rep.ReadLog()
+	var blocks []store.Block
+	for _, e := range lg.Entries() {
+		blocks = append(blocks, store.Block{CID: e.CID(), Data: e.Bytes()})
+	}
+	unlock()
+	st, err := store.Open(filepath.Join(m.nodes[a].opts.DataDir, "ledger"), testLogger("store"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutBlocks(blocks); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.nodes[a].drv.Complete(runA, 0); err != nil { // while its node is down
+		t.Fatal(err)
+	}
+	m.restart(a)
+	idA, idB := m.nodes[a].ID().String(), m.nodes[b].ID().String()
+	eventually(t, 30*time.Second, "both runs in job items on both nodes", func() string {
+		for _, mn := range m.nodes {
+			items, err := jobItemsAny(mn.Node, j.ID)
+			if err != nil || len(items) != 1 {
+				return fmt.Sprintf("%s: items %+v, %v", mn.name, items, err)
+			}
+			var got []string
+			for _, r := range items[0].Runs {
+				got = append(got, fmt.Sprintf("%s counted=%t", r.Machine, r.Counted))
+			}
+			want := []string{idB + " counted=true", idA + " counted=false"}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Sprintf("%s: runs %v, want %v", mn.name, got, want)
 			}
 		}
 		return ""

@@ -289,3 +289,23 @@ func (r *Replica) CheckpointDue(now time.Time) bool {
 	}
 	return r.lg.State().Settings.Ledger.CheckpointDue(int64(r.lg.SinceTop()), last, now.UnixMilli())
 }
+
+// holdLow splits a frame of a sync answer for a Log started at a
+// checkpoint: the entries that sort before the checkpoint join held (they
+// may be its ancestors, sent again, which the Log recognises only with
+// their descendants on the way to it, and an answer comes ancestors
+// first), the others are returned to be added now. The caller adds held
+// at the answer's end.
+func (r *Replica) holdLow(es, held []*ledger.Entry) (now, _ []*ledger.Entry) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	now = es[:0:0]
+	for _, e := range es {
+		if r.lg.BeforeStart(e) {
+			held = append(held, e)
+		} else {
+			now = append(now, e)
+		}
+	}
+	return now, held
+}

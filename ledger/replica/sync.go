@@ -281,13 +281,19 @@ func (r *Replica) fetch(ctx context.Context, p peer.ID, org string, want []cid.C
 		stored := make(chan error, 1)
 		go func() {
 			var err error
+			var low []*ledger.Entry // held to the answer's end (holdLow)
 			for es := range batches {
 				if err != nil {
 					continue // drain
 				}
-				if err = r.addDurable(es); err != nil {
-					fcancel()
+				if es, low = r.holdLow(es, low); len(es) > 0 {
+					if err = r.addDurable(es); err != nil {
+						fcancel()
+					}
 				}
+			}
+			if err == nil && len(low) > 0 {
+				err = r.addDurable(low)
 			}
 			stored <- err
 		}()

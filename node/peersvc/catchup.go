@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/p2p"
 )
 
 // Catching up before dispatch. A node that starts, or finds it was not
@@ -131,27 +134,32 @@ func (s *Service) catchUp(gen uint64, org string) {
 			// heartbeat: a machine connected to this one whose runs it has
 			// not heard of may be running the very items this one would
 			// take (it sends a heartbeat with them as it starts). Wait for
-			// one from each, for up to one and a half intervals.
+			// one from each, for up to one and a half intervals. And two
+			// machines whose plans differ (each heard another set of
+			// machines so far) may each own one item: wait until the
+			// online machines announce this node's plan (planSplit).
 			missing := s.connectedUnheard(machines)
-			if len(missing) == 0 || s.now().Sub(caughtUp) >= s.d.Interval*3/2 {
+			split := s.planSplit()
+			if caughtUpOpens(s.now().Sub(caughtUp), s.d.Interval, len(missing), split) {
 				if s.gate.open(gen) {
-					s.d.Log.Info("caught up; taking new items", "peer", with.String(), "unheard", len(missing))
+					s.d.Log.Info("caught up; taking new items", "peer", with.String(), "unheard", len(missing), "other_plans", split)
 					s.d.Kick()
 					s.d.Node.CaughtUp()
 				}
 				return
 			}
-			peers++
 		}
 		_, since, _ := s.gate.state()
-		switch catchUpVerdict(since, s.now(), s.d.Interval, peers > 0) {
-		case "alone":
+		switch verdict := catchUpVerdict(since, s.now(), s.d.Interval, peers > 0); {
+		case !caughtUp.IsZero():
+			// caughtUpOpens bounds the wait.
+		case verdict == "alone":
 			if s.gate.open(gen) {
 				s.d.Log.Warn("no machine of the org reachable for two heartbeat intervals: working alone (items others finish meanwhile may run again)")
 				s.d.Node.CaughtUp()
 			}
 			return
-		case "timeout":
+		case verdict == "timeout":
 			if s.gate.open(gen) {
 				s.d.Log.Warn("no connected machine answered a catch-up: taking new items anyway", "peers", peers)
 				s.d.Node.CaughtUp()
@@ -166,6 +174,47 @@ func (s *Service) catchUp(gen uint64, org string) {
 		case <-t.C:
 		}
 	}
+}
+
+// planAgreeCap is how many intervals after catching up a node waits at
+// most for the online machines to announce the plan it has: under a
+// stream of ledger changes plans may not stay equal for long, and a
+// machine that cannot agree (one side of a partition sees both) must not
+// keep the gate closed.
+const planAgreeCap = 3
+
+// caughtUpOpens says whether a gate that caught up waited ago opens, with
+// unheard connected machines not heard of and split online machines that
+// announce another plan than this node's (interval: the heartbeat
+// interval). A pure function of its arguments.
+func caughtUpOpens(waited, interval time.Duration, unheard, split int) bool {
+	return (unheard == 0 || waited >= interval*3/2) && (split == 0 || waited >= planAgreeCap*interval)
+}
+
+// planSplit counts the online machines whose latest heartbeat announces
+// another plan than the one this node's heartbeat would announce now.
+// After a start or a pause the plans differ until every machine has heard
+// the same machines: each node then sees a different owner for some
+// items, and two machines that both take an item they each own run it at
+// once (e2e TestKill9AllThreeFewExtraRuns, after a kill -9 of every node
+// and a restart: item 13 on two machines, started together).
+func (s *Service) planSplit() int {
+	if !s.approvedNow() {
+		return 0
+	}
+	var mine p2p.Heartbeat
+	s.d.Node.Report(&mine)
+	st := s.d.Ledger.Snapshot().State
+	split := 0
+	for _, m := range s.OnlinePeers(s.now()) {
+		if mm := st.Machines[m.Heartbeat.Machine]; mm == nil || mm.Status != ledger.MachineApproved {
+			continue // planned by nobody
+		}
+		if m.Heartbeat.PlanHash != mine.PlanHash {
+			split++
+		}
+	}
+	return split
 }
 
 // connectedUnheard are the machines of machines this node is connected to

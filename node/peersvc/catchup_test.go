@@ -27,3 +27,29 @@ func TestCatchUpVerdict(t *testing.T) {
 		}
 	}
 }
+
+// TestCaughtUpOpens: a node that caught up waits for a heartbeat from the
+// connected machines it has not heard of (up to 1.5 intervals) and for
+// the online machines to announce its plan (up to planAgreeCap intervals).
+func TestCaughtUpOpens(t *testing.T) {
+	iv := time.Second
+	for _, tc := range []struct {
+		waited         time.Duration
+		unheard, split int
+		want           bool
+	}{
+		{0, 0, 0, true},
+		{0, 1, 0, false},
+		{iv*3/2 - time.Millisecond, 1, 0, false},
+		{iv * 3 / 2, 1, 0, true},
+		{0, 0, 1, false},
+		{iv * 3 / 2, 0, 2, false},
+		{planAgreeCap*iv - time.Millisecond, 0, 1, false},
+		{planAgreeCap * iv, 0, 1, true},
+		{planAgreeCap * iv, 3, 1, true},
+	} {
+		if got := caughtUpOpens(tc.waited, iv, tc.unheard, tc.split); got != tc.want {
+			t.Errorf("waited %v, %d unheard, %d other plans: %v, want %v", tc.waited, tc.unheard, tc.split, got, tc.want)
+		}
+	}
+}

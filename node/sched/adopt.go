@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/runtime"
@@ -39,11 +40,20 @@ func (s *Scheduler) adoptOne(drv Driver, r runtime.RunInfo) {
 		}
 	})
 	ctx := context.Background()
-	if j == nil || j.State != ledger.JobActive || err1 != nil || err2 != nil {
-		s.d.Log.Info("adoption: removing a run of an unknown or ended job", "job", jobID, "run", string(r.ID))
+	if j == nil || err1 != nil || err2 != nil {
+		s.d.Log.Info("adoption: removing a run of an unknown job", "job", jobID, "run", string(r.ID))
 		_ = drv.Stop(ctx, r.ID, 0)
 		_ = drv.Remove(ctx, r.ID)
 		return
+	}
+	// The job ended while this node was down (other machines ran its
+	// last items, or it was cancelled): a run still going is stopped. Its
+	// run was real all the same, and the ledger keeps every real run (a
+	// late one counts for nothing).
+	ended := j.State != ledger.JobActive
+	stopped := ended && r.Running
+	if stopped {
+		r = stopAdopted(ctx, drv, r, s.now)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -51,22 +61,23 @@ func (s *Scheduler) adoptOne(drv Driver, r runtime.RunInfo) {
 		_ = drv.Remove(ctx, r.ID) // its result was recorded before the kill (see results.go)
 		return
 	}
+	if ended {
+		s.d.Log.Info("adoption: recording a run of a job that ended while the node was down", "job", jobID, "item", item, "state", j.State, "stopped", stopped)
+		recordAdopted(ctx, s, drv, r, j, item, instID, stopped)
+		return
+	}
 	if !r.Running {
-		out, _ := drv.Logs(ctx, r.ID)
-		_ = s.d.Logs.Save(jobID, item, out)
-		res := ledger.ItemResult{Item: item, Code: int64(r.ExitCode), DurationMS: r.FinishedAt.Sub(r.StartedAt).Milliseconds(),
-			OutputSize: int64(len(out)), Instance: instID, Started: r.StartedAt.UnixMilli()}
-		if err := s.wal.put(jobID, res); err != nil {
-			s.d.Log.Warn("adoption: could not record a result durably", "job", jobID, "item", item, "err", err)
-		}
-		s.results[jobID] = append(s.results[jobID], res)
-		_ = drv.Remove(ctx, r.ID)
+		recordAdopted(ctx, s, drv, r, j, item, instID, false)
 		s.d.Log.Info("adoption: recorded a run that finished while the node was down", "job", jobID, "item", item, "code", r.ExitCode)
 		return
 	}
 	if s.slots[slot] != nil {
-		_ = drv.Stop(ctx, r.ID, 0)
-		_ = drv.Remove(ctx, r.ID)
+		// Another run already holds the slot: this one is stopped, and
+		// recorded (a real run).
+		s.mu.Unlock()
+		r = stopAdopted(ctx, drv, r, s.now)
+		s.mu.Lock()
+		recordAdopted(ctx, s, drv, r, j, item, instID, true)
 		return
 	}
 	// The run holds its GPUs until it ends, and the instance's later items
@@ -80,6 +91,40 @@ func (s *Scheduler) adoptOne(drv Driver, r runtime.RunInfo) {
 	inst.cancel = cancel
 	s.d.Spawn(func() { s.work(wctx, inst, j, r.ID) })
 	s.d.Log.Info("adoption: adopted a running instance", "job", jobID, "item", item, "slot", slot, "gpus", gpus)
+}
+
+// stopAdopted kills running run r and returns it ended, with its exit
+// as the driver tells it (-1 if it does not within 10 s).
+func stopAdopted(ctx context.Context, drv Driver, r runtime.RunInfo, now func() time.Time) runtime.RunInfo {
+	_ = drv.Stop(ctx, r.ID, 0)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := drv.Wait(wctx, r.ID)
+	r.Running, r.ExitCode, r.FinishedAt = false, st.Code, now()
+	if err != nil {
+		r.ExitCode = -1
+	}
+	return r
+}
+
+// recordAdopted records for s ended run r of job j's item (by instance instID;
+// stopped: by this node) as a result, durably, and removes the run; a
+// run whose result the ledger already holds is only removed. s.mu is held.
+func recordAdopted(ctx context.Context, s *Scheduler, drv Driver, r runtime.RunInfo, j *ledger.Job, item int64, instID string, stopped bool) {
+	res := ledger.ItemResult{Item: item, Code: int64(r.ExitCode), DurationMS: max(0, r.FinishedAt.Sub(r.StartedAt).Milliseconds()),
+		Instance: instID, Started: r.StartedAt.UnixMilli(), Stopped: stopped}
+	if inLedger(j, s.d.Machine, res) {
+		_ = drv.Remove(ctx, r.ID)
+		return
+	}
+	out, _ := drv.Logs(ctx, r.ID)
+	_ = s.d.Logs.Save(j.ID, item, out)
+	res.OutputSize = int64(len(out))
+	if err := s.wal.put(j.ID, res); err != nil {
+		s.d.Log.Warn("adoption: could not record a result durably", "job", j.ID, "item", item, "err", err)
+	}
+	s.results[j.ID] = append(s.results[j.ID], res)
+	_ = drv.Remove(ctx, r.ID)
 }
 
 // gpuIndices are machine h's GPU indices for the device IDs a run
