@@ -153,20 +153,20 @@ func (t *Tracker) memberEvents(st *ledger.State, self string, coord func(string)
 
 // itemHits are the items the results among es ended, each once: by the
 // run the state counted (its machine, code and duration), not by a
-// duplicate run of the same item.
+// duplicate run of the same item. It decodes each job.results payload
+// again, into one resultsView whose buffers it reuses.
 func itemHits(st *ledger.State, es []*ledger.Entry) []itemHit {
 	var out []itemHit
-	var p ledger.JobResults // decoded into again: its results' array is reused
+	var p resultsView
 	for k, e := range es {
 		if e.Kind != ledger.KindJobResults {
 			continue
 		}
-		clear(p.Results[:cap(p.Results)]) // a field a result leaves out is zero
-		p = ledger.JobResults{Results: p.Results[:0]}
+		p.reset() // a field a result leaves out is zero
 		if ledger.DecodePayload(e.Payload, &p) != nil {
 			continue
 		}
-		j := st.Jobs[p.Job]
+		j := st.Jobs[string(p.Job)]
 		if j == nil {
 			continue
 		}
@@ -183,8 +183,12 @@ func itemHits(st *ledger.State, es []*ledger.Entry) []itemHit {
 				if out == nil { // room for one an entry left, as most are
 					out = make([]itemHit, 0, len(es)-k)
 				}
-				out = append(out, itemHit{entry: k, job: j.ID, failed: it.Status == ledger.ItemFailed, item: r.Item,
-					code: r.Code, durationMS: r.DurationMS, err: r.Error})
+				h := itemHit{entry: k, job: j.ID, failed: it.Status == ledger.ItemFailed, item: r.Item,
+					code: r.Code, durationMS: r.DurationMS}
+				if h.failed { // only a failure's event says its error
+					h.err = string(r.Error)
+				}
+				out = append(out, h)
 			} // else failed, to be retried
 		}
 	}
