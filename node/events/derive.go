@@ -154,7 +154,7 @@ func (t *Tracker) memberEvents(st *ledger.State, self string, coord func(string)
 // itemHits are the items the results among es ended, each once: by the
 // run the state counted (its machine, code and duration), not by a
 // duplicate run of the same item. It decodes each job.results payload
-// again, into one resultsView whose buffers it reuses.
+// again, into one resultsView whose buffers it reuses (results.go).
 func itemHits(st *ledger.State, es []*ledger.Entry) []itemHit {
 	var out []itemHit
 	var p resultsView
@@ -162,8 +162,7 @@ func itemHits(st *ledger.State, es []*ledger.Entry) []itemHit {
 		if e.Kind != ledger.KindJobResults {
 			continue
 		}
-		p.reset() // a field a result leaves out is zero
-		if ledger.DecodePayload(e.Payload, &p) != nil {
+		if p.decode(e.Payload) != nil {
 			continue
 		}
 		j := st.Jobs[string(p.Job)]
