@@ -169,7 +169,7 @@ func itemHits(st *ledger.State, es []*ledger.Entry) []itemHit {
 		if j == nil {
 			continue
 		}
-		for _, r := range p.Results {
+		for i, r := range p.Results {
 			if r.Stopped || r.Item < j.Spec.RangeStart || r.Item > j.Spec.RangeEnd {
 				continue
 			}
@@ -182,12 +182,7 @@ func itemHits(st *ledger.State, es []*ledger.Entry) []itemHit {
 				if out == nil { // room for one an entry left, as most are
 					out = make([]itemHit, 0, len(es)-k)
 				}
-				h := itemHit{entry: k, job: j.ID, failed: it.Status == ledger.ItemFailed, item: r.Item,
-					code: r.Code, durationMS: r.DurationMS}
-				if h.failed { // only a failure's event says its error
-					h.err = string(r.Error)
-				}
-				out = append(out, h)
+				out = append(out, itemHit{entry: uint32(k), result: uint32(i), failed: it.Status == ledger.ItemFailed})
 			} // else failed, to be retried
 		}
 	}
