@@ -139,12 +139,19 @@ func BenchmarkCatchUp(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
+		var stop func() // CSHARE_BENCH_JOINPROFILE=FILE: FILE.i, the CPU profile of join i alone
+		if f := os.Getenv("CSHARE_BENCH_JOINPROFILE"); f != "" {
+			stop = startProfile(b, fmt.Sprintf("%s.%d", f, i))
+		}
 		start, cpu0 := time.Now(), processCPU()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		_, err = nb.orgs.Join(ctx, api.JoinRequest{OrgKey: key.Key})
 		cancel()
 		d := time.Since(start)
 		cpu += (processCPU() - cpu0).Seconds()
+		if stop != nil {
+			stop()
+		}
 		b.StopTimer()
 		if err != nil {
 			b.Fatalf("join: %v", err)

@@ -22,15 +22,15 @@ type Batch struct {
 }
 
 // itemHit is an item a result ended: the result's entry (an index into
-// Batch.entries) and what the event says of it.
+// Batch.entries), its place among the entry's results, and whether it
+// ended the item failed. The rest of its event (job, item, code, duration,
+// error) is read from the entry's payload again when the event is built:
+// a hit holds no pointer, so the hits of a 100,000-entry catch-up are
+// small and the collector does not scan them.
 type itemHit struct {
-	entry      int
-	job        string
-	failed     bool
-	item       int64
-	code       int64
-	durationMS int64
-	err        string
+	entry  uint32
+	result uint32
+	failed bool
 }
 
 // Len is the number of events in b.
@@ -68,12 +68,17 @@ func (d *described) build(mine bool) Event {
 		return Event{Type: LedgerEntry, Machine: a, Time: time.UnixMilli(e.Time),
 			Data: map[string]any{"kind": e.Kind, "cid": e.CID().String(), "author": a}, Mine: mine}
 	}
-	h := d.hit
-	item := h.item
-	ev := Event{Type: d.typ(), Machine: a, Job: h.job, Item: &item, Time: time.UnixMilli(e.Time), Mine: mine,
-		Data: map[string]any{"code": h.code, "duration_ms": h.durationMS}}
-	if h.failed && h.err != "" {
-		ev.Data["error"] = h.err
+	ev := Event{Type: d.typ(), Machine: a, Time: time.UnixMilli(e.Time), Mine: mine}
+	var p resultsView
+	if p.decode(e.Payload) != nil || int(d.hit.result) >= len(p.Results) {
+		return ev // cannot be: itemHits read the hit from this payload
+	}
+	r := &p.Results[d.hit.result]
+	item := r.Item
+	ev.Job, ev.Item = string(p.Job), &item
+	ev.Data = map[string]any{"code": r.Code, "duration_ms": r.DurationMS}
+	if d.hit.failed && len(r.Error) > 0 {
+		ev.Data["error"] = string(r.Error)
 	}
 	return ev
 }

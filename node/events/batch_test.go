@@ -134,7 +134,8 @@ func TestPublishBatchAsPublish(t *testing.T) {
 }
 
 // The items a batch ends: once each, by the counted run; failed ones with
-// the result's error; the time is the entry's.
+// the result's error; the code and duration are the result's, the time
+// the entry's.
 func TestBatchItemEvents(t *testing.T) {
 	m := newSigner(t)
 	var tr Tracker
@@ -145,11 +146,12 @@ func TestBatchItemEvents(t *testing.T) {
 		if e.Type != ItemDone && e.Type != ItemFailed {
 			continue
 		}
-		got = append(got, fmt.Sprintf("%s %s %d %v %v %d", e.Type, e.Job, *e.Item, e.Data["error"], e.Mine, e.Time.UnixMilli()))
+		got = append(got, fmt.Sprintf("%s %s %d %v %v %d code=%v ms=%v", e.Type, e.Job, *e.Item, e.Data["error"], e.Mine, e.Time.UnixMilli(), e.Data["code"], e.Data["duration_ms"]))
 	}
 	want := []string{
-		"item.failed j1 1 exit 0 false 1000000", "item.done j1 2 <nil> false 1000001", "item.done j1 3 <nil> false 1000002",
-		"item.failed j1 4 <nil> false 1000003", "item.done j1 5 <nil> false 1000004", "item.failed j1 7 exit 6 false 1000006",
+		"item.failed j1 1 exit 0 false 1000000 code=2 ms=0", "item.done j1 2 <nil> false 1000001 code=0 ms=1",
+		"item.done j1 3 <nil> false 1000002 code=0 ms=2", "item.failed j1 4 <nil> false 1000003 code=2 ms=3",
+		"item.done j1 5 <nil> false 1000004 code=0 ms=4", "item.failed j1 7 exit 6 false 1000006 code=2 ms=6",
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("item events:\n%v\nwant\n%v", got, want)

@@ -153,24 +153,23 @@ func (t *Tracker) memberEvents(st *ledger.State, self string, coord func(string)
 
 // itemHits are the items the results among es ended, each once: by the
 // run the state counted (its machine, code and duration), not by a
-// duplicate run of the same item.
+// duplicate run of the same item. It decodes each job.results payload
+// again, into one resultsView whose buffers it reuses (results.go).
 func itemHits(st *ledger.State, es []*ledger.Entry) []itemHit {
 	var out []itemHit
-	var p ledger.JobResults // decoded into again: its results' array is reused
+	var p resultsView
 	for k, e := range es {
 		if e.Kind != ledger.KindJobResults {
 			continue
 		}
-		clear(p.Results[:cap(p.Results)]) // a field a result leaves out is zero
-		p = ledger.JobResults{Results: p.Results[:0]}
-		if ledger.DecodePayload(e.Payload, &p) != nil {
+		if p.decode(e.Payload) != nil {
 			continue
 		}
-		j := st.Jobs[p.Job]
+		j := st.Jobs[string(p.Job)]
 		if j == nil {
 			continue
 		}
-		for _, r := range p.Results {
+		for i, r := range p.Results {
 			if r.Stopped || r.Item < j.Spec.RangeStart || r.Item > j.Spec.RangeEnd {
 				continue
 			}
@@ -183,8 +182,7 @@ func itemHits(st *ledger.State, es []*ledger.Entry) []itemHit {
 				if out == nil { // room for one an entry left, as most are
 					out = make([]itemHit, 0, len(es)-k)
 				}
-				out = append(out, itemHit{entry: k, job: j.ID, failed: it.Status == ledger.ItemFailed, item: r.Item,
-					code: r.Code, durationMS: r.DurationMS, err: r.Error})
+				out = append(out, itemHit{entry: uint32(k), result: uint32(i), failed: it.Status == ledger.ItemFailed})
 			} // else failed, to be retried
 		}
 	}

@@ -6,7 +6,9 @@
 //
 // Derive (derive.go) is a pure core: it turns a ledger state, the entries
 // just added and what the node sees of its peers into events, with the
-// time passed in. The Bus (bus.go) numbers and keeps them.
+// time passed in; it reads the results of job.results entries again
+// (results.go) for the item events. The Bus (bus.go) numbers and keeps
+// them.
 package events
 
 import (
