@@ -239,6 +239,10 @@ func foldJobResults(st *State, e *Entry, author, _ string) error {
 		}
 		p.Results[i] = normalizeResult(r)
 	}
+	if j.Archived != nil {
+		lateRuns(st, j, author, p.Results)
+		return nil
+	}
 	j = st.editJob(j)
 	if j.State != JobActive {
 		// Late results of a finished or cancelled job count for nothing,
