@@ -54,7 +54,7 @@ const hourMS = 3_600_000
 type JobsSettings struct {
 	// RetainMS: a finished job whose end is older than this at a
 	// checkpoint leaves the State, summary and all (0: kept).
-	RetainMS int64 `cbor:"retain_ms,omitempty" json:"retain_ms,omitempty"`
+	RetainMS int64 `cbor:"retain_ms,omitempty" json:"retain_ms"`
 }
 
 // MinJobsRetainMS is the shortest jobs.retain: an hour (at most ten years,
@@ -162,6 +162,15 @@ func (j *Job) Total() int64 {
 		return j.Archived.Items
 	}
 	return int64(j.Items.Len())
+}
+
+// RunCount is the number of runs of the job's items the ledger recorded,
+// also once they have left the State.
+func (j *Job) RunCount() int64 {
+	if j.Archived != nil {
+		return j.Archived.Runs
+	}
+	return int64(j.Runs.Len())
 }
 
 // archiveJobs is a checkpoint's effect on jobs at time at (the checkpoint
@@ -323,4 +332,23 @@ func archivedUsage(j *Job, since, until int64, p *Consumption, machine func(stri
 		p.ItemsDone = satAdd(p.ItemsDone, d.ItemsDone)
 		p.ItemsFailed = satAdd(p.ItemsFailed, d.ItemsFailed)
 	}
+}
+
+// EncodeJob is a job's encoding on a node's disk, items and runs with it
+// (canonical CBOR, as in a State).
+func EncodeJob(j *Job) ([]byte, error) { return encMode.Marshal(j) }
+
+// DecodeJob decodes EncodeJob's bytes; anything else is ErrMalformed.
+func DecodeJob(b []byte) (*Job, error) {
+	if len(b) > MaxStateSize {
+		return nil, fmt.Errorf("%w: job of %d bytes; at most %d", ErrTooLarge, len(b), MaxStateSize)
+	}
+	j := &Job{}
+	if err := stateDecMode.Unmarshal(b, j); err != nil {
+		return nil, fmt.Errorf("%w: job: %v", ErrMalformed, err)
+	}
+	if int64(j.Items.Len()) != j.Spec.RangeEnd-j.Spec.RangeStart+1 && j.Archived == nil {
+		return nil, fmt.Errorf("%w: job %s: %d items for the range %d-%d", ErrMalformed, j.ID, j.Items.Len(), j.Spec.RangeStart, j.Spec.RangeEnd)
+	}
+	return j, nil
 }

@@ -166,6 +166,8 @@ type Replica struct {
 
 	ckMu sync.Mutex
 	ck   offerCache // checkpoint.go
+
+	arch archiver // archive.go
 }
 
 // openBatch is how many stored blocks Open decodes together.
@@ -234,6 +236,7 @@ func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) 
 	}
 	decode()
 	r.mu.Lock()
+	r.archiveLocked() // archive.go
 	r.addLocked(es)
 	r.publishLocked()
 	r.lastAdded = r.cfg.Now() // a node just started does not yet know who is online
@@ -288,6 +291,7 @@ func (s *Snapshot) StateHash() string {
 // publishLocked swaps in a snapshot of the Log as it is now, when it
 // changed. r.mu must be held.
 func (r *Replica) publishLocked() {
+	r.archiveLocked() // archive.go
 	if old := r.snap.Load(); old != nil && old.State == r.lg.State() && old.Len == r.lg.Len() {
 		return
 	}

@@ -398,3 +398,33 @@ func TestDataPacksMixedBatch(t *testing.T) {
 	defer s.Close()
 	check(s)
 }
+
+// TestJobsInPieces: a finished job larger than a piece reads back whole;
+// a shorter one replaces it with nothing left over; a deletion removes it.
+func TestJobsInPieces(t *testing.T) {
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	big := make([]byte, 2*jobPiece+5)
+	for i := range big {
+		big[i] = byte(i)
+	}
+	if err := s.PutJobs([]JobOp{{ID: "aaaaaaaaaaaa", Data: big}, {ID: "bbbbbbbbbbbb", Data: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Job("aaaaaaaaaaaa"); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("job in pieces: %d bytes, %v", len(got), err)
+	}
+	// A shorter one replaces it whole; a deletion leaves nothing.
+	if err := s.PutJobs([]JobOp{{ID: "aaaaaaaaaaaa", Data: []byte("short")}, {ID: "bbbbbbbbbbbb"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Job("aaaaaaaaaaaa"); err != nil || string(got) != "short" {
+		t.Fatalf("replaced: %q, %v", got, err)
+	}
+	if _, err := s.Job("bbbbbbbbbbbb"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted job: %v", err)
+	}
+}

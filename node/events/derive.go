@@ -168,7 +168,7 @@ func itemEvents(st *ledger.State, es []*ledger.Entry, self string) []Event {
 			continue
 		}
 		j := st.Jobs[p.Job]
-		if j == nil {
+		if j == nil || j.Archived != nil { // a finished job's results are no item's end
 			continue
 		}
 		for _, r := range p.Results {
@@ -206,7 +206,7 @@ func (t *Tracker) jobEvents(st *ledger.State, self string) []Event {
 		_, seen := t.jobs[id]
 		t.jobs[id] = j.State
 		data := func() map[string]any {
-			d := map[string]any{"name": j.Spec.Name, "submitter": j.Submitter, "done": j.Done, "failed": j.Failed, "total": int64(j.Items.Len())}
+			d := map[string]any{"name": j.Spec.Name, "submitter": j.Submitter, "done": j.Done, "failed": j.Failed, "total": j.Total()}
 			if j.Error != "" {
 				d["error"] = j.Error
 			}

@@ -2,10 +2,12 @@ package jobsvc
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/replica"
 	"github.com/cshare/cshare/node/api"
 )
 
@@ -83,16 +85,24 @@ func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit
 	ix := runIndex{lo: lo, hi: hi}
 	page := make([]ledger.Item, 0, min(itemsPage, hi-lo+1))
 	runs := make([]api.RunInfo, 0, 4)
+	var archived *ledger.Job // the job from this machine's disk, once it left the State
 	for k := lo; k <= hi; {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		m := min(int64(itemsPage), hi-k+1)
-		gone := false
+		gone, left := false, false
 		s.snapshot(func(st *ledger.State) {
 			j := st.Jobs[id]
+			if archived != nil {
+				j = archived
+			}
 			if j == nil {
 				gone = true
+				return
+			}
+			if j.Archived != nil {
+				left = true
 				return
 			}
 			off := k - j.Spec.RangeStart
@@ -100,7 +110,15 @@ func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit
 			ix.sync(j)
 		})
 		if gone {
-			return api.Errorf(http.StatusNotFound, "job %s is no longer in the ledger: an entry that came since voided its submission", id)
+			return api.Errorf(http.StatusNotFound, "job %s is no longer in the ledger: an entry that came since voided its submission, or it ended longer ago than the org's jobs.retain", id)
+		}
+		if left {
+			j, err := s.archivedJob(id)
+			if err != nil {
+				return err
+			}
+			archived = j
+			continue
 		}
 		ix.index()
 		for i, it := range page {
@@ -121,6 +139,19 @@ func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit
 		k += m
 	}
 	return nil
+}
+
+// archivedJob is finished job id from this machine's disk, where it went
+// when it left the ledger's State at a checkpoint (docs/design.md §5.7).
+func (s *Service) archivedJob(id string) (*ledger.Job, error) {
+	j, err := s.d.Ledger.ArchivedJob(id)
+	if errors.Is(err, replica.ErrNotArchived) {
+		return nil, api.Errorf(http.StatusNotFound, "job %s finished before this machine joined the org: its items and runs are kept only on the machines that were members when it left the ledger's state; cshare job show has its counts", id)
+	}
+	if err != nil {
+		return nil, api.Errorf(http.StatusInternalServerError, "job %s: %v", id, err)
+	}
+	return j, nil
 }
 
 // runInfo renders a run.
