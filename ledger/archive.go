@@ -347,7 +347,10 @@ func DecodeJob(b []byte) (*Job, error) {
 	if err := stateDecMode.Unmarshal(b, j); err != nil {
 		return nil, fmt.Errorf("%w: job: %v", ErrMalformed, err)
 	}
-	if int64(j.Items.Len()) != j.Spec.RangeEnd-j.Spec.RangeStart+1 && j.Archived == nil {
+	if j.Archived != nil {
+		return nil, fmt.Errorf("%w: job %s: a summary, not a whole job", ErrMalformed, j.ID)
+	}
+	if j.Spec.RangeEnd < j.Spec.RangeStart || uint64(j.Items.Len()) != uint64(j.Spec.RangeEnd)-uint64(j.Spec.RangeStart)+1 {
 		return nil, fmt.Errorf("%w: job %s: %d items for the range %d-%d", ErrMalformed, j.ID, j.Items.Len(), j.Spec.RangeStart, j.Spec.RangeEnd)
 	}
 	return j, nil
