@@ -102,6 +102,8 @@ type meshConfig struct {
 	logs io.Writer
 	// conf is more of node.yaml (every node's).
 	conf string
+	// now is every node's clock (Options.Now; nil: time.Now).
+	now func() time.Time
 }
 
 // newMesh starts cfg.n nodes (not yet in an org).
@@ -141,7 +143,7 @@ func newMesh(t testing.TB, cfg meshConfig) *mesh {
 			dir = t.TempDir()
 		}
 		o := Options{DataDir: dir, API: "127.0.0.1:0", Listen: []string{listen}, HeartbeatInterval: cfg.interval, MergeAbove: cfg.merge,
-			Name: name, NVML: hw.NoNVML{}, ConfigPath: confPath, Logger: testLogger(name), DisableMDNS: !cfg.mdns}
+			Name: name, NVML: hw.NoNVML{}, ConfigPath: confPath, Logger: testLogger(name), DisableMDNS: !cfg.mdns, Now: cfg.now}
 		if cfg.logs != nil {
 			o.Logger = slog.New(slog.NewTextHandler(cfg.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
 		}

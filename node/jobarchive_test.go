@@ -1,0 +1,140 @@
+package node
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/store"
+	"github.com/cshare/cshare/node/api"
+)
+
+// TestFinishedJobsLeaveTheState (docs/design.md §5.7): two nodes run two
+// jobs to the end; at the checkpoint written after, both jobs leave every
+// node's State for a summary (the same State hash on both), and job show
+// and job items answer with the same JSON as before, from the disk; a
+// restarted node agrees. A node without the items on its disk says where
+// they are. jobs.retain then drops them from both States at a checkpoint
+// time past it.
+func TestFinishedJobsLeaveTheState(t *testing.T) {
+	var skew atomic.Int64 // ms the mesh's clock is ahead
+	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load()) * time.Millisecond) }
+	m := newMesh(t, meshConfig{n: 2, interval: 300 * time.Millisecond, slots: 2, runFor: 5 * time.Millisecond, onePerson: true, now: clock})
+	m.formOrg()
+	n0 := m.nodes[0].Node
+	ctx := ctxT(t)
+	var ids []string
+	for k := 0; k < 2; k++ {
+		end := int64(6)
+		ji := submit(t, n0, api.JobSubmit{Name: fmt.Sprintf("j%d", k), Driver: "exec", Cmd: []string{"true"}, RangeEnd: &end, Retries: int64(k)})
+		ids = append(ids, ji.ID)
+	}
+	eventually(t, 60*time.Second, "both jobs done on both nodes", func() string {
+		for _, mn := range m.nodes {
+			for _, id := range ids {
+				if j, err := jobOf(mn.Node, id); err != nil || j.State != ledger.JobDone {
+					return fmt.Sprintf("%s: job %s: %v", mn.name, id, err)
+				}
+			}
+		}
+		return ""
+	})
+	m.waitConverged(30 * time.Second)
+	show := func(n *Node, id string) string {
+		t.Helper()
+		ji, err := n.jobs.Job(ctx, id)
+		if err != nil {
+			t.Fatalf("job show %s: %v", id, err)
+		}
+		items, err := n.jobs.JobItems(ctx, id)
+		if err != nil {
+			t.Fatalf("job items %s: %v", id, err)
+		}
+		b, _ := json.Marshal(struct {
+			Job   api.JobInfo
+			Items []api.ItemInfo
+		}{ji, items})
+		return string(b)
+	}
+	before := map[string]string{}
+	for _, mn := range m.nodes {
+		for _, id := range ids {
+			before[mn.name+id] = show(mn.Node, id)
+		}
+	}
+
+	if _, err := n0.rep.WriteCheckpoint(ctx); err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	left := func(want string) func() string {
+		return func() string {
+			for _, mn := range m.live() {
+				for _, id := range ids {
+					j, err := jobOf(mn.Node, id)
+					switch {
+					case want == "gone" && err == nil:
+						return fmt.Sprintf("%s still has job %s", mn.name, id)
+					case want == "archived" && (err != nil || j.Archived == nil):
+						return fmt.Sprintf("%s: job %s has not left the State (%v)", mn.name, id, err)
+					}
+				}
+			}
+			if count, msg := m.hashes(); len(count) != 1 {
+				return msg
+			}
+			return ""
+		}
+	}
+	eventually(t, 30*time.Second, "jobs archived on both nodes, one State hash", left("archived"))
+	for _, mn := range m.nodes {
+		for _, id := range ids {
+			if got := show(mn.Node, id); got != before[mn.name+id] {
+				t.Errorf("%s: job %s reads otherwise once archived:\n got  %s\n want %s", mn.name, id, got, before[mn.name+id])
+			}
+		}
+	}
+
+	// A restarted node folds the same and reads the same.
+	m.stop(1)
+	n1 := m.restart(1)
+	eventually(t, 30*time.Second, "the restarted node agrees", left("archived"))
+	for _, id := range ids {
+		if got := show(n1, id); got != before["n1"+id] {
+			t.Errorf("restarted n1: job %s reads otherwise:\n got  %s\n want %s", id, got, before["n1"+id])
+		}
+	}
+
+	// Items not on this machine's disk (it joined after they left):
+	// job show answers from the summary, job items says where they are.
+	if err := n1.store.PutJobs([]store.JobOp{{ID: ids[0]}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n1.jobs.Job(ctx, ids[0]); err != nil {
+		t.Fatalf("job show without items on disk: %v", err)
+	}
+	if _, err := n1.jobs.JobItems(ctx, ids[0]); statusCode(err) != 404 || !strings.Contains(err.Error(), "kept only on the machines that were members") {
+		t.Fatalf("job items without items on disk: %v", err)
+	}
+
+	// jobs.retain: at a checkpoint 2h later, jobs that ended more than 1h
+	// before leave every State.
+	o, err := n0.orgs.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"jobs.retain": "1h"}})
+	if err != nil || o.Settings.Jobs.RetainMS != 3_600_000 {
+		t.Fatalf("org set jobs.retain=1h: %+v, %v", o.Settings.Jobs, err)
+	}
+	if _, err := n0.orgs.SetSettings(ctx, api.SettingsRequest{Set: map[string]string{"jobs.retain": "1m"}}); err == nil || !strings.HasPrefix(err.Error(), "jobs.retain:") {
+		t.Fatalf("org set jobs.retain=1m: %v", err)
+	}
+	skew.Store(2 * 3_600_000)
+	if _, err := n0.rep.WriteCheckpoint(ctx); err != nil {
+		t.Fatalf("checkpoint: %v", err)
+	}
+	eventually(t, 30*time.Second, "jobs dropped on both nodes, one State hash", left("gone"))
+	if _, err := n0.jobs.Job(ctx, ids[1]); statusCode(err) != 404 {
+		t.Fatalf("job show of a dropped job: %v", err)
+	}
+}
