@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -173,6 +174,26 @@ func (j *Job) RunCount() int64 {
 	return int64(j.Runs.Len())
 }
 
+// ArchiveAt is how many items and runs of finished jobs the State may
+// hold before a checkpoint is due whatever ledger.checkpoint_every says
+// (ArchiveDue): about 25 MB of heap.
+const ArchiveAt = 20_000
+
+// ArchiveDue reports whether the finished jobs still whole in st hold
+// ArchiveAt items and runs or more: the next checkpoint would free them
+// (the admin machine that writes checkpoints writes one then).
+func ArchiveDue(st *State) bool {
+	n := 0
+	for _, j := range st.Jobs {
+		if j.Finished() && j.Archived == nil {
+			if n += j.Items.Len() + j.Runs.Len(); n >= ArchiveAt {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // archiveJobs is a checkpoint's effect on jobs at time at (the checkpoint
 // entry's): finished jobs are summarised, and those that ended more than
 // jobs.retain before at are dropped.
@@ -334,24 +355,86 @@ func archivedUsage(j *Job, since, until int64, p *Consumption, machine func(stri
 	}
 }
 
-// EncodeJob is a job's encoding on a node's disk, items and runs with it
-// (canonical CBOR, as in a State).
-func EncodeJob(j *Job) ([]byte, error) { return encMode.Marshal(j) }
+// ArchivePage is how many items one page of a finished job on a node's
+// disk holds, with their runs (EncodeArchive).
+const ArchivePage = 1000
 
-// DecodeJob decodes EncodeJob's bytes; anything else is ErrMalformed.
-func DecodeJob(b []byte) (*Job, error) {
-	if len(b) > MaxStateSize {
-		return nil, fmt.Errorf("%w: job of %d bytes; at most %d", ErrTooLarge, len(b), MaxStateSize)
+// ArchivedPage is one page of a finished job on disk: items
+// [p*ArchivePage, (p+1)*ArchivePage) of its agenda (fewer on the last
+// page), and their runs ordered by item, in the fold's order within an
+// item.
+type ArchivedPage struct {
+	Items []Item `cbor:"i"`
+	Runs  []Run  `cbor:"r"`
+}
+
+// EncodeArchive is how a node keeps a finished job on its disk, so that
+// its items can be listed a page at a time: parts[0] is the job without
+// items and runs, parts[1+p] page p (ArchivedPage), canonical CBOR.
+func EncodeArchive(j *Job) ([][]byte, error) {
+	h := *j
+	h.Items, h.Runs, h.Archived = ItemList{}, nil, nil
+	hb, err := encMode.Marshal(&h)
+	if err != nil {
+		return nil, err
+	}
+	n := j.Items.Len()
+	byPage := make([][]Run, (n+ArchivePage-1)/ArchivePage)
+	j.Runs.Each(func(r Run) {
+		if i := r.Item - j.Spec.RangeStart; i >= 0 && i < int64(n) {
+			byPage[i/ArchivePage] = append(byPage[i/ArchivePage], r)
+		}
+	})
+	parts := make([][]byte, 0, 1+len(byPage))
+	parts = append(parts, hb)
+	for p, rs := range byPage {
+		slices.SortStableFunc(rs, func(a, b Run) int { return cmp.Compare(a.Item, b.Item) })
+		b, err := encMode.Marshal(ArchivedPage{Items: j.Items.AppendRange(nil, p*ArchivePage, min(n, (p+1)*ArchivePage)), Runs: rs})
+		if err != nil {
+			return nil, err
+		}
+		parts = append(parts, b)
+		byPage[p] = nil
+	}
+	return parts, nil
+}
+
+// DecodeArchiveHeader decodes EncodeArchive's parts[0]; anything else is
+// ErrMalformed.
+func DecodeArchiveHeader(b []byte) (*Job, error) {
+	if len(b) > maxArchivedPage {
+		return nil, fmt.Errorf("%w: job header of %d bytes; at most %d", ErrTooLarge, len(b), maxArchivedPage)
 	}
 	j := &Job{}
 	if err := stateDecMode.Unmarshal(b, j); err != nil {
 		return nil, fmt.Errorf("%w: job: %v", ErrMalformed, err)
 	}
-	if j.Archived != nil {
-		return nil, fmt.Errorf("%w: job %s: a summary, not a whole job", ErrMalformed, j.ID)
-	}
-	if j.Spec.RangeEnd < j.Spec.RangeStart || uint64(j.Items.Len()) != uint64(j.Spec.RangeEnd)-uint64(j.Spec.RangeStart)+1 {
-		return nil, fmt.Errorf("%w: job %s: %d items for the range %d-%d", ErrMalformed, j.ID, j.Items.Len(), j.Spec.RangeStart, j.Spec.RangeEnd)
+	if j.Items.Len() != 0 || j.Runs != nil || j.Archived != nil || j.Spec.RangeEnd < j.Spec.RangeStart {
+		return nil, fmt.Errorf("%w: job %s: not a job's header", ErrMalformed, j.ID)
 	}
 	return j, nil
+}
+
+// maxArchivedPage bounds a page's bytes: its items and a million runs.
+const maxArchivedPage = 256 << 20
+
+// DecodeArchivePage decodes a page of EncodeArchive; anything else (more
+// than ArchivePage items, runs not ordered by item) is ErrMalformed.
+func DecodeArchivePage(b []byte) (ArchivedPage, error) {
+	var p ArchivedPage
+	if len(b) > maxArchivedPage {
+		return p, fmt.Errorf("%w: job page of %d bytes; at most %d", ErrTooLarge, len(b), maxArchivedPage)
+	}
+	if err := stateDecMode.Unmarshal(b, &p); err != nil {
+		return ArchivedPage{}, fmt.Errorf("%w: job page: %v", ErrMalformed, err)
+	}
+	if len(p.Items) == 0 || len(p.Items) > ArchivePage {
+		return ArchivedPage{}, fmt.Errorf("%w: job page of %d items; 1 .. %d", ErrMalformed, len(p.Items), ArchivePage)
+	}
+	for i := 1; i < len(p.Runs); i++ {
+		if p.Runs[i].Item < p.Runs[i-1].Item {
+			return ArchivedPage{}, fmt.Errorf("%w: job page: runs not ordered by item", ErrMalformed)
+		}
+	}
+	return p, nil
 }

@@ -30,6 +30,9 @@ func TestFinishedJobsLeaveTheState(t *testing.T) {
 	var ids []string
 	for k := 0; k < 2; k++ {
 		end := int64(6)
+		if k == 0 {
+			end = 2500 // pages of ledger.ArchivePage on disk
+		}
 		ji := submit(t, n0, api.JobSubmit{Name: fmt.Sprintf("j%d", k), Driver: "exec", Cmd: []string{"true"}, RangeEnd: &end, Retries: int64(k)})
 		ids = append(ids, ji.ID)
 	}
@@ -98,6 +101,21 @@ func TestFinishedJobsLeaveTheState(t *testing.T) {
 		}
 	}
 
+	// A part of the list, across pages on disk, is that part of the whole.
+	var whole struct{ Items []api.ItemInfo }
+	if err := json.Unmarshal([]byte(before["n0"+ids[0]]), &whole); err != nil {
+		t.Fatal(err)
+	}
+	var part []api.ItemInfo
+	err := n0.jobs.ListJobItems(ctx, ids[0], api.Page{After: "998", Limit: 1003}, func(it api.ItemInfo) error {
+		it.Runs = append([]api.RunInfo{}, it.Runs...) // emit's Runs is reused
+		part = append(part, it)
+		return nil
+	})
+	if got, want := mustJSON(t, part), mustJSON(t, whole.Items[998:998+1003]); err != nil || got != want {
+		t.Fatalf("items after 998, 1003 of them: %v\n got  %.300s\n want %.300s", err, got, want)
+	}
+
 	// A restarted node folds the same and reads the same.
 	m.stop(1)
 	n1 := m.restart(1)
@@ -137,4 +155,13 @@ func TestFinishedJobsLeaveTheState(t *testing.T) {
 	if _, err := n0.jobs.Job(ctx, ids[1]); statusCode(err) != 404 {
 		t.Fatalf("job show of a dropped job: %v", err)
 	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -12,7 +12,8 @@ import (
 // Finished jobs on this machine's disk (docs/design.md §5.7). The fold
 // hands every job that leaves the State at a checkpoint to the State's
 // sink (ledger.State.SetLeftSink); the replica's sink encodes it at once
-// (so the job's items are not kept in memory) and the encodings are
+// (ledger.EncodeArchive: a header and pages of items with their runs, so
+// the job's items are not kept in memory) and the encodings are
 // written to the store (store.PutJobs) before the next snapshot is
 // published, so a snapshot that shows a job archived finds its items on
 // disk. A re-fold writes a job again (the same bytes); a job dropped by
@@ -38,15 +39,17 @@ func (r *Replica) take(l ledger.LeftJob) {
 	defer a.mu.Unlock()
 	op := store.JobOp{ID: l.Job.ID}
 	if !l.Dropped {
-		b, err := ledger.EncodeJob(l.Job)
+		parts, err := ledger.EncodeArchive(l.Job)
 		if err != nil {
 			a.err = errors.Join(a.err, err)
 			return
 		}
-		op.Data = b
+		op.Parts = parts
 	}
 	a.ops = append(a.ops, op)
-	a.bytes += len(op.Data)
+	for _, p := range op.Parts {
+		a.bytes += len(p)
+	}
 	if a.bytes >= archiveFlushAt && a.st != nil {
 		a.flushLocked()
 	}
@@ -81,19 +84,38 @@ func (r *Replica) archiveLocked() {
 // disk: it joined the org from a checkpoint after the job left the State.
 var ErrNotArchived = errors.New("replica: the job's items are not on this machine")
 
-// ArchivedJob is finished job id as it left the State, items and runs
-// with it, from this machine's disk; ErrNotArchived when it has none.
+// ArchivedJob is finished job id as it left the State, without its items
+// and runs (ArchivedPage has them), from this machine's disk;
+// ErrNotArchived when it has none.
 func (r *Replica) ArchivedJob(id string) (*ledger.Job, error) {
-	b, err := r.st.Job(id)
+	b, err := r.st.JobPart(id, 0)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, ErrNotArchived
 	}
 	if err != nil {
 		return nil, err
 	}
-	j, err := ledger.DecodeJob(b)
+	j, err := ledger.DecodeArchiveHeader(b)
 	if err != nil {
 		return nil, fmt.Errorf("replica: job %s on disk: %w", id, err)
 	}
 	return j, nil
+}
+
+// ArchivedPage is page p of finished job id's items, with their runs
+// (ledger.ArchivePage items a page), from this machine's disk;
+// ErrNotArchived when it has none.
+func (r *Replica) ArchivedPage(id string, p int) (ledger.ArchivedPage, error) {
+	b, err := r.st.JobPart(id, 1+p)
+	if errors.Is(err, store.ErrNotFound) {
+		return ledger.ArchivedPage{}, ErrNotArchived
+	}
+	if err != nil {
+		return ledger.ArchivedPage{}, err
+	}
+	pg, err := ledger.DecodeArchivePage(b)
+	if err != nil {
+		return ledger.ArchivedPage{}, fmt.Errorf("replica: job %s on disk: %w", id, err)
+	}
+	return pg, nil
 }

@@ -9,31 +9,31 @@ import (
 
 // Finished jobs kept on this machine's disk (docs/design.md §5.7): when a
 // job leaves the folded State at a checkpoint, its items and runs are
-// written here for job show and job items, under "j/", the job's ID and
-// the number of each piece of at most jobPiece bytes (a job of a million
-// items is about 150 MB).
+// written here for job show and job items, in parts (ledger.EncodeArchive:
+// a header, then pages of items with their runs), under "j/", the job's ID
+// and the part's number, so that a listing reads a page at a time.
 
 var jobPrefix = []byte("j/")
-
-const jobPiece = 1 << 20
 
 func jobKeys(id string) []byte { return append(append(append([]byte(nil), jobPrefix...), id...), '/') }
 
 func jobKey(id string, n int) []byte { return fmt.Appendf(jobKeys(id), "%08x", n) }
 
-// JobOp writes a finished job's encoding (ledger.EncodeJob) under its ID,
-// or deletes it when Data is nil.
+// JobOp writes a finished job's parts under its ID, or deletes them when
+// Parts is nil.
 type JobOp struct {
-	ID   string
-	Data []byte
+	ID    string
+	Parts [][]byte
 }
 
-// PutJobs applies ops in order: each deletes what the job had, then
-// writes its pieces.
+// PutJobs applies ops in order: each deletes the parts the job had, then
+// writes its own.
 func (s *Store) PutJobs(ops []JobOp) error {
 	need := int64(0)
 	for _, o := range ops {
-		need += int64(len(jobPrefix) + len(o.ID) + 10 + len(o.Data))
+		for _, p := range o.Parts {
+			need += int64(len(jobPrefix) + len(o.ID) + 9 + len(p))
+		}
 	}
 	if err := s.mayWrite(need); err != nil {
 		return err
@@ -41,17 +41,15 @@ func (s *Store) PutJobs(ops []JobOp) error {
 	type kv struct{ k, v []byte } // v nil: delete
 	var kvs []kv
 	for _, o := range ops {
-		old, err := s.jobPieces(o.ID)
+		old, err := s.jobParts(o.ID)
 		if err != nil {
 			return err
 		}
 		for _, k := range old {
 			kvs = append(kvs, kv{k: k})
 		}
-		for n, b := 0, o.Data; len(b) > 0; n++ {
-			m := min(len(b), jobPiece)
-			kvs = append(kvs, kv{jobKey(o.ID, n), b[:m]})
-			b = b[m:]
+		for n, p := range o.Parts {
+			kvs = append(kvs, kv{jobKey(o.ID, n), p})
 		}
 	}
 	for len(kvs) > 0 {
@@ -74,7 +72,7 @@ func (s *Store) PutJobs(ops []JobOp) error {
 		}
 		if n == 0 {
 			txn.Discard()
-			return fmt.Errorf("store: put jobs: a piece too large")
+			return fmt.Errorf("store: put jobs: a part too large")
 		}
 		if err := txn.Commit(); err != nil {
 			return fmt.Errorf("store: put jobs: %w", err)
@@ -84,8 +82,8 @@ func (s *Store) PutJobs(ops []JobOp) error {
 	return nil
 }
 
-// jobPieces are the keys of job id's pieces.
-func (s *Store) jobPieces(id string) ([][]byte, error) {
+// jobParts are the keys of job id's parts.
+func (s *Store) jobParts(id string) ([][]byte, error) {
 	var keys [][]byte
 	err := s.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
@@ -100,25 +98,13 @@ func (s *Store) jobPieces(id string) ([][]byte, error) {
 	return keys, err
 }
 
-// Job is a finished job's encoding, ErrNotFound when this machine has none.
-func (s *Store) Job(id string) ([]byte, error) {
+// JobPart is part n of finished job id, ErrNotFound when this machine has
+// none.
+func (s *Store) JobPart(id string, n int) ([]byte, error) {
 	var out []byte
-	found := false
-	err := s.db.View(func(txn *badger.Txn) error {
-		opts := badger.DefaultIteratorOptions
-		opts.Prefix = jobKeys(id)
-		it := txn.NewIterator(opts)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			found = true
-			if err := it.Item().Value(func(v []byte) error { out = append(out, v...); return nil }); err != nil {
-				return err
-			}
-		}
-		return nil
+	err := s.item(jobKey(id, n), func(it *badger.Item) (err error) {
+		out, err = it.ValueCopy(nil)
+		return err
 	})
-	if err == nil && !found {
-		err = ErrNotFound
-	}
 	return out, err
 }

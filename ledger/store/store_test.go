@@ -399,32 +399,34 @@ func TestDataPacksMixedBatch(t *testing.T) {
 	check(s)
 }
 
-// TestJobsInPieces: a finished job larger than a piece reads back whole;
-// a shorter one replaces it with nothing left over; a deletion removes it.
-func TestJobsInPieces(t *testing.T) {
+// TestJobParts: a finished job's parts read back one by one; a job
+// written again with fewer parts keeps none of the old ones; a deletion
+// removes them all.
+func TestJobParts(t *testing.T) {
 	s, err := Open(t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	big := make([]byte, 2*jobPiece+5)
-	for i := range big {
-		big[i] = byte(i)
-	}
-	if err := s.PutJobs([]JobOp{{ID: "aaaaaaaaaaaa", Data: big}, {ID: "bbbbbbbbbbbb", Data: []byte("x")}}); err != nil {
+	big := bytes.Repeat([]byte("x"), 3<<20)
+	if err := s.PutJobs([]JobOp{{ID: "aaaaaaaaaaaa", Parts: [][]byte{[]byte("h"), big, []byte("p1")}}, {ID: "bbbbbbbbbbbb", Parts: [][]byte{[]byte("h")}}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Job("aaaaaaaaaaaa"); err != nil || !bytes.Equal(got, big) {
-		t.Fatalf("job in pieces: %d bytes, %v", len(got), err)
+	if got, err := s.JobPart("aaaaaaaaaaaa", 1); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("part 1: %d bytes, %v", len(got), err)
 	}
-	// A shorter one replaces it whole; a deletion leaves nothing.
-	if err := s.PutJobs([]JobOp{{ID: "aaaaaaaaaaaa", Data: []byte("short")}, {ID: "bbbbbbbbbbbb"}}); err != nil {
+	if err := s.PutJobs([]JobOp{{ID: "aaaaaaaaaaaa", Parts: [][]byte{[]byte("h2")}}, {ID: "bbbbbbbbbbbb"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Job("aaaaaaaaaaaa"); err != nil || string(got) != "short" {
-		t.Fatalf("replaced: %q, %v", got, err)
+	if got, err := s.JobPart("aaaaaaaaaaaa", 0); err != nil || string(got) != "h2" {
+		t.Fatalf("rewritten: %q, %v", got, err)
 	}
-	if _, err := s.Job("bbbbbbbbbbbb"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("deleted job: %v", err)
+	for _, c := range []struct {
+		id string
+		n  int
+	}{{"aaaaaaaaaaaa", 1}, {"aaaaaaaaaaaa", 2}, {"bbbbbbbbbbbb", 0}} {
+		if _, err := s.JobPart(c.id, c.n); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s part %d: %v, want not found", c.id, c.n, err)
+		}
 	}
 }

@@ -2,12 +2,10 @@ package jobsvc
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
 	"github.com/cshare/cshare/ledger"
-	"github.com/cshare/cshare/ledger/replica"
 	"github.com/cshare/cshare/node/api"
 )
 
@@ -85,24 +83,20 @@ func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit
 	ix := runIndex{lo: lo, hi: hi}
 	page := make([]ledger.Item, 0, min(itemsPage, hi-lo+1))
 	runs := make([]api.RunInfo, 0, 4)
-	var archived *ledger.Job // the job from this machine's disk, once it left the State
 	for k := lo; k <= hi; {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		m := min(int64(itemsPage), hi-k+1)
-		gone, left := false, false
+		gone, left, start := false, false, int64(0)
 		s.snapshot(func(st *ledger.State) {
 			j := st.Jobs[id]
-			if archived != nil {
-				j = archived
-			}
 			if j == nil {
 				gone = true
 				return
 			}
 			if j.Archived != nil {
-				left = true
+				left, start = true, j.Spec.RangeStart
 				return
 			}
 			off := k - j.Spec.RangeStart
@@ -112,27 +106,14 @@ func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit
 		if gone {
 			return api.Errorf(http.StatusNotFound, "job %s is no longer in the ledger: an entry that came since voided its submission, or it ended longer ago than the org's jobs.retain", id)
 		}
-		if left {
-			j, err := s.archivedJob(id)
-			if err != nil {
-				return err
-			}
-			archived = j
-			continue
+		if left { // the job left the State: the rest from this machine's disk
+			return s.streamArchived(ctx, id, start, k, hi, emit)
 		}
 		ix.index()
 		for i, it := range page {
 			item := k + int64(i)
-			status := "pending"
-			switch it.Status {
-			case ledger.ItemDone:
-				status = "done"
-			case ledger.ItemFailed:
-				status = "failed"
-			}
 			runs = ix.runsOf(item, runs[:0])
-			if err := emit(api.ItemInfo{Item: item, Status: status, Attempts: it.Attempts, Code: it.Code,
-				DurationMS: it.DurationMS, OutputSize: it.OutputSize, Machine: it.Machine, Runs: runs}); err != nil {
+			if err := emit(itemInfo(item, it, runs)); err != nil {
 				return err
 			}
 		}
@@ -141,17 +122,17 @@ func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit
 	return nil
 }
 
-// archivedJob is finished job id from this machine's disk, where it went
-// when it left the ledger's State at a checkpoint (docs/design.md §5.7).
-func (s *Service) archivedJob(id string) (*ledger.Job, error) {
-	j, err := s.d.Ledger.ArchivedJob(id)
-	if errors.Is(err, replica.ErrNotArchived) {
-		return nil, api.Errorf(http.StatusNotFound, "job %s finished before this machine joined the org: its items and runs are kept only on the machines that were members when it left the ledger's state; cshare job show has its counts", id)
+// itemInfo renders item number item, its runs being runs.
+func itemInfo(item int64, it ledger.Item, runs []api.RunInfo) api.ItemInfo {
+	status := "pending"
+	switch it.Status {
+	case ledger.ItemDone:
+		status = "done"
+	case ledger.ItemFailed:
+		status = "failed"
 	}
-	if err != nil {
-		return nil, api.Errorf(http.StatusInternalServerError, "job %s: %v", id, err)
-	}
-	return j, nil
+	return api.ItemInfo{Item: item, Status: status, Attempts: it.Attempts, Code: it.Code,
+		DurationMS: it.DurationMS, OutputSize: it.OutputSize, Machine: it.Machine, Runs: runs}
 }
 
 // runInfo renders a run.

@@ -43,10 +43,8 @@ func (s *Service) JobLogs(ctx context.Context, id string, item int64) ([]byte, e
 		}
 	})
 	if left { // a finished job: its items are on disk, when this machine has them
-		if full, err := s.d.Ledger.ArchivedJob(j.ID); err == nil {
-			it = full.Items.At(int(item - j.Spec.RangeStart))
-		} else {
-			it.Status = ledger.ItemDone // look here only
+		if it, err = s.archivedItem(j.ID, item-j.Spec.RangeStart); err != nil {
+			it = ledger.Item{Status: ledger.ItemDone} // look here only
 		}
 	}
 	// The output that counts is that of the run whose result the ledger
