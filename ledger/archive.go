@@ -30,6 +30,10 @@ type JobSummary struct {
 	// Usage is what its runs used, by hour of start and machine (addUsage),
 	// sorted by hour then machine.
 	Usage []UsageSlice `cbor:"usage,omitempty"`
+	// Late are the runs reported after the job left the State, in the
+	// fold's order (none counted): job items lists them after those on
+	// disk.
+	Late []Run `cbor:"late,omitempty"`
 }
 
 // UsageSlice is what a job's runs that started in one hour [Hour,
@@ -244,17 +248,18 @@ func summarise(st *State, j *Job) *Job {
 }
 
 // lateRuns records runs reported for a job after it left the State: they
-// count in its summary as duplicates.
+// count in its summary as duplicates, and are kept in it (Late).
 func lateRuns(st *State, j *Job, machine string, rs []ItemResult) {
 	j = st.editJob(j)
 	sum := *j.Archived
 	runs := make([]Run, 0, len(rs))
 	for _, r := range rs {
-		runs = append(runs, Run{Item: r.Item, Machine: machine, Instance: r.Instance, Started: r.Started, DurationMS: r.DurationMS, Code: r.Code, Stopped: r.Stopped})
+		runs = append(runs, runOf(machine, r, false))
 		if !r.Stopped {
 			j.Duplicates++
 		}
 	}
+	sum.Late = append(slices.Clip(sum.Late), runs...) // the summary is shared with published States
 	sum.Attempts = satAdd(sum.Attempts, int64(len(rs)))
 	sum.Runs = satAdd(sum.Runs, int64(len(rs)))
 	sum.Usage = addUsage(st, j, slices.Clone(sum.Usage), func(fn func(Run)) {

@@ -501,7 +501,7 @@ func (s *foldScenario) state() string {
 	for _, j := range st.Jobs {
 		line := fmt.Sprintf("job %s %s by=%s done=%d/%d priority=%d", j.ID, j.State, j.Submitter, j.Done, j.Total(), j.Priority)
 		if a := j.Archived; a != nil {
-			line += fmt.Sprintf(" archived: attempts=%d runs=%d dups=%d usage=%d", a.Attempts, a.Runs, j.Duplicates, len(a.Usage))
+			line += fmt.Sprintf(" archived: attempts=%d runs=%d dups=%d usage=%d late=%d", a.Attempts, a.Runs, j.Duplicates, len(a.Usage), len(a.Late))
 		}
 		if j.Queued != "" {
 			line += " queued: " + j.Queued

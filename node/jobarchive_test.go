@@ -126,6 +126,34 @@ func TestFinishedJobsLeaveTheState(t *testing.T) {
 		}
 	}
 
+	// A run reported after the job left (a late duplicate) is listed after
+	// the item's others, on every node, as for a job in the State.
+	if _, err := n0.rep.Write(ctx, ledger.KindJobResults, ledger.JobResults{Job: ids[1],
+		Results: []ledger.ItemResult{{Item: 2, Instance: "late", DurationMS: 7}}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the late run on both nodes", func() string {
+		for _, mn := range m.nodes {
+			items, err := mn.jobs.JobItems(ctx, ids[1])
+			if err != nil {
+				return err.Error()
+			}
+			var was struct{ Items []api.ItemInfo }
+			_ = json.Unmarshal([]byte(before[mn.name+ids[1]]), &was)
+			it, old := items[1], was.Items[1]
+			if len(it.Runs) != len(old.Runs)+1 || it.Attempts != old.Attempts+1 {
+				return fmt.Sprintf("%s: item 2 has %d runs, %d attempts; want %d, %d", mn.name, len(it.Runs), it.Attempts, len(old.Runs)+1, old.Attempts+1)
+			}
+			if last := it.Runs[len(it.Runs)-1]; last.Instance != "late" || last.Counted {
+				return fmt.Sprintf("%s: item 2's last run %+v", mn.name, last)
+			}
+		}
+		if count, msg := m.hashes(); len(count) != 1 {
+			return msg
+		}
+		return ""
+	})
+
 	// Items not on this machine's disk (it joined after they left):
 	// job show answers from the summary, job items says where they are.
 	if err := n1.store.PutJobs([]store.JobOp{{ID: ids[0]}}); err != nil {

@@ -16,9 +16,14 @@ import (
 // page at a time, as streamItems does from the State.
 
 // streamArchived emits items lo..hi of finished job id, whose range
-// starts at start, from this machine's disk.
-func (s *Service) streamArchived(ctx context.Context, id string, start, lo, hi int64, emit func(api.ItemInfo) error) error {
+// starts at start, from this machine's disk; late are the runs reported
+// after it left the State (its summary's), listed after the others.
+func (s *Service) streamArchived(ctx context.Context, id string, start, lo, hi int64, late []ledger.Run, emit func(api.ItemInfo) error) error {
 	runs := make([]api.RunInfo, 0, 4)
+	lateOf := map[int64][]int{} // item -> its late runs, in fold order
+	for i, r := range late {
+		lateOf[r.Item] = append(lateOf[r.Item], i)
+	}
 	for k := lo; k <= hi; {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -38,7 +43,12 @@ func (s *Service) streamArchived(ctx context.Context, id string, start, lo, hi i
 			for ; r < len(pg.Runs) && pg.Runs[r].Item == k; r++ {
 				runs = append(runs, runInfo(&pg.Runs[r]))
 			}
-			if err := emit(itemInfo(k, pg.Items[k-first], runs)); err != nil {
+			it := pg.Items[k-first]
+			for _, i := range lateOf[k] {
+				runs = append(runs, runInfo(&late[i]))
+				it.Attempts++ // as the fold counts a late run of a job still in the State
+			}
+			if err := emit(itemInfo(k, it, runs)); err != nil {
 				return err
 			}
 		}

@@ -89,6 +89,7 @@ func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit
 		}
 		m := min(int64(itemsPage), hi-k+1)
 		gone, left, start := false, false, int64(0)
+		var late []ledger.Run
 		s.snapshot(func(st *ledger.State) {
 			j := st.Jobs[id]
 			if j == nil {
@@ -96,7 +97,7 @@ func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit
 				return
 			}
 			if j.Archived != nil {
-				left, start = true, j.Spec.RangeStart
+				left, start, late = true, j.Spec.RangeStart, j.Archived.Late
 				return
 			}
 			off := k - j.Spec.RangeStart
@@ -107,7 +108,7 @@ func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit
 			return api.Errorf(http.StatusNotFound, "job %s is no longer in the ledger: an entry that came since voided its submission, or it ended longer ago than the org's jobs.retain", id)
 		}
 		if left { // the job left the State: the rest from this machine's disk
-			return s.streamArchived(ctx, id, start, k, hi, emit)
+			return s.streamArchived(ctx, id, start, k, hi, late, emit)
 		}
 		ix.index()
 		for i, it := range page {
