@@ -30,8 +30,8 @@ import (
 // 50 by the issue), B/finished-item over the whole run, and
 // slope-B/finished-item over the second half (what each item leaves
 // behind, the warm-up left out). One op whatever b.N.
-// CSHARE_HEAP_PROFILE=PREFIX writes heap profiles PREFIX.before and
-// PREFIX.after (go tool pprof -diff_base PREFIX.before ... PREFIX.after).
+// CSHARE_HEAP_PROFILE=PREFIX writes heap profiles PREFIX.before, .mid and
+// .after (go tool pprof -diff_base PREFIX.mid ... PREFIX.after).
 func BenchmarkFinishedItemsHeap(b *testing.B) {
 	items := 1_000_000
 	if v := os.Getenv("CSHARE_FINISHED_ITEMS"); v != "" {
@@ -104,6 +104,7 @@ func BenchmarkFinishedItemsHeap(b *testing.B) {
 		compact()
 		if mid == 0 && done >= items/2 {
 			mid = heap()
+			profile("mid")
 			b.Logf("half way: %d items in %s", done, time.Since(t0).Round(time.Second))
 		}
 	}
