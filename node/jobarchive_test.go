@@ -36,17 +36,24 @@ func TestFinishedJobsLeaveTheState(t *testing.T) {
 		ji := submit(t, n0, api.JobSubmit{Name: fmt.Sprintf("j%d", k), Driver: "exec", Cmd: []string{"true"}, RangeEnd: &end, Retries: int64(k)})
 		ids = append(ids, ji.ID)
 	}
-	eventually(t, 60*time.Second, "both jobs done on both nodes", func() string {
+	// Done, and quiet: no instance left, no result (a stopped run's) still
+	// to reach the ledger, one State hash.
+	eventually(t, 60*time.Second, "both jobs done and every result in the ledger on both nodes", func() string {
 		for _, mn := range m.nodes {
 			for _, id := range ids {
 				if j, err := jobOf(mn.Node, id); err != nil || j.State != ledger.JobDone {
 					return fmt.Sprintf("%s: job %s: %v", mn.name, id, err)
 				}
 			}
+			if k, p := len(mn.sched.View().Instances), mn.sched.Probe().PendingResults(); k+p > 0 {
+				return fmt.Sprintf("%s: %d instances, %d results not in the ledger", mn.name, k, p)
+			}
+		}
+		if count, msg := m.hashes(); len(count) != 1 {
+			return msg
 		}
 		return ""
 	})
-	m.waitConverged(30 * time.Second)
 	show := func(n *Node, id string) string {
 		t.Helper()
 		ji, err := n.jobs.Job(ctx, id)
