@@ -70,6 +70,7 @@ func foldCheckpoint(st *State, e *Entry, _, person string) error {
 	if n := st.Applied + st.Ineffective; p.Entries != n {
 		return fmt.Errorf("%w: checkpoint names %d entries; its ancestors are %d", ErrMalformed, p.Entries, n)
 	}
+	archiveJobs(st, e.Time) // archive.go
 	return nil
 }
 
@@ -107,7 +108,7 @@ func DecodeState(b []byte) (*State, error) {
 	if len(b) > MaxStateSize {
 		return nil, fmt.Errorf("%w: state snapshot of %d bytes; at most %d", ErrTooLarge, len(b), MaxStateSize)
 	}
-	st := &State{}
+	st := &State{left: &leftJobs{}}
 	if err := stateDecMode.Unmarshal(b, st); err != nil {
 		return nil, fmt.Errorf("%w: state snapshot: %v", ErrMalformed, err)
 	}

@@ -50,7 +50,10 @@
 //     (ValidateDatasetAdd, ValidateDatasetAccess), and which datasets a
 //     job may mount.
 //     fold_sshkeys.go: sshkey.add, sshkey.rm (CheckSSHKey, in sshkey.go):
-//     a person's SSH public keys, which the nodes' SSH gateways read.
+//     a person's SSH public keys, which the nodes' SSH gateways read;
+//     checkpoint.go and archive.go: ledger.checkpoint, at whose fold
+//     finished jobs leave the State for a summary (or altogether past
+//     jobs.retain), handed whole to the State's sink for the node's disk.
 //     testdata/fold/*.txt are scenarios of each kind's authority rule
 //     (fold_scenario_test.go; regenerate with -rewrite).
 //   - Capability and Token: an org key or invite code is a capability signed

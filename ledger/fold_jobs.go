@@ -127,11 +127,16 @@ func ownJob(st *State, person, id, what string) (*Job, error) {
 // addRun records a run of one of j's items. A run neither counted nor
 // stopped is a duplicate: work done again.
 func addRun(j *Job, machine string, r ItemResult, counted bool) {
-	j.Runs.Add(Run{Item: r.Item, Machine: machine, Instance: r.Instance, Started: r.Started,
-		DurationMS: r.DurationMS, Code: r.Code, Counted: counted, Stopped: r.Stopped, OOMKilled: r.OOMKilled, TimedOut: r.TimedOut})
+	j.Runs.Add(runOf(machine, r, counted))
 	if !counted && !r.Stopped {
 		j.Duplicates++
 	}
+}
+
+// runOf is the run machine reported as r.
+func runOf(machine string, r ItemResult, counted bool) Run {
+	return Run{Item: r.Item, Machine: machine, Instance: r.Instance, Started: r.Started,
+		DurationMS: r.DurationMS, Code: r.Code, Counted: counted, Stopped: r.Stopped, OOMKilled: r.OOMKilled, TimedOut: r.TimedOut}
 }
 
 // foldJobSubmit: a member submits a job, mounting only datasets they may
@@ -238,6 +243,10 @@ func foldJobResults(st *State, e *Entry, author, _ string) error {
 			return fmt.Errorf("%w: item %d outside the job's range", ErrMalformed, r.Item)
 		}
 		p.Results[i] = normalizeResult(r)
+	}
+	if j.Archived != nil {
+		lateRuns(st, j, author, p.Results)
+		return nil
 	}
 	j = st.editJob(j)
 	if j.State != JobActive {

@@ -70,6 +70,9 @@ func foldGenesis(st *State, e *Entry) error {
 	if err := CheckLedgerSettings(p.Settings.Ledger); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
+	if err := CheckJobsSettings(p.Settings.Jobs); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
 	machine := e.author
 	name := p.MachineName
 	if name == "" {
@@ -128,6 +131,12 @@ func foldOrgUpdate(st *State, e *Entry, _, person string) error {
 	}
 	if err := applyLedger(&set.Ledger, p); err != nil {
 		return err
+	}
+	if p.JobsRetainMS != nil {
+		set.Jobs.RetainMS = *p.JobsRetainMS
+		if err := CheckJobsSettings(set.Jobs); err != nil {
+			return fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
 	}
 	if err := ValidateSettings(set.SmartShare); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)

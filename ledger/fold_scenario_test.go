@@ -43,6 +43,7 @@ import (
 //	                                    payload below); an unknown kind has
 //	                                    an empty payload
 //	state [after=D]                     the State, compactly (D later)
+//	usage                               every person's usage, all time
 //
 // A write prints ok, or refused and the verdict; a refusal must leave the
 // State as it was. An entry the log does not take (another org's) prints
@@ -70,6 +71,7 @@ type foldScenario struct {
 	sets    []string          // dataset names, for their CIDs
 	keys    []string          // SSH key names, for their fingerprints
 	other   string            // another org's ID
+	lastCP  string            // the last checkpoint that took effect
 }
 
 // args reads a command's key=value arguments; done fails the test on any
@@ -194,6 +196,10 @@ func (s *foldScenario) run(t *testing.T, d *datadriven.TestData) string {
 		t.Fatalf("%s before org", d.Cmd)
 	}
 	s.w.t = t
+	if d.Cmd == "usage" {
+		a.done()
+		return s.usage()
+	}
 	if d.Cmd == "state" {
 		if a.has("after") {
 			s.w.now += a.dur("after") // read later
@@ -246,6 +252,9 @@ func (s *foldScenario) run(t *testing.T, d *datadriven.TestData) string {
 		s.aliases[mark] = e.CID().String()
 	}
 	if verdict == nil {
+		if kind == KindCheckpoint {
+			s.lastCP = e.CID().String()
+		}
 		return "ok"
 	}
 	st := s.w.log.State().Clone()
@@ -333,6 +342,13 @@ func (s *foldScenario) payload(a *args, kind string) any {
 		if a.has("delete-after") {
 			p.MarketDeleteAfter = ptr(a.num("delete-after", 0))
 		}
+		if a.has("jobs-retain") { // a Go duration, or 0 (keep)
+			ms := int64(0)
+			if v := a.str("jobs-retain", ""); v != "0" {
+				ms = a.dur("jobs-retain")
+			}
+			p.JobsRetainMS = &ms
+		}
 		if a.has("policies") {
 			// policies=NAME:VALUE,... in stored units (ms, MB, counts)
 			p.Policies = map[string]int64{}
@@ -360,6 +376,9 @@ func (s *foldScenario) payload(a *args, kind string) any {
 		return p
 	case KindMerge:
 		return Merge{}
+	case KindCheckpoint: // of the State as it is (the entry names every head)
+		st := s.w.log.State()
+		return Checkpoint{Prev: s.lastCP, Entries: a.num("entries", st.Applied+st.Ineffective), Hash: st.Hash()}
 	case KindMemberRole:
 		return MemberRole{Member: s.id(a.str("member", "")), Role: a.str("role", "")}
 	case KindMemberRemove:
@@ -447,6 +466,17 @@ func (s *foldScenario) payload(a *args, kind string) any {
 	return struct{}{}
 }
 
+// usage prints every person's usage with any, over all time.
+func (s *foldScenario) usage() string {
+	var lines []string
+	for _, p := range s.w.log.State().Usage(0, market.MaxTime).Persons {
+		if p.Consumption != (Consumption{}) {
+			lines = append(lines, s.text(fmt.Sprintf("%s cpu=%d mem=%d done=%d failed=%d jobs=%d", p.ID, p.CPUMilliMS, p.MemoryMBMS, p.ItemsDone, p.ItemsFailed, p.Jobs)))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
 // state prints the State compactly, every list sorted.
 func (s *foldScenario) state() string {
 	st := s.w.log.State()
@@ -471,7 +501,10 @@ func (s *foldScenario) state() string {
 		rest = append(rest, s.text(fmt.Sprintf("machine %s %s person=%s", m.ID, m.Status, m.Owner)))
 	}
 	for _, j := range st.Jobs {
-		line := fmt.Sprintf("job %s %s by=%s done=%d/%d priority=%d", j.ID, j.State, j.Submitter, j.Done, j.Items.Len(), j.Priority)
+		line := fmt.Sprintf("job %s %s by=%s done=%d/%d priority=%d", j.ID, j.State, j.Submitter, j.Done, j.Total(), j.Priority)
+		if a := j.Archived; a != nil {
+			line += fmt.Sprintf(" archived: attempts=%d runs=%d dups=%d usage=%d late=%d", a.Attempts, a.Runs, j.Duplicates, len(a.Usage), len(a.Late))
+		}
 		if j.Queued != "" {
 			line += " queued: " + j.Queued
 		}

@@ -95,8 +95,8 @@ func (l ItemList) clone() ItemList {
 // MarshalCBOR encodes the items as one flat array, as a []Item encodes:
 // the chunks are how they are kept, not part of the state or its hash.
 func (l ItemList) MarshalCBOR() ([]byte, error) {
-	if l.chunks == nil {
-		return encMode.Marshal([]Item(nil)) // as a nil []Item: a zero Job's
+	if l.n == 0 {
+		return encMode.Marshal([]Item(nil)) // as a nil []Item: a zero or archived Job's
 	}
 	return encMode.Marshal(l.Slice())
 }

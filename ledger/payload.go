@@ -86,6 +86,9 @@ type OrgUpdate struct {
 	LedgerCheckpointEvery   *int64 `cbor:"ledger_checkpoint_every,omitempty"`
 	LedgerCheckpointEveryMS *int64 `cbor:"ledger_checkpoint_every_ms,omitempty"`
 	LedgerRetainMS          *int64 `cbor:"ledger_retain_ms,omitempty"`
+	// JobsRetainMS: how long a finished job stays in the State (ms, 0:
+	// kept; archive.go).
+	JobsRetainMS *int64 `cbor:"jobs_retain_ms,omitempty"`
 }
 
 // OrgKey rotates the org key: from this entry on, only capabilities of kind

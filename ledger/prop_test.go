@@ -329,20 +329,7 @@ func TestPropertyDeliveryOrder(t *testing.T) {
 			}
 			same(fmt.Sprintf("chunks #%d", k), l)
 		}
-		// Every replica, built incrementally along the way, converges once
-		// it has everything.
-		for i, r := range g.reps {
-			var missing []*Entry
-			for _, e := range g.all {
-				if !r.view.Has(e.CID()) {
-					missing = append(missing, e)
-				}
-			}
-			if _, err := r.view.AddBatch(missing); err != nil {
-				rt.Fatalf("replica %d: %v", i, err)
-			}
-			same(fmt.Sprintf("replica %d", i), r.view)
-		}
+		g.converge(same)
 		// Adding again changes nothing.
 		if _, err := ref.AddBatch(g.all); err != nil || ref.State().Hash() != want {
 			rt.Fatalf("re-adding changed the state: %v", err)

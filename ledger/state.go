@@ -55,6 +55,8 @@ type Settings struct {
 	Policies Policies `cbor:"policies,omitempty" json:"-"`
 	// Ledger: checkpoints and pruning (checkpoint.go).
 	Ledger LedgerSettings `cbor:"ledger,omitempty" json:"-"`
+	// Jobs: how long finished jobs stay in the State (archive.go).
+	Jobs JobsSettings `cbor:"jobs,omitempty" json:"jobs"`
 }
 
 // DefaultSettings are a new org's settings.
@@ -139,6 +141,9 @@ type Job struct {
 	Queued   string `cbor:"queued,omitempty"`
 	Admitted int64  `cbor:"admitted,omitempty"`
 	Started  int64  `cbor:"started,omitempty"`
+	// Archived: the job finished and left the State at a checkpoint
+	// (archive.go): Items and Runs are empty, and this sums them.
+	Archived *JobSummary `cbor:"archived,omitempty"`
 }
 
 // RunList is an append-only list of runs kept in chunks that never move:
@@ -283,6 +288,9 @@ type State struct {
 	cow    *cow
 	// fh is a frozen State's hash, computed once (SnapshotHash).
 	fh *frozenHash
+	// left: where jobs that leave the State at a checkpoint go, shared
+	// by every State folded from this one (archive.go).
+	left *leftJobs
 }
 
 // NewState is the empty state before genesis.
@@ -295,6 +303,7 @@ func NewState() *State {
 		Revoked:  map[string]*Revocation{},
 
 		Contracts: map[string]*Contract{},
+		left:      &leftJobs{},
 	}
 }
 
@@ -404,6 +413,9 @@ func (s *State) weight() int {
 	w := len(s.Members) + len(s.Machines) + len(s.Revoked) + len(s.CapUses) + len(s.Contracts) + len(s.SSHKeys)
 	for _, j := range s.Jobs {
 		w += 1 + j.Items.Len() + len(j.Machines)
+		if j.Archived != nil {
+			w += len(j.Archived.Usage)
+		}
 	}
 	return w
 }

@@ -138,6 +138,10 @@ func (s *State) Usage(since, until int64) Usage {
 // jobUsage adds j's runs in the window to its submitter p and to the
 // machines that ran them, and the items that ended in it.
 func (s *State) jobUsage(j *Job, since, until int64, p *Consumption, machine func(string) *Consumption) {
+	if j.Archived != nil {
+		archivedUsage(j, since, until, p, machine)
+		return
+	}
 	cores := j.Spec.Cores
 	if cores == 0 {
 		cores = 1000

@@ -22,7 +22,7 @@ func signal(c chan struct{}) {
 func runCounts(rep *replica.Replica) (all, dups int64) {
 	rep.View(func(st *ledger.State) {
 		for _, j := range st.Jobs {
-			all += int64(j.Runs.Len())
+			all += j.RunCount()
 			dups += j.Duplicates
 		}
 	})

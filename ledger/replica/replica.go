@@ -184,6 +184,8 @@ type Replica struct {
 	// rebuilt: rebuildLocked folded all of history again since the last
 	// compaction (which then moves back what is after its new start).
 	rebuilt bool
+
+	arch archiver // archive.go
 }
 
 // openBatch is how many stored blocks Open decodes together.
@@ -255,6 +257,7 @@ func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) 
 	decode()
 	r.mu.Lock()
 	es = r.belowStart(es) // compact.go
+	r.archiveLocked()     // archive.go
 	r.addLocked(es)
 	r.publishLocked()
 	r.lastAdded = r.cfg.Now() // a node just started does not yet know who is online

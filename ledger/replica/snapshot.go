@@ -47,6 +47,7 @@ func (s *Snapshot) StateHash() string { return s.State.SnapshotHash() }
 // publishLocked swaps in a snapshot of the Log as it is now, when it
 // changed. r.mu must be held.
 func (r *Replica) publishLocked() {
+	r.archiveLocked() // archive.go
 	if old := r.snap.Load(); old != nil && old.State == r.lg.State() && old.Len == r.lg.Len() {
 		return
 	}

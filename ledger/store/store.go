@@ -2,7 +2,8 @@
 // entries, those below the node's checkpoint in a history of their own,
 // history.go), small metadata, the node's write-ahead records (facts of this
 // machine, such as a finished item's result, kept until they are in the
-// ledger), and dataset blocks (small ones in Badger, file chunks in pack
+// ledger), finished jobs' items and runs once they left the folded State
+// (jobs.go), and dataset blocks (small ones in Badger, file chunks in pack
 // files beside it with their places in Badger; see datablocks.go, packs.go,
 // and datawriter.go for how an import stores them with few syncs) with the
 // pins that keep an unfinished import's blocks.

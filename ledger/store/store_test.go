@@ -398,3 +398,35 @@ func TestDataPacksMixedBatch(t *testing.T) {
 	defer s.Close()
 	check(s)
 }
+
+// TestJobParts: a finished job's parts read back one by one; a job
+// written again with fewer parts keeps none of the old ones; a deletion
+// removes them all.
+func TestJobParts(t *testing.T) {
+	s, err := Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	big := bytes.Repeat([]byte("x"), 3<<20)
+	if err := s.PutJobs([]JobOp{{ID: "aaaaaaaaaaaa", Parts: [][]byte{[]byte("h"), big, []byte("p1")}}, {ID: "bbbbbbbbbbbb", Parts: [][]byte{[]byte("h")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.JobPart("aaaaaaaaaaaa", 1); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("part 1: %d bytes, %v", len(got), err)
+	}
+	if err := s.PutJobs([]JobOp{{ID: "aaaaaaaaaaaa", Parts: [][]byte{[]byte("h2")}}, {ID: "bbbbbbbbbbbb"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.JobPart("aaaaaaaaaaaa", 0); err != nil || string(got) != "h2" {
+		t.Fatalf("rewritten: %q, %v", got, err)
+	}
+	for _, c := range []struct {
+		id string
+		n  int
+	}{{"aaaaaaaaaaaa", 1}, {"aaaaaaaaaaaa", 2}, {"bbbbbbbbbbbb", 0}} {
+		if _, err := s.JobPart(c.id, c.n); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("%s part %d: %v, want not found", c.id, c.n, err)
+		}
+	}
+}

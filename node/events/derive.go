@@ -166,7 +166,7 @@ func itemHits(st *ledger.State, es []*ledger.Entry) []itemHit {
 			continue
 		}
 		j := st.Jobs[string(p.Job)]
-		if j == nil {
+		if j == nil || j.Archived != nil { // a finished job's results are no item's end
 			continue
 		}
 		for i, r := range p.Results {
@@ -196,7 +196,7 @@ func (t *Tracker) jobEvents(st *ledger.State, self string) []Event {
 		_, seen := t.jobs[id]
 		t.jobs[id] = j.State
 		data := func() map[string]any {
-			d := map[string]any{"name": j.Spec.Name, "submitter": j.Submitter, "done": j.Done, "failed": j.Failed, "total": int64(j.Items.Len())}
+			d := map[string]any{"name": j.Spec.Name, "submitter": j.Submitter, "done": j.Done, "failed": j.Failed, "total": j.Total()}
 			if j.Error != "" {
 				d["error"] = j.Error
 			}

@@ -75,6 +75,8 @@ func (s *Service) JobSSH(_ context.Context, want string, item int64) (api.SSHTar
 		switch {
 		case item < j.Spec.RangeStart || item > j.Spec.RangeEnd:
 			err = api.FieldErrorf(http.StatusBadRequest, "item", "item: job %s has no item %d; its items are %d..%d", id, item, j.Spec.RangeStart, j.Spec.RangeEnd)
+		case j.Archived != nil:
+			err = api.Errorf(http.StatusConflict, "job %s is %s; only a running item can be entered", id, j.State)
 		case j.Items.Status(int(item-j.Spec.RangeStart)) != ledger.ItemPending:
 			err = api.Errorf(http.StatusConflict, "item %d of job %s has finished (%s); only a running item can be entered", item, id, itemStatus(j.Items.Status(int(item-j.Spec.RangeStart))))
 		}

@@ -36,7 +36,7 @@ func (s *Service) jobInfo(j *ledger.Job) api.JobInfo {
 	if j.Ended != 0 {
 		ji.Ended = api.FormatTime(time.UnixMilli(j.Ended))
 	}
-	ji.Items = api.Items{Total: int64(j.Items.Len()), Done: j.Done, Failed: j.Failed}
+	ji.Items = api.Items{Total: j.Total(), Done: j.Done, Failed: j.Failed}
 	for _, m := range j.Spec.Datasets {
 		ji.Datasets = append(ji.Datasets, api.DatasetMount{Name: m.Name, CID: m.CID, Path: m.Path})
 	}

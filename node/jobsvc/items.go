@@ -88,11 +88,16 @@ func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit
 			return err
 		}
 		m := min(int64(itemsPage), hi-k+1)
-		gone := false
+		gone, left, start := false, false, int64(0)
+		var late []ledger.Run
 		s.snapshot(func(st *ledger.State) {
 			j := st.Jobs[id]
 			if j == nil {
 				gone = true
+				return
+			}
+			if j.Archived != nil {
+				left, start, late = true, j.Spec.RangeStart, j.Archived.Late
 				return
 			}
 			off := k - j.Spec.RangeStart
@@ -100,27 +105,35 @@ func (s *Service) streamItems(ctx context.Context, id string, lo, hi int64, emit
 			ix.sync(j)
 		})
 		if gone {
-			return api.Errorf(http.StatusNotFound, "job %s is no longer in the ledger: an entry that came since voided its submission", id)
+			return api.Errorf(http.StatusNotFound, "job %s is no longer in the ledger: an entry that came since voided its submission, or it ended longer ago than the org's jobs.retain", id)
+		}
+		if left { // the job left the State: the rest from this machine's disk
+			return s.streamArchived(ctx, id, start, k, hi, late, emit)
 		}
 		ix.index()
 		for i, it := range page {
 			item := k + int64(i)
-			status := "pending"
-			switch it.Status {
-			case ledger.ItemDone:
-				status = "done"
-			case ledger.ItemFailed:
-				status = "failed"
-			}
 			runs = ix.runsOf(item, runs[:0])
-			if err := emit(api.ItemInfo{Item: item, Status: status, Attempts: it.Attempts, Code: it.Code,
-				DurationMS: it.DurationMS, OutputSize: it.OutputSize, Machine: it.Machine, Runs: runs}); err != nil {
+			if err := emit(itemInfo(item, it, runs)); err != nil {
 				return err
 			}
 		}
 		k += m
 	}
 	return nil
+}
+
+// itemInfo renders item number item, its runs being runs.
+func itemInfo(item int64, it ledger.Item, runs []api.RunInfo) api.ItemInfo {
+	status := "pending"
+	switch it.Status {
+	case ledger.ItemDone:
+		status = "done"
+	case ledger.ItemFailed:
+		status = "failed"
+	}
+	return api.ItemInfo{Item: item, Status: status, Attempts: it.Attempts, Code: it.Code,
+		DurationMS: it.DurationMS, OutputSize: it.OutputSize, Machine: it.Machine, Runs: runs}
 }
 
 // runInfo renders a run.

@@ -34,7 +34,22 @@ func (s *Service) JobLogs(ctx context.Context, id string, item int64) ([]byte, e
 		return nil, api.FieldErrorf(http.StatusBadRequest, "item", "%v", err)
 	}
 	var it ledger.Item
-	s.snapshot(func(st *ledger.State) { it = st.Jobs[j.ID].Items.At(int(item - j.Spec.RangeStart)) })
+	left := false
+	s.snapshot(func(st *ledger.State) {
+		if x := st.Jobs[j.ID]; x != nil && x.Archived == nil {
+			it = x.Items.At(int(item - j.Spec.RangeStart))
+		} else {
+			left = true
+		}
+	})
+	if left { // a finished job: its items are on disk, when this machine has them
+		if it, err = s.archivedItem(j.ID, item-j.Spec.RangeStart); err != nil {
+			if b, rerr := s.d.Logs.Read(j.ID, item); rerr == nil {
+				return b, nil // this machine ran it
+			}
+			return nil, err // says where the items are
+		}
+	}
 	// The output that counts is that of the run whose result the ledger
 	// holds, kept by the machine that ran it; this machine may hold an
 	// earlier attempt's (one preempted, say), which is not it.

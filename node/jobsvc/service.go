@@ -45,6 +45,10 @@ type Ledger interface {
 	Write(ctx context.Context, kind string, payload any) (*ledger.Entry, error)
 	// Org is the org's ID, "" in no org.
 	Org() string
+	// ArchivedPage is a page of a finished job's items with their runs,
+	// from this machine's disk, once it has left the State
+	// (replica.ErrNotArchived when this machine joined after).
+	ArchivedPage(id string, page int) (ledger.ArchivedPage, error)
 }
 
 // Scheduler is the scheduler's read side (*sched.Scheduler).

@@ -11,8 +11,8 @@ import (
 )
 
 // parseLedgerSetting reads org set's ledger.checkpoint_every (a count of
-// entries, or a time like 1h or 2d) and ledger.retain (a time; 0 keeps
-// everything) into u; the fold checks the bounds again.
+// entries, or a time like 1h or 2d), ledger.retain and jobs.retain (a
+// time; 0 keeps everything) into u; the fold checks the bounds again.
 func parseLedgerSetting(u *ledger.OrgUpdate, k, v string) error {
 	v = strings.TrimSpace(v)
 	switch k {
@@ -29,7 +29,7 @@ func parseLedgerSetting(u *ledger.OrgUpdate, k, v string) error {
 			return api.FieldErrorf(http.StatusBadRequest, k, "%s: %q; allowed: %d .. %d entries, a time from 1m to 30d like 6h or 2d, or 0 (every %d entries)", k, api.Ellipsize(v), ledger.MinCheckpointEvery, ledger.MaxCheckpointEvery, ledger.DefaultCheckpointEvery)
 		}
 		u.LedgerCheckpointEveryMS = &ms
-	case "ledger.retain":
+	case "ledger.retain", "jobs.retain":
 		ms, ok := parseMS(v)
 		if v == "0" || strings.EqualFold(v, "none") {
 			ms, ok = 0, true
@@ -37,7 +37,11 @@ func parseLedgerSetting(u *ledger.OrgUpdate, k, v string) error {
 		if !ok || (ms != 0 && (ms < ledger.MinRetainMS || ms > 10*365*24*3_600_000)) {
 			return api.FieldErrorf(http.StatusBadRequest, k, "%s: %q; allowed: a time from 1h to 10 years like 720h or 30d, or 0 (keep everything)", k, api.Ellipsize(v))
 		}
-		u.LedgerRetainMS = &ms
+		if k == "jobs.retain" {
+			u.JobsRetainMS = &ms
+		} else {
+			u.LedgerRetainMS = &ms
+		}
 	}
 	return nil
 }

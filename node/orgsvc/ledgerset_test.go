@@ -25,6 +25,9 @@ func TestParseLedgerSetting(t *testing.T) {
 		{"ledger.retain", "720h", -1, -1, 720 * 3_600_000, ""},
 		{"ledger.retain", "none", -1, -1, 0, ""},
 		{"ledger.retain", "5m", -1, -1, -1, "ledger.retain"},
+		{"jobs.retain", "720h", -1, -1, -1, ""},
+		{"jobs.retain", "5m", -1, -1, -1, "jobs.retain: \"5m\"; allowed: a time from 1h to 10 years"},
+		{"jobs.retain", "11y", -1, -1, -1, "jobs.retain"},
 	} {
 		var u ledger.OrgUpdate
 		err := parseLedgerSetting(&u, c.k, c.v)
@@ -43,6 +46,9 @@ func TestParseLedgerSetting(t *testing.T) {
 				return -1
 			}
 			return *p
+		}
+		if c.k == "jobs.retain" && got(u.JobsRetainMS) != 720*3_600_000 {
+			t.Errorf("%s=%s: %d", c.k, c.v, got(u.JobsRetainMS))
 		}
 		if got(u.LedgerCheckpointEvery) != c.n || got(u.LedgerCheckpointEveryMS) != c.ms || got(u.LedgerRetainMS) != c.ret {
 			t.Errorf("%s=%s: %d %d %d", c.k, c.v, got(u.LedgerCheckpointEvery), got(u.LedgerCheckpointEveryMS), got(u.LedgerRetainMS))

@@ -222,7 +222,7 @@ func (s *Service) SetSettings(ctx context.Context, req api.SettingsRequest) (api
 				return api.OrgInfo{}, err
 			}
 			u.MarketDeleteAfter = &d
-		case "ledger.checkpoint_every", "ledger.retain":
+		case "ledger.checkpoint_every", "ledger.retain", "jobs.retain":
 			if err := parseLedgerSetting(&u, k, v); err != nil {
 				return api.OrgInfo{}, err
 			}
@@ -238,7 +238,7 @@ func (s *Service) SetSettings(ctx context.Context, req api.SettingsRequest) (api
 				u.Policies[name] = x
 				continue
 			}
-			return api.OrgInfo{}, api.FieldErrorf(http.StatusBadRequest, k, "unknown setting %q; allowed: name, description, require_machine_approval, smartshare.mode, smartshare.preempt_policy, smartshare.default_max_cpus, smartshare.max_cpus_limit, market.delete_after, ledger.checkpoint_every, ledger.retain, policy.%s", api.Ellipsize(k), strings.Join(ledger.PolicyNames, ", policy."))
+			return api.OrgInfo{}, api.FieldErrorf(http.StatusBadRequest, k, "unknown setting %q; allowed: name, description, require_machine_approval, smartshare.mode, smartshare.preempt_policy, smartshare.default_max_cpus, smartshare.max_cpus_limit, market.delete_after, ledger.checkpoint_every, ledger.retain, jobs.retain, policy.%s", api.Ellipsize(k), strings.Join(ledger.PolicyNames, ", policy."))
 		}
 	}
 	if err := ledger.ValidateSettings(cur.SmartShare); err != nil {

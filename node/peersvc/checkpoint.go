@@ -18,7 +18,7 @@ import (
 
 // maybeCheckpoint writes a checkpoint if this machine should now.
 func (s *Service) maybeCheckpoint(ctx context.Context, now time.Time) {
-	if !s.d.Ledger.CheckpointDue(now) {
+	if !s.d.Ledger.CheckpointDue(now) && !ledger.ArchiveDue(s.d.Ledger.Snapshot().State) {
 		return
 	}
 	admin := func(st *ledger.State, id string) bool {

@@ -96,7 +96,9 @@ func (s *Scheduler) LoadResults() {
 	s.d.Ledger.View(func(st *ledger.State) {
 		for _, x := range recs {
 			j := st.Jobs[x.job]
-			if j == nil || inLedger(j, s.d.Machine, x.r) {
+			// A job that left the State at a checkpoint has finished:
+			// its result could only be a duplicate.
+			if j == nil || j.Archived != nil || inLedger(j, s.d.Machine, x.r) {
 				stale = append(stale, x.key)
 				continue
 			}

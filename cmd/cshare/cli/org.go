@@ -84,6 +84,7 @@ func printOrg(a *app, o api.OrgInfo) error {
 		[2]string{"smartshare.preempt_policy", s.SmartShare.PreemptPolicy},
 		[2]string{"smartshare.default_max_cpus", itoa(s.SmartShare.DefaultMaxCPUs)},
 		[2]string{"smartshare.max_cpus_limit", itoa(s.SmartShare.MaxCPUsLimit)},
+		[2]string{"jobs.retain", retainText(s.Jobs.RetainMS)},
 		[2]string{"policy.max_machines_per_user", policyCount(o.Policies.MaxMachinesPerUser)},
 		[2]string{"policy.max_concurrent_jobs_per_user", policyCount(o.Policies.MaxConcurrentJobsPerUser)},
 		[2]string{"policy.max_job_runtime", policySeconds(o.Policies.MaxJobRuntime)},
@@ -95,6 +96,14 @@ func printOrg(a *app, o api.OrgInfo) error {
 		[2]string{"active jobs", itoa(o.Totals.ActiveJobs)},
 		[2]string{"compute time", hours(o.Totals.CPUSeconds) + " (CPU)"},
 	)
+}
+
+// retainText is a jobs.retain in ms as org set takes it ("kept" for 0).
+func retainText(ms int64) string {
+	if ms == 0 {
+		return "kept"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
 }
 
 func policyCount(n int64) string {
@@ -271,6 +280,9 @@ func (a *app) orgSetCmd() *cobra.Command {
   ledger.retain=DURATION             (entries below a checkpoint older than this are
                                       pruned but the authority ones; 0 = keep;
                                       cshare org export-history saves them first)
+  jobs.retain=DURATION               (finished jobs that ended longer ago than this,
+                                      1h..10 years like 720h or 30d, leave every
+                                      node's state at the next checkpoint; 0 = kept)
 
 Org policies (every node enforces them from the ledger; 0 or none removes one):
   policy.max_machines_per_user=N       a person's machines beyond N cannot join
