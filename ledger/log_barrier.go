@@ -436,9 +436,12 @@ func NewLogAt(st *State, cp *Entry, depth int, below []*Entry) (*Log, error) {
 		l.nodes[n.key.CID] = n
 		l.order = append(l.order, n)
 	}
-	// Heads: the entries below that are no one's parent (among them).
+	// Heads: the entries below that are no one's parent (among them); a
+	// pruned entry's stub never (it has no bytes to name as a parent).
 	for _, n := range l.order {
-		l.heads[n.key.CID] = n
+		if !n.e.stub {
+			l.heads[n.key.CID] = n
+		}
 	}
 	for _, n := range l.order {
 		for _, p := range n.parents {

@@ -195,7 +195,10 @@ func prunedOf(org string, o Offer) ([]*ledger.Entry, error) {
 	for i, b := range o.Pruned {
 		c, err := cid.Cast(b)
 		if err != nil {
-			return nil, fmt.Errorf("replica: pruned entry %d below the checkpoint: %w", i, err)
+			return nil, fmt.Errorf("replica: pruned entry %d below the checkpoint: cid: %w", i, err)
+		}
+		if o.PrunedClock[i] == 0 {
+			return nil, fmt.Errorf("replica: pruned entry %d below the checkpoint: clock 0", i)
 		}
 		out[i] = ledger.PrunedStub(org, c, o.PrunedClock[i])
 	}
