@@ -247,13 +247,7 @@ func TestCheckpointAncestorsSentAgain(t *testing.T) {
 		t.Fatal("test setup: the late entry should name entries below the checkpoint")
 	}
 	join := func() *Log {
-		j, err := NewLogAt(st, cp, 1, below)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := j.AddBatch(w.log.Tail()); err != nil {
-			t.Fatal(err)
-		}
+		j := joinAt(t, st, cp, below, w.log.Tail())
 		if j.StateHash() != w.log.StateHash() {
 			t.Fatal("the Log started at the checkpoint reached another state")
 		}
@@ -312,17 +306,7 @@ func TestLinkPruned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	join := func() *Log {
-		j, err := NewLogAt(st, cp, 1, below)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := j.AddBatch(w.log.Tail()); err != nil {
-			t.Fatal(err)
-		}
-		return j
-	}
-	held, pruned := join(), join()
+	held, pruned := joinAt(t, st, cp, below, w.log.Tail()), joinAt(t, st, cp, below, w.log.Tail())
 	if err := w.log.LinkPruned(under.CID(), under.Clock); err == nil {
 		t.Fatal("LinkPruned on a Log that holds all of history")
 	}
@@ -362,21 +346,28 @@ func TestLinkPruned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		j, err := NewLogAt(st, cp, 1, below)
-		if err != nil {
-			t.Fatal(err)
-		}
 		after, err := l.After(cp)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := j.AddBatch(after); err != nil {
-			t.Fatal(err)
-		}
-		return j
+		return joinAt(t, st, cp, below, after)
 	}
 	p2, h2 := again(pruned), again(held)
 	if p2.StateHash() != h2.StateHash() || p2.Len() != h2.Len() || p2.Get(under.CID()) != nil || h2.Get(under.CID()) == nil {
 		t.Fatalf("started again: %d and %d entries, same state %v", p2.Len(), h2.Len(), p2.StateHash() == h2.StateHash())
 	}
+}
+
+// joinAt is a Log started at checkpoint cp (depth 1) on st and below,
+// with after added.
+func joinAt(t *testing.T, st *State, cp *Entry, below, after []*Entry) *Log {
+	t.Helper()
+	j, err := NewLogAt(st, cp, 1, below)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.AddBatch(after); err != nil {
+		t.Fatal(err)
+	}
+	return j
 }
