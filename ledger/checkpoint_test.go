@@ -289,6 +289,19 @@ func TestCheckpointAncestorsSentAgain(t *testing.T) {
 	if j.StateHash() != w.log.StateHash() {
 		t.Errorf("an entry on a parent below the checkpoint: another state (%d applied, want %d)", j.State().Applied, w.log.State().Applied)
 	}
+	// Started again at the checkpoint (a compaction, or a joiner of the
+	// joiner): the held parent comes as a stub, and the late entry links.
+	st2, below2, err := j.AtBarrier(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := j.After(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := joinAt(t, st2, cp, below2, after); again.StateHash() != w.log.StateHash() || !again.Has(lag.CID()) {
+		t.Error("started again at the checkpoint: another state")
+	}
 }
 
 // TestLinkPruned: an entry on a parent below the start links through the

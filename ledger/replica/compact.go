@@ -130,8 +130,15 @@ func (r *Replica) persistStart(st *ledger.State, b *ledger.Entry, d int, below [
 		return err
 	}
 	start := ckStart{Entry: b.CID().Bytes(), Depth: d, State: key, Time: b.Time}
+	var stubs []store.Pruned
 	for _, e := range below {
-		start.Below = append(start.Below, e.CID().Bytes()) // a stub's too: Open reads it from the pruned record
+		start.Below = append(start.Below, e.CID().Bytes())
+		if e.Stub() && !r.st.HasBlock(e.CID()) { // Open makes it again from its pruned record
+			stubs = append(stubs, store.Pruned{CID: e.CID(), Clock: e.Clock})
+		}
+	}
+	if err := r.st.PruneHistory(stubs); err != nil {
+		return err
 	}
 	meta, err := cbor.Marshal(start)
 	if err != nil {
