@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -246,13 +247,7 @@ func TestCheckpointAncestorsSentAgain(t *testing.T) {
 		t.Fatal("test setup: the late entry should name entries below the checkpoint")
 	}
 	join := func() *Log {
-		j, err := NewLogAt(st, cp, 1, below)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := j.AddBatch(w.log.Tail()); err != nil {
-			t.Fatal(err)
-		}
+		j := joinAt(t, st, cp, below, w.log.Tail())
 		if j.StateHash() != w.log.StateHash() {
 			t.Fatal("the Log started at the checkpoint reached another state")
 		}
@@ -294,4 +289,98 @@ func TestCheckpointAncestorsSentAgain(t *testing.T) {
 	if j.StateHash() != w.log.StateHash() {
 		t.Errorf("an entry on a parent below the checkpoint: another state (%d applied, want %d)", j.State().Applied, w.log.State().Applied)
 	}
+	// Started again at the checkpoint (a compaction, or a joiner of the
+	// joiner): the held parent comes as a stub, and the late entry links.
+	st2, below2, err := j.AtBarrier(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := j.After(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again := joinAt(t, st2, cp, below2, after); again.StateHash() != w.log.StateHash() || !again.Has(lag.CID()) {
+		t.Error("started again at the checkpoint: another state")
+	}
+}
+
+// TestLinkPruned: an entry on a parent below the start links through the
+// parent's stub (its CID and clock, what a node that pruned it keeps) as
+// on a Log that links the parent itself: the same state and count; the
+// stub is held but is no entry (Get, Entries, Heads), and a Log started
+// again at the barrier holds it as the other holds the real parent.
+func TestLinkPruned(t *testing.T) {
+	w, m := busyWorld(t)
+	id := w.submit(m, 3, 1)
+	under := w.ok(m, KindJobResults, JobResults{Job: id, Results: []ItemResult{{Item: 1, DurationMS: 5, Instance: "i", Started: 1}}})
+	cp := w.ok(w.owner, KindCheckpoint, checkpointOf(w.log))
+	w.ok(w.owner, KindOrgUpdate, OrgUpdate{Description: ptr("after")})
+	st, below, err := w.log.AtBarrier(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, pruned := joinAt(t, st, cp, below, w.log.Tail()), joinAt(t, st, cp, below, w.log.Tail())
+	if err := w.log.LinkPruned(under.CID(), under.Clock); err == nil {
+		t.Fatal("LinkPruned on a Log that holds all of history")
+	}
+	if err := pruned.LinkPruned(under.CID(), cp.Clock+1); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("a stub that does not sort below the start: %v", err)
+	}
+	lag := w.on(m, KindJobResults, JobResults{Job: id, Results: []ItemResult{{Item: 2, DurationMS: 9, Instance: "l", Started: 9}}}, under)
+	w.mustAdd(lag)
+	if err := held.LinkBelow([]*Entry{under}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pruned.LinkPruned(under.CID(), under.Clock); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*Log{held, pruned} {
+		if _, err := l.Add(lag); err != nil {
+			t.Fatal(err)
+		}
+	}
+	heads, _ := pruned.Heads()
+	hheads, _ := held.Heads()
+	if pruned.StateHash() != w.log.StateHash() || pruned.StateHash() != held.StateHash() || pruned.Len() != held.Len() ||
+		!pruned.Effective(lag.CID()) || !slices.Equal(heads, hheads) {
+		t.Fatalf("pruned: %d entries (want %d), same state %v, %d heads", pruned.Len(), held.Len(), pruned.StateHash() == w.log.StateHash(), len(heads))
+	}
+	if !pruned.Has(under.CID()) || pruned.Get(under.CID()) != nil {
+		t.Fatal("a stub must be held and not returned as an entry")
+	}
+	for _, e := range pruned.Entries() {
+		if e.Stub() {
+			t.Fatal("Entries returned a stub")
+		}
+	}
+	// Started again at the barrier: the stub comes with AtBarrier's.
+	again := func(l *Log) *Log {
+		st, below, err := l.AtBarrier(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := l.After(cp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return joinAt(t, st, cp, below, after)
+	}
+	p2, h2 := again(pruned), again(held)
+	if p2.StateHash() != h2.StateHash() || p2.Len() != h2.Len() || p2.Get(under.CID()) != nil || h2.Get(under.CID()) == nil {
+		t.Fatalf("started again: %d and %d entries, same state %v", p2.Len(), h2.Len(), p2.StateHash() == h2.StateHash())
+	}
+}
+
+// joinAt is a Log started at checkpoint cp (depth 1) on st and below,
+// with after added.
+func joinAt(t *testing.T, st *State, cp *Entry, below, after []*Entry) *Log {
+	t.Helper()
+	j, err := NewLogAt(st, cp, 1, below)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.AddBatch(after); err != nil {
+		t.Fatal(err)
+	}
+	return j
 }

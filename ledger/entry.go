@@ -95,6 +95,7 @@ type Entry struct {
 	authorID peer.ID
 	author   string     // authorID.String(), cached: the fold uses it for every entry
 	ak       *edkey.Key // shared by every entry of the author
+	stub     bool       // a pruned entry's CID, clock and org only (PrunedStub)
 }
 
 // CID is the entry's content address.

@@ -128,9 +128,9 @@ func (l *Log) Len() int { return len(l.order) }
 // Org is the org ID, once genesis is known.
 func (l *Log) Org() string { return l.org }
 
-// Get returns an entry by CID.
+// Get returns an entry by CID (never a pruned entry's stub: LinkPruned).
 func (l *Log) Get(c cid.Cid) *Entry {
-	if n := l.nodes[c.KeyString()]; n != nil {
+	if n := l.nodes[c.KeyString()]; n != nil && !n.e.stub {
 		return n.e
 	}
 	return nil
@@ -151,11 +151,14 @@ func (l *Log) Heads() ([]cid.Cid, uint64) {
 	return out, max
 }
 
-// Entries returns the entries in total order (ancestors first).
+// Entries returns the entries in total order (ancestors first), without
+// pruned entries' stubs (LinkPruned).
 func (l *Log) Entries() []*Entry {
-	out := make([]*Entry, len(l.order))
-	for i, n := range l.order {
-		out[i] = n.e
+	out := make([]*Entry, 0, len(l.order))
+	for _, n := range l.order {
+		if !n.e.stub { // pruned entries' stand-ins (log_compact.go)
+			out = append(out, n.e)
+		}
 	}
 	return out
 }

@@ -322,7 +322,9 @@ func (l *Log) SinceTop() int {
 // AtBarrier is what a node serves a joiner for barrier b (an entry of
 // the chain): the State its hash names (the fold of its ancestors; shared,
 // not to be modified), and its ancestors that entries after it name as
-// parents (sorted in total order), which the joiner keeps to link them.
+// parents (sorted in total order), which the joiner keeps to link them:
+// stubs (PrunedStub) for those the Log holds no entry of (pruned, or
+// folded into its start and arrived again).
 func (l *Log) AtBarrier(c *Entry) (*State, []*Entry, error) {
 	n := l.nodes[c.key.CID]
 	if n == nil || n.seg == tailSeg || l.bar.depth[n] != n.seg {
@@ -340,11 +342,27 @@ func (l *Log) AtBarrier(c *Entry) (*State, []*Entry, error) {
 	}
 	var below []*Entry
 	seen := map[*node]bool{}
+	var held map[string]bool
 	for _, m := range l.order[pos+1:] {
 		for _, p := range m.parents {
 			if p != n && p.seg <= n.seg && !seen[p] {
 				seen[p] = true
 				below = append(below, p.e)
+			}
+		}
+		if len(m.parents) == len(m.e.Parents) {
+			continue
+		}
+		// Parents folded into this Log's start that arrived (barriers.under):
+		// named as stubs, so that a Log started again here links m too.
+		for _, pc := range m.e.Parents {
+			k := pc.KeyString()
+			if c, ok := l.heldUnder(k); ok && l.nodes[k] == nil && !held[k] {
+				if held == nil {
+					held = map[string]bool{}
+				}
+				held[k] = true
+				below = append(below, PrunedStub(l.org, pc, c))
 			}
 		}
 	}
@@ -436,9 +454,12 @@ func NewLogAt(st *State, cp *Entry, depth int, below []*Entry) (*Log, error) {
 		l.nodes[n.key.CID] = n
 		l.order = append(l.order, n)
 	}
-	// Heads: the entries below that are no one's parent (among them).
+	// Heads: the entries below that are no one's parent (among them); a
+	// pruned entry's stub never (it has no bytes to name as a parent).
 	for _, n := range l.order {
-		l.heads[n.key.CID] = n
+		if !n.e.stub {
+			l.heads[n.key.CID] = n
+		}
 	}
 	for _, n := range l.order {
 		for _, p := range n.parents {

@@ -113,6 +113,47 @@ func (l *Log) LinkBelow(es []*Entry) error {
 	return nil
 }
 
+// LinkPruned makes an entry below this Log's start that the node pruned
+// from its store known as a parent, by what pruning kept of it: its CID
+// and clock. A late entry naming it then links, sorts after the start and
+// folds exactly as on a node that still holds it and links it with
+// LinkBelow: there too it is a node below the start, outside the order,
+// the heads and the count, whose effects are in the start's State. Here
+// it is a stub (PrunedStub): no parents (nothing after the start reaches
+// below it), filed under no author, never returned by Get or Entries, so
+// never served or exported; Has reports it. A pruned entry is never a
+// checkpoint or a revocation (pruning keeps those), so the chain and
+// "revocation wins" never need more of it. AtBarrier names stubs among
+// the ancestors later entries name, so a Log started again at a later
+// barrier (NewLogAt) holds them as a Log there holds the real entries. It
+// is an error on a Log started at the genesis, or for a key that does not
+// sort below the start.
+func (l *Log) LinkPruned(c cid.Cid, clock uint64) error {
+	if l.bar.baseTop == nil {
+		return fmt.Errorf("ledger: LinkPruned on a log that holds all of history")
+	}
+	e := PrunedStub(l.org, c, clock)
+	if clock == 0 || !e.key.Less(l.bar.baseTop.key) {
+		return fmt.Errorf("%w: pruned entry %s (clock %d) is not below this log's start", ErrMalformed, c, clock)
+	}
+	if l.nodes[e.key.CID] != nil {
+		return nil
+	}
+	l.nodes[e.key.CID] = &node{e: e, key: e.key, seg: l.bar.baseDepth, applied: true}
+	return nil
+}
+
+// PrunedStub is the stand-in for an entry of org pruned from a node's
+// store: its CID and clock, no kind, payload, parents or bytes. A Log
+// holds stubs below its start only (LinkPruned, NewLogAt's below).
+func PrunedStub(org string, c cid.Cid, clock uint64) *Entry {
+	return &Entry{Org: org, Clock: clock, cid: c, key: OrderKey{Clock: clock, CID: c.KeyString()}, stub: true}
+}
+
+// Stub reports whether e is a pruned entry's stand-in (PrunedStub): it
+// has no bytes, and is never sent, stored or exported as an entry.
+func (e *Entry) Stub() bool { return e.stub }
+
 // relinkBelow links n, below the start, to those of its parents the Log
 // now knows.
 func (l *Log) relinkBelow(n *node) {

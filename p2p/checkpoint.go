@@ -43,6 +43,11 @@ type CheckpointOffer struct {
 	Depth       int
 	State       []byte
 	Below, Tail [][]byte
+	// Pruned and PrunedClock: the CIDs and clocks of entries below the
+	// checkpoint that later entries name and the server pruned (sent in
+	// "below" frames; a client that predates them ignores them).
+	Pruned      [][]byte
+	PrunedClock []uint64
 }
 
 // CheckpointSource is the node's side of CheckpointProtocol.
@@ -50,20 +55,27 @@ type CheckpointSource interface {
 	SyncOrg() string
 	// CheckpointOffer is the newest checkpoint (CheckpointOffer's
 	// fields); ok is false without one.
-	CheckpointOffer() (entry []byte, depth int, state []byte, below, tail [][]byte, ok bool)
+	CheckpointOffer() (entry []byte, depth int, state []byte, below, tail, pruned [][]byte, prunedClock []uint64, ok bool)
 }
 
 type ckReq struct {
 	Org string `cbor:"org"`
 }
 
+// ckPruned is an entry the server pruned: its CID and clock.
+type ckPruned struct {
+	CID   []byte `cbor:"cid"`
+	Clock uint64 `cbor:"clock"`
+}
+
 type ckResp struct {
-	Part   string   `cbor:"part"`
-	Blocks [][]byte `cbor:"blocks,omitempty"`
-	Data   []byte   `cbor:"data,omitempty"`
-	Depth  int      `cbor:"depth,omitempty"`
-	Size   int64    `cbor:"size,omitempty"`
-	Err    string   `cbor:"err,omitempty"`
+	Part   string     `cbor:"part"`
+	Blocks [][]byte   `cbor:"blocks,omitempty"`
+	Pruned []ckPruned `cbor:"pruned,omitempty"`
+	Data   []byte     `cbor:"data,omitempty"`
+	Depth  int        `cbor:"depth,omitempty"`
+	Size   int64      `cbor:"size,omitempty"`
+	Err    string     `cbor:"err,omitempty"`
 }
 
 // ServeCheckpoints registers the checkpoint protocol handler on h. A
@@ -91,7 +103,7 @@ func ServeCheckpoints(h host.Host, src CheckpointSource) {
 		}
 		var o CheckpointOffer
 		var ok bool
-		o.Entry, o.Depth, o.State, o.Below, o.Tail, ok = src.CheckpointOffer()
+		o.Entry, o.Depth, o.State, o.Below, o.Tail, o.Pruned, o.PrunedClock, ok = src.CheckpointOffer()
 		if !ok {
 			_ = writeSyncFrame(w, ckResp{Err: "no checkpoint"})
 			return
@@ -111,6 +123,17 @@ func ServeCheckpoints(h host.Host, src CheckpointSource) {
 		}
 		if blocks("below", o.Below) != nil {
 			return
+		}
+		for ps, cs := o.Pruned, o.PrunedClock; len(ps) > 0 && len(ps) == len(cs); {
+			n := min(len(ps), SyncBatch)
+			f := ckResp{Part: "below", Pruned: make([]ckPruned, n)}
+			for i := range n {
+				f.Pruned[i] = ckPruned{CID: ps[i], Clock: cs[i]}
+			}
+			if writeSyncFrame(w, f) != nil {
+				return
+			}
+			ps, cs = ps[n:], cs[n:]
 		}
 		for st := o.State; len(st) > 0; {
 			n := min(len(st), checkpointChunk)
@@ -161,11 +184,14 @@ func FetchCheckpoint(ctx context.Context, h host.Host, p peer.ID, org string) (C
 			o.Entry, o.Depth, size = resp.Blocks[0], resp.Depth, resp.Size
 			o.State = make([]byte, 0, size)
 		case "below", "tail":
-			if len(o.Below)+len(o.Tail)+len(resp.Blocks) > MaxCheckpointBlocks {
+			if len(o.Below)+len(o.Tail)+len(o.Pruned)+len(resp.Blocks)+len(resp.Pruned) > MaxCheckpointBlocks {
 				return bad("more than %d entries", MaxCheckpointBlocks)
 			}
 			if resp.Part == "below" {
 				o.Below = append(o.Below, resp.Blocks...)
+				for _, x := range resp.Pruned {
+					o.Pruned, o.PrunedClock = append(o.Pruned, x.CID), append(o.PrunedClock, x.Clock)
+				}
 			} else {
 				o.Tail = append(o.Tail, resp.Blocks...)
 			}

@@ -75,3 +75,40 @@ func TestCheckpointProtocol(t *testing.T) {
 		t.Fatalf("no checkpoint: %v", err)
 	}
 }
+
+// prunedSource serves a fixed offer naming pruned entries.
+type prunedSource struct {
+	pruned [][]byte
+	clocks []uint64
+}
+
+func (prunedSource) SyncOrg() string { return "org" }
+
+func (s prunedSource) CheckpointOffer() ([]byte, int, []byte, [][]byte, [][]byte, [][]byte, []uint64, bool) {
+	return []byte("entry"), 3, []byte("state"), [][]byte{[]byte("below")}, [][]byte{[]byte("tail")}, s.pruned, s.clocks, true
+}
+
+// TestCheckpointProtocolCarriesPruned: the CIDs and clocks of the entries
+// a server pruned below its checkpoint reach the client whole, over more
+// than one frame, beside the entries below it.
+func TestCheckpointProtocolCarriesPruned(t *testing.T) {
+	src := prunedSource{}
+	for i := range p2p.SyncBatch + 10 {
+		src.pruned = append(src.pruned, []byte{byte(i), byte(i >> 8)})
+		src.clocks = append(src.clocks, uint64(i+1))
+	}
+	h1, h2 := loopbackPair(t)
+	p2p.ServeCheckpoints(h1, src)
+	o, err := p2p.FetchCheckpoint(context.Background(), h2, h1.ID(), "org")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.Below) != 1 || len(o.Tail) != 1 || len(o.Pruned) != len(src.pruned) || len(o.PrunedClock) != len(src.clocks) {
+		t.Fatalf("offer: %d below, %d after, %d pruned, %d clocks", len(o.Below), len(o.Tail), len(o.Pruned), len(o.PrunedClock))
+	}
+	for i := range o.Pruned {
+		if string(o.Pruned[i]) != string(src.pruned[i]) || o.PrunedClock[i] != src.clocks[i] {
+			t.Fatalf("pruned entry %d: %x at %d, want %x at %d", i, o.Pruned[i], o.PrunedClock[i], src.pruned[i], src.clocks[i])
+		}
+	}
+}

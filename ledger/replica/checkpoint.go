@@ -48,15 +48,20 @@ type Offer struct {
 	Depth       int
 	State       []byte
 	Below, Tail [][]byte
+	// Pruned and PrunedClock: the CIDs and clocks of the entries below the
+	// checkpoint that later entries name and the server pruned (their
+	// stubs: ledger.Log.LinkPruned), so that those entries link.
+	Pruned      [][]byte
+	PrunedClock []uint64
 }
 
 // CheckpointOffer is the newest barrier of the Log, as p2p serves it
 // (p2p.CheckpointSource): its entry and depth, the State its hash names
-// (encoded once per barrier), the ancestors later entries name, and the
-// entries after it.
-func (r *Replica) CheckpointOffer() (entry []byte, depth int, state []byte, below, tail [][]byte, ok bool) {
+// (encoded once per barrier), the ancestors later entries name (those
+// pruned as CIDs and clocks), and the entries after it.
+func (r *Replica) CheckpointOffer() (entry []byte, depth int, state []byte, below, tail, pruned [][]byte, prunedClock []uint64, ok bool) {
 	o, ok := r.offer()
-	return o.Entry, o.Depth, o.State, o.Below, o.Tail, ok
+	return o.Entry, o.Depth, o.State, o.Below, o.Tail, o.Pruned, o.PrunedClock, ok
 }
 
 func (r *Replica) offer() (Offer, bool) {
@@ -84,7 +89,11 @@ func (r *Replica) offer() (Offer, bool) {
 	r.ckMu.Unlock()
 	o := Offer{Entry: top.Entry.Bytes(), Depth: top.Depth, State: state}
 	for _, e := range below {
-		o.Below = append(o.Below, e.Bytes())
+		if e.Stub() {
+			o.Pruned, o.PrunedClock = append(o.Pruned, e.CID().Bytes()), append(o.PrunedClock, e.Clock)
+		} else {
+			o.Below = append(o.Below, e.Bytes())
+		}
 	}
 	for _, e := range r.lg.Tail() {
 		o.Tail = append(o.Tail, e.Bytes())
@@ -119,7 +128,11 @@ func (r *Replica) JoinAt(org string, o Offer) error {
 	if err != nil {
 		return fmt.Errorf("replica: checkpoint state: %w", err)
 	}
-	lg, err := ledger.NewLogAt(st, cp, o.Depth, below)
+	pruned, err := prunedOf(org, o)
+	if err != nil {
+		return err
+	}
+	lg, err := ledger.NewLogAt(st, cp, o.Depth, append(below, pruned...))
 	if err != nil {
 		return fmt.Errorf("replica: checkpoint: %w", err)
 	}
@@ -128,6 +141,11 @@ func (r *Replica) JoinAt(org string, o Offer) error {
 	for _, e := range below {
 		start.Below = append(start.Below, e.CID().Bytes())
 		blocks = append(blocks, store.Block{CID: e.CID(), Data: e.Bytes()})
+	}
+	stubs := make([]store.Pruned, len(pruned))
+	for i, e := range pruned {
+		start.Below = append(start.Below, e.CID().Bytes())
+		stubs[i] = store.Pruned{CID: e.CID(), Clock: e.Clock}
 	}
 	meta, err := cbor.Marshal(start)
 	if err != nil {
@@ -148,6 +166,9 @@ func (r *Replica) JoinAt(org string, o Offer) error {
 	if err := r.st.PutBlocks(blocks); err != nil {
 		return err
 	}
+	if err := r.st.PruneHistory(stubs); err != nil {
+		return err
+	}
 	if err := r.st.SetMeta(metaCheckpoint, meta); err != nil {
 		return err
 	}
@@ -162,6 +183,26 @@ func (r *Replica) JoinAt(org string, o Offer) error {
 	r.addLocked(tail)
 	r.publishLocked()
 	return nil
+}
+
+// prunedOf are the stubs of the entries o names as pruned below its
+// checkpoint (ledger.PrunedStub).
+func prunedOf(org string, o Offer) ([]*ledger.Entry, error) {
+	if len(o.Pruned) != len(o.PrunedClock) {
+		return nil, fmt.Errorf("replica: pruned entries below the checkpoint: %d CIDs, %d clocks", len(o.Pruned), len(o.PrunedClock))
+	}
+	out := make([]*ledger.Entry, len(o.Pruned))
+	for i, b := range o.Pruned {
+		c, err := cid.Cast(b)
+		if err != nil {
+			return nil, fmt.Errorf("replica: pruned entry %d below the checkpoint: cid: %w", i, err)
+		}
+		if o.PrunedClock[i] == 0 {
+			return nil, fmt.Errorf("replica: pruned entry %d below the checkpoint: clock 0", i)
+		}
+		out[i] = ledger.PrunedStub(org, c, o.PrunedClock[i])
+	}
+	return out, nil
 }
 
 func decodeAll(raw [][]byte) ([]*ledger.Entry, error) {
@@ -196,12 +237,18 @@ func openAt(st *store.Store) (*ledger.Log, error) {
 	if err != nil || state == nil {
 		return nil, fmt.Errorf("replica: stored checkpoint state missing: %v", err)
 	}
+	org := ""
 	get := func(b []byte) (*ledger.Entry, error) {
 		c, err := cid.Cast(b)
 		if err != nil {
 			return nil, err
 		}
 		raw, err := st.GetBlock(c)
+		if errors.Is(err, store.ErrNotFound) && org != "" {
+			if clock, ok := st.PrunedClock(c); ok {
+				return ledger.PrunedStub(org, c, clock), nil // pruned: its stub (ledger.Log.LinkPruned)
+			}
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -211,6 +258,7 @@ func openAt(st *store.Store) (*ledger.Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replica: stored checkpoint entry: %w", err)
 	}
+	org = cp.Org
 	below := make([]*ledger.Entry, 0, len(start.Below))
 	for _, b := range start.Below {
 		e, err := get(b)

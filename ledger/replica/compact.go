@@ -130,8 +130,15 @@ func (r *Replica) persistStart(st *ledger.State, b *ledger.Entry, d int, below [
 		return err
 	}
 	start := ckStart{Entry: b.CID().Bytes(), Depth: d, State: key, Time: b.Time}
+	var stubs []store.Pruned
 	for _, e := range below {
 		start.Below = append(start.Below, e.CID().Bytes())
+		if e.Stub() && !r.st.HasBlock(e.CID()) { // Open makes it again from its pruned record
+			stubs = append(stubs, store.Pruned{CID: e.CID(), Clock: e.Clock})
+		}
+	}
+	if err := r.st.PruneHistory(stubs); err != nil {
+		return err
 	}
 	meta, err := cbor.Marshal(start)
 	if err != nil {
@@ -230,19 +237,25 @@ func (r *Replica) storedEntry(c cid.Cid) *ledger.Entry {
 	return e
 }
 
-// inHistory reports whether c is an entry below the Log's start, kept in
-// the store's history only: such an entry is never added again (it would
-// sort after the start). r.mu must be held.
+// inHistoryLocked reports whether c is an entry below the Log's start,
+// kept in the store's history only or pruned from it: such an entry is
+// never added again (it would sort after the start and fold twice). r.mu
+// must be held.
 func (r *Replica) inHistoryLocked(c cid.Cid) bool {
-	return r.lg.Start().Entry != nil && r.st.InHistory(c)
+	return r.lg.Start().Entry != nil && (r.st.InHistory(c) || r.st.IsPruned(c))
 }
 
 // linkBelowLocked links, for an entry whose parent p is not in the Log,
-// p from the history (ledger.Log.LinkBelow), and reports whether it did.
-// r.mu must be held.
+// p from the history (ledger.Log.LinkBelow) or, when this node pruned it,
+// by the CID and clock pruning kept (ledger.Log.LinkPruned), and reports
+// whether it did: the entry then sorts after the start and folds as on a
+// node that has not pruned. r.mu must be held.
 func (r *Replica) linkBelowLocked(p cid.Cid) bool {
-	if r.lg.Start().Entry == nil || !r.st.InHistory(p) {
+	if r.lg.Start().Entry == nil {
 		return false
+	}
+	if !r.st.InHistory(p) {
+		return r.linkPrunedLocked(r.lg, p)
 	}
 	e := r.storedEntry(p)
 	if e == nil {
@@ -255,11 +268,29 @@ func (r *Replica) linkBelowLocked(p cid.Cid) bool {
 	return true
 }
 
+// linkPrunedLocked links p in lg when this node pruned it (see
+// linkBelowLocked), and reports whether it did. r.mu must be held.
+func (r *Replica) linkPrunedLocked(lg *ledger.Log, p cid.Cid) bool {
+	clock, ok := r.st.PrunedClock(p)
+	if !ok {
+		return false
+	}
+	if err := lg.LinkPruned(p, clock); err != nil {
+		r.log.Debug("ledger: linking an entry on a pruned parent", "cid", p.String(), "err", err)
+		return false
+	}
+	return true
+}
+
 // refusePrunedLocked refuses e, which waits for parent p, when p was
-// pruned (prune.go): a writer that lagged behind ledger.retain wrote it,
-// and no node that pruned can link it. r.mu must be held.
+// pruned before pruning kept clocks (an empty store marker): no entry
+// naming it can link here. Entries naming a parent pruned since link
+// (linkBelowLocked). r.mu must be held.
 func (r *Replica) refusePrunedLocked(e *ledger.Entry, p cid.Cid) {
 	if r.lg.Start().Entry == nil || !r.st.IsPruned(p) {
+		return
+	}
+	if _, ok := r.st.PrunedClock(p); ok {
 		return
 	}
 	k := e.CID().KeyString()
@@ -269,7 +300,7 @@ func (r *Replica) refusePrunedLocked(e *ledger.Entry, p cid.Cid) {
 	delete(r.waiting, k)
 	r.waitBytes -= len(e.Bytes())
 	r.dropped(DropPruned, 1)
-	r.log.Info("ledger: refused an entry: it names a parent pruned from the history (older than ledger.retain)",
+	r.log.Info("ledger: refused an entry: it names a parent pruned from the history without its clock",
 		"entry", e.CID().String(), "parent", p.String(), "author", e.AuthorString())
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/ipfs/go-cid"
 
 	"github.com/cshare/cshare/ledger"
 )
@@ -97,5 +98,31 @@ func FuzzReadHistory(f *testing.F) {
 			}
 			return nil
 		})
+	})
+}
+
+// FuzzPrunedOf: the pruned entries a checkpoint offer names (CIDs and
+// clocks from a peer) become stubs only when every CID parses and every
+// clock is positive; nothing panics.
+func FuzzPrunedOf(f *testing.F) {
+	g, err := newSigner(f).Sign("", ledger.KindGenesis, ledger.Genesis{Name: "acme", OrgKeyID: "k0", Settings: ledger.DefaultSettings()}, nil, 0, 1)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(g.CID().Bytes(), uint64(3), true)
+	f.Add([]byte{1, 2}, uint64(0), false)
+	f.Fuzz(func(t *testing.T, b []byte, clock uint64, oneClock bool) {
+		o := Offer{Pruned: [][]byte{b}}
+		if oneClock {
+			o.PrunedClock = []uint64{clock}
+		}
+		es, err := prunedOf("org", o)
+		if err != nil {
+			return
+		}
+		want, cerr := cid.Cast(b)
+		if cerr != nil || clock == 0 || !oneClock || len(es) != 1 || !es[0].Stub() || !es[0].CID().Equals(want) || es[0].Clock != clock {
+			t.Fatalf("accepted %x at clock %d (one clock %v): %v", b, clock, oneClock, es)
+		}
 	})
 }

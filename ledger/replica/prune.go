@@ -12,6 +12,7 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/store"
 )
 
 // Pruning and export (docs/design.md §7.3). Each compaction lists what it
@@ -20,7 +21,9 @@ import (
 // org's ledger.retain, measured from the newest barrier's time (the
 // checkpoint entries' times: every node prunes the same entries), keeping
 // forever the authority entries (keepForever), and those the Log names as
-// parents below its start (it reads them again at Open). ExportHistory writes what
+// parents below its start (it reads them again at Open). Of each entry it
+// deletes, the store keeps the CID and clock, so that a later entry naming
+// it still links (linkBelowLocked). ExportHistory writes what
 // this node still has; ReadHistory reads it back, checking every entry.
 
 // historyList is the value of a historyRecord.
@@ -76,7 +79,7 @@ func (r *Replica) Prune() (int, error) {
 	}
 	total := 0
 	for key, l := range due {
-		var gone []cid.Cid
+		var gone []store.Pruned
 		kept := l.CIDs[:0:0]
 		for _, b := range l.CIDs {
 			c, err := cid.Cast(b)
@@ -89,7 +92,7 @@ func (r *Replica) Prune() (int, error) {
 			case keepForever[e.Kind] || keep[c.KeyString()]:
 				kept = append(kept, b)
 			default:
-				gone = append(gone, c)
+				gone = append(gone, store.Pruned{CID: c, Clock: e.Clock})
 			}
 		}
 		if err := r.st.PruneHistory(gone); err != nil {

@@ -68,7 +68,7 @@ const (
 	DropBadHeads = "bad_heads" // a heads announcement that does not decode
 	DropBadBlock = "bad_block" // a block that fails decoding or verification
 	DropOrphans  = "orphans"   // entries waiting for parents, dropped over MaxWaiting(Bytes)
-	DropPruned   = "pruned"    // an entry naming a parent pruned from the history (prune.go)
+	DropPruned   = "pruned"    // an entry naming a parent pruned before pruning kept clocks (compact.go)
 )
 
 // FetchFunc asks peer p for the entries of org reachable back from want (its

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -12,7 +13,7 @@ import (
 // (docs/design.md §7.3). They are kept under their own prefix, so Open
 // (ForEachBlock) never reads them, while GetBlock and HasBlock still find
 // them: the node serves them to peers behind it and exports them. Pruning
-// deletes them (DeleteHistory).
+// deletes them and keeps each one's CID and clock (PruneHistory).
 
 var historyPrefix = []byte("h/")
 
@@ -86,20 +87,35 @@ func (s *Store) ForEachHistory(fn func(c cid.Cid, data []byte) error) error {
 
 var prunedPrefix = []byte("x/")
 
-// PruneHistory deletes blocks of the history and remembers their CIDs
-// (IsPruned), so that an entry naming one is refused with that reason
-// rather than waiting for it.
-func (s *Store) PruneHistory(cs []cid.Cid) error {
-	if err := s.mayWrite(int64(len(cs) * 40)); err != nil {
+func prunedKey(c cid.Cid) []byte {
+	return append(append([]byte(nil), prunedPrefix...), c.Bytes()...)
+}
+
+// Pruned is what the store keeps of an entry it pruned from the history:
+// its CID and clock, what a later entry naming it as a parent needs to
+// link (ledger.Log.LinkPruned) as on a node that still holds it.
+type Pruned struct {
+	CID   cid.Cid
+	Clock uint64
+}
+
+// PruneHistory deletes blocks of the history and keeps, for each, its
+// clock under its CID (PrunedClock, IsPruned): a few bytes an entry.
+func (s *Store) PruneHistory(ps []Pruned) error {
+	if err := s.mayWrite(int64(len(ps) * 48)); err != nil {
 		return err
 	}
-	for len(cs) > 0 {
+	for len(ps) > 0 {
 		txn := s.db.NewTransaction(true)
 		n := 0
-		for ; n < len(cs); n++ {
-			err := txn.Set(append(append([]byte(nil), prunedPrefix...), cs[n].Bytes()...), nil)
+		for ; n < len(ps); n++ {
+			if ps[n].Clock == 0 {
+				txn.Discard()
+				return fmt.Errorf("store: prune: %s: clock 0", ps[n].CID)
+			}
+			err := txn.Set(prunedKey(ps[n].CID), binary.AppendUvarint(nil, ps[n].Clock))
 			if err == nil {
-				err = txn.Delete(historyKey(cs[n]))
+				err = txn.Delete(historyKey(ps[n].CID))
 			}
 			if errors.Is(err, badger.ErrTxnTooBig) && n > 0 {
 				break
@@ -112,14 +128,32 @@ func (s *Store) PruneHistory(cs []cid.Cid) error {
 		if err := txn.Commit(); err != nil {
 			return fmt.Errorf("store: prune: %w", err)
 		}
-		cs = cs[n:]
+		ps = ps[n:]
 	}
 	return nil
 }
 
 // IsPruned reports whether c was pruned from the history.
 func (s *Store) IsPruned(c cid.Cid) bool {
-	return s.item(append(append([]byte(nil), prunedPrefix...), c.Bytes()...), func(*badger.Item) error { return nil }) == nil
+	return s.item(prunedKey(c), func(*badger.Item) error { return nil }) == nil
+}
+
+// PrunedClock is the clock of entry c, pruned from the history; false when
+// c was not pruned, or was pruned before clocks were kept (an empty
+// marker).
+func (s *Store) PrunedClock(c cid.Cid) (uint64, bool) {
+	var clock uint64
+	err := s.item(prunedKey(c), func(it *badger.Item) error {
+		return it.Value(func(v []byte) error {
+			k, n := binary.Uvarint(v)
+			if n <= 0 || n != len(v) || k == 0 {
+				return errors.New("no clock")
+			}
+			clock = k
+			return nil
+		})
+	})
+	return clock, err == nil
 }
 
 // ReclaimSpace gives back the value log's space that moved and pruned
