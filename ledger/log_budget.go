@@ -1,0 +1,180 @@
+package ledger
+
+import "fmt"
+
+// The budget of entries without effect (docs/design.md §5.7). Every entry
+// stays in the DAG, so a member could grow every node's ledger at the
+// gossip rate with entries the fold refuses. The rule, a function of the
+// total order like the rest of the fold:
+//
+//   - The window is the order since the last checkpoint that took effect
+//     (its fold empties State.Budgets).
+//   - Each entry the fold refuses counts one against the machine that
+//     signed it, when that key is a machine of the State at its position
+//     (State.Budgets[machine].Ineffective).
+//   - The entry that takes a machine past IneffectiveBudget caps it
+//     (Budget.Capped names that entry). Every later entry of the window
+//     signed by it is skipped: no effect, whatever it does, and counted
+//     neither as applied nor as ineffective. So a node that holds some of
+//     those entries and one that holds none fold the same State.
+//   - A Log refuses to add an entry of a capped machine that sorts after
+//     the entry that capped it (ErrCapped; admit), unless an entry it does
+//     add names it as a parent: what another machine built on must be
+//     kept, or the DAGs split.
+//
+// Why every node reaches one State: a node with fewer of the machine's
+// entries reaches the budget at the same entry or a later one, never an
+// earlier one (the k-th refused entry of a subset sorts no earlier than
+// the k-th of the whole), so it refuses only entries that the whole's
+// fold skips too; entries before its own capping entry it adds, so every
+// node ends up holding those of the whole, caps at the same entry, and
+// skips the same ones.
+
+// IneffectiveBudget is how many entries without effect a machine may have
+// in a window before it is capped. An honest node dry-runs every entry
+// against its State before writing it (replica.DryRun); its entries fail
+// only in races (two machines writing the same job.start, a move on a
+// contract another just ended, a write concurrent with a role change), a
+// few a day, against windows of ledger.checkpoint_every entries (default
+// 10,000). A flooder gets at most this many entries, plus those in flight
+// when it passed the budget, into every node's ledger per window.
+const IneffectiveBudget = 64
+
+// ErrCapped is the verdict on an entry of a capped machine (skipped by the
+// fold) and the error AddBatch gives for one it refused.
+var ErrCapped = fmt.Errorf("%w: capped: its machine passed the budget of %d entries without effect since the last checkpoint", ErrNotAuthority, IneffectiveBudget)
+
+// Budget is one machine's count in the current window.
+type Budget struct {
+	Ineffective int64     `cbor:"n"`
+	Capped      *OrderKey `cbor:"capped,omitempty"` // the entry that passed the budget
+}
+
+// IsCapped reports whether machine id is capped in the current window.
+func (s *State) IsCapped(id string) bool {
+	b, ok := s.Budgets[id]
+	return ok && b.Capped != nil
+}
+
+// CappedMachines lists the capped machines, sorted.
+func (s *State) CappedMachines() []string {
+	var out []string
+	for _, m := range s.SortedMachines() {
+		if s.IsCapped(m.ID) {
+			out = append(out, m.ID)
+		}
+	}
+	return out
+}
+
+func (s *State) budgetsW() map[string]Budget {
+	if s.Budgets == nil {
+		s.Budgets = map[string]Budget{}
+		s.ownMap(mapBudgets)
+	}
+	s.Budgets = mapW(s, mapBudgets, s.Budgets)
+	return s.Budgets
+}
+
+// foldCounted folds e into st under the budget (void: e is in the void
+// set, §6) and counts it. skipped: its machine was capped, st is unchanged
+// and e is not counted.
+func foldCounted(st *State, e *Entry, void bool, budget int) (skipped bool, err error) {
+	if st.IsCapped(e.author) {
+		return true, ErrCapped
+	}
+	if void {
+		err = ErrVoid
+	} else {
+		err = Apply(st, e)
+	}
+	count(st, e, err, budget)
+	return false, err
+}
+
+// count counts e's verdict err in st: applied, or ineffective and against
+// its machine's budget. A checkpoint that took effect starts a new window.
+func count(st *State, e *Entry, err error, budget int) {
+	if err == nil {
+		st.Applied++
+		if e.Kind == KindCheckpoint && st.Budgets != nil {
+			st.Budgets = nil // a frozen State keeps its map
+			st.ownMap(mapBudgets)
+		}
+		return
+	}
+	st.Ineffective++
+	a := e.author
+	if e.Kind == KindGenesis || st.Machines[a] == nil {
+		return
+	}
+	b := st.Budgets[a]
+	b.Ineffective++
+	if b.Ineffective > int64(budget) {
+		k := e.key
+		b.Capped = &k
+	}
+	st.budgetsW()[a] = b
+}
+
+// foldOne folds order's node n into l.st (l.apply: the void set and the
+// revocation facts) and records its verdict.
+func (l *Log) foldOne(n *node) {
+	if l.st.IsCapped(n.e.author) {
+		n.err = ErrCapped
+		return
+	}
+	err := l.apply(n)
+	count(l.st, n.e, err, l.budget)
+	n.err, n.applied = err, err == nil
+}
+
+// admit returns the entries of batch (sorted in total order) that the Log
+// refuses to add: those of a machine capped in the current State that sort
+// after the entry that capped it, unless an entry of the batch that is
+// added names it as a parent (walked from the last, so that what such an
+// entry names is known before its parents are judged).
+func (l *Log) admit(batch []*Entry) map[string]error {
+	if !l.anyCapped() {
+		return nil
+	}
+	var refused map[string]error
+	wanted := map[string]bool{}
+	for i := len(batch) - 1; i >= 0; i-- {
+		e := batch[i]
+		if !wanted[e.key.CID] && l.capRefuses(e) {
+			if refused == nil {
+				refused = map[string]error{}
+			}
+			refused[e.key.CID] = ErrCapped
+			continue
+		}
+		for _, p := range e.Parents {
+			wanted[p.KeyString()] = true
+		}
+	}
+	return refused
+}
+
+func (l *Log) anyCapped() bool {
+	for _, b := range l.st.Budgets {
+		if b.Capped != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// capRefuses reports whether e's machine is capped and e, added now, would
+// sort after the entry that capped it (a new entry goes to the tail, §5.6).
+func (l *Log) capRefuses(e *Entry) bool {
+	b, ok := l.st.Budgets[e.author]
+	if !ok || b.Capped == nil || l.nodes[e.key.CID] != nil {
+		return false
+	}
+	c := l.nodes[b.Capped.CID]
+	return c == nil || c.before(&node{key: e.key, seg: tailSeg})
+}
+
+// Capped lists the machines capped in the current window, sorted.
+func (l *Log) Capped() []string { return l.st.CappedMachines() }
