@@ -31,7 +31,7 @@ func checkInternal(tb testing.TB, l *Log) {
 			break
 		}
 		n := l.order[i]
-		if i > 0 && !l.order[i-1].key.Less(n.key) {
+		if i > 0 && !l.order[i-1].before(n) {
 			tb.Fatalf("order is not sorted at %d", i)
 		}
 		_, err := foldCounted(st, n.e, n.void, l.budget)
