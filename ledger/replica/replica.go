@@ -129,8 +129,9 @@ type Replica struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // goroutines of the default Spawn
 
-	mu sync.RWMutex
-	lg *ledger.Log
+	mu     sync.RWMutex
+	lg     *ledger.Log
+	capped []string // the Log's capped machines as last logged (cap.go)
 	// snap is the State as of the last fold, frozen (see Snapshot):
 	// swapped under mu after each batch of folds, read without any lock.
 	snap    atomic.Pointer[Snapshot]
@@ -291,6 +292,7 @@ func (r *Replica) publishLocked() {
 	if old := r.snap.Load(); old != nil && old.State == r.lg.State() && old.Len == r.lg.Len() {
 		return
 	}
+	r.noteCappedLocked()
 	heads, clock := r.lg.Heads()
 	r.snap.Store(&Snapshot{State: r.lg.Snapshot(), Len: r.lg.Len(), Heads: heads, Clock: clock})
 }
@@ -436,6 +438,8 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 		}
 		for i, e := range batch {
 			switch {
+			case !r.lg.Has(e.CID()) && errs != nil && capRefused(errs[i]):
+				r.dropped(DropCapped, 1)
 			case !r.lg.Has(e.CID()):
 				r.dropped(DropInvalid, 1)
 			default:
