@@ -178,3 +178,97 @@ func (l *Log) capRefuses(e *Entry) bool {
 
 // Capped lists the machines capped in the current window, sorted.
 func (l *Log) Capped() []string { return l.st.CappedMachines() }
+
+// evict takes out of the Log the entries just added (added, in total
+// order) that the fold skips for their machine's cap and that no entry
+// names as a parent: a batch that crosses a machine's budget (an answer
+// to a fetch, orphans whose parent arrived) keeps only what the budget
+// allows. They changed nothing (skipped entries are not counted), so the
+// State and the fold's checkpoints stay as they are, at positions moved
+// down. Checkpoints, registrations and revocations are never taken out
+// (the barrier tree, persons and the void set remember them). wasHead
+// says which of the parents the batch names were heads before it. It
+// returns the CID keys of the entries taken out.
+func (l *Log) evict(added []*node, wasHead map[string]bool) []string {
+	named := map[*node]bool{}
+	out := map[*node]bool{}
+	for i := len(added) - 1; i >= 0; i-- {
+		n := added[i]
+		k := n.e.Kind
+		if !n.applied && n.err == ErrCapped && !named[n] && !n.revKind &&
+			k != KindCheckpoint && k != KindMachineReg && k != KindGenesis {
+			out[n] = true
+			continue
+		}
+		for _, p := range n.parents {
+			named[p] = true
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(out))
+	for n := range out {
+		keys = append(keys, n.key.CID)
+		delete(l.nodes, n.key.CID)
+		delete(l.heads, n.key.CID)
+		l.byAuthor[n.e.author] = dropNodes(l.byAuthor[n.e.author], out)
+		l.byPerson[n.e.author] = dropNodes(l.byPerson[n.e.author], out)
+		for _, p := range l.persons[n.e.author] {
+			l.byPerson[p] = dropNodes(l.byPerson[p], out)
+		}
+	}
+	// A parent no kept entry names is a head again when it was one (or
+	// came in this batch: only the batch could name it).
+	inBatch := make(map[*node]bool, len(added))
+	for _, n := range added {
+		inBatch[n] = true
+	}
+	for n := range out {
+		for _, p := range n.parents {
+			if !out[p] && !named[p] && (wasHead[p.key.CID] || inBatch[p]) {
+				l.heads[p.key.CID] = p
+			}
+		}
+	}
+	// Out of the order; the fold's checkpoints move down with it.
+	kept := l.order[:0]
+	shift := make([]int, 0, len(l.order)+1) // entries taken out before each position
+	gone := 0
+	for _, n := range l.order {
+		shift = append(shift, gone)
+		if out[n] {
+			gone++
+			continue
+		}
+		kept = append(kept, n)
+	}
+	shift = append(shift, gone)
+	clear(l.order[len(kept):])
+	l.order = kept
+	for i := range l.cps {
+		l.cps[i].pos -= shift[l.cps[i].pos]
+	}
+	l.stFolded = len(l.order)
+	return keys
+}
+
+func dropNodes(ns []*node, out map[*node]bool) []*node {
+	kept := ns[:0]
+	for _, n := range ns {
+		if !out[n] {
+			kept = append(kept, n)
+		}
+	}
+	clear(ns[len(kept):])
+	return kept
+}
+
+// headSet is the CID keys of the heads now.
+func (l *Log) headSet() map[string]bool {
+	out := make(map[string]bool, len(l.heads))
+	for k := range l.heads {
+		out[k] = true
+	}
+	return out
+}

@@ -108,6 +108,51 @@ func TestBudgetCapsAMachine(t *testing.T) {
 	w.ok(f, KindJobSubmit, JobSpec{Driver: "exec", Cmd: []string{"true"}, RangeStart: 1, RangeEnd: 1, Priority: 5, CPUs: 1, Nonce: []byte{9}})
 }
 
+// TestBudgetTrimsABatch: a chain of 200 entries without effect by one
+// machine, arriving in one batch (an answer to a fetch), leaves the
+// budget's worth and the entry past it in the Log; the rest are refused
+// as capped and the heads are as if they never came. A second batch built
+// on one of them by another member keeps what it names.
+func TestBudgetTrimsABatch(t *testing.T) {
+	w := newWorld(t)
+	h := w.member(2, RoleMember)
+	f := w.member(3, RoleMember)
+	n := w.log.Len()
+	parents := w.heads()
+	var chain []*Entry
+	for i := range 200 {
+		e := w.on(f, KindMachineReject, MachineRef{Machine: fmt.Sprintf("m%d", i)}, parents...)
+		chain = append(chain, e)
+		parents = []*Entry{e}
+	}
+	errs, err := w.log.AddBatch(chain)
+	if !errors.Is(err, ErrCapped) {
+		t.Fatalf("AddBatch: %v, want ErrCapped", err)
+	}
+	if got, want := w.log.Len(), n+IneffectiveBudget+1; got != want {
+		t.Fatalf("the log holds %d entries, want %d", got, want)
+	}
+	for i, e := range chain {
+		kept := i <= IneffectiveBudget
+		if w.log.Has(e.CID()) != kept || errors.Is(errs[i], ErrCapped) == kept {
+			t.Fatalf("entry %d: kept %v, verdict %v", i, w.log.Has(e.CID()), errs[i])
+		}
+	}
+	if hs, _ := w.log.Heads(); len(hs) != 1 || hs[0] != chain[IneffectiveBudget].CID() {
+		t.Fatalf("heads %v, want the capping entry", hs)
+	}
+	checkInternal(t, w.log)
+	// Another member built on entry 100: it and what it names are kept.
+	y := w.on(h, KindJobSubmit, JobSpec{Driver: "exec", Cmd: []string{"true"}, RangeStart: 1, RangeEnd: 1, Priority: 5, CPUs: 1}, chain[100])
+	if errs, err := w.log.AddBatch(append(slices.Clone(chain[IneffectiveBudget+1:101]), y)); err != nil || errs[len(errs)-1] != nil {
+		t.Fatalf("a member's entry on the flood: %v %v", err, errs)
+	}
+	if got, want := w.log.Len(), n+101+1; got != want {
+		t.Fatalf("the log holds %d entries, want %d", got, want)
+	}
+	checkInternal(t, w.log)
+}
+
 // deliver offers es to l as a replica would: in chunks of chunk()
 // entries; an entry waiting for parents is kept and its missing ancestors
 // fetched (they come in one answer, so they are added in one batch with
@@ -203,7 +248,7 @@ func TestBudgetIsAFunctionOfTheDAG(t *testing.T) {
 			case 2: // a checkpoint on everything so far
 				ref := NewLog()
 				ref.budget = budget
-				if _, err := ref.AddBatch(all); err != nil {
+				if _, err := ref.AddBatch(all); err != nil && !errors.Is(err, ErrCapped) {
 					rt.Fatal(err)
 				}
 				p := checkpointOf(ref)
@@ -230,7 +275,7 @@ func TestBudgetIsAFunctionOfTheDAG(t *testing.T) {
 		}
 		ref := NewLog()
 		ref.budget = budget
-		if _, err := ref.AddBatch(all); err != nil {
+		if _, err := ref.AddBatch(all); err != nil && !errors.Is(err, ErrCapped) {
 			rt.Fatal(err)
 		}
 		for k := range 3 {
