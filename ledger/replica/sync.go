@@ -129,6 +129,9 @@ func (r *Replica) HasHeadsPayload(payload []byte) bool {
 // heads this replica already had when the machine last named them are not
 // decoded and looked up again: the ledger only grows.
 func (r *Replica) WantHeads(id peer.ID, heads []string) {
+	if r.Capped(id) {
+		return // what it names beyond its budget would be refused (cap.go)
+	}
 	key := id.String()
 	r.headsMu.Lock()
 	same := slices.Equal(r.haveHeads[key], heads)

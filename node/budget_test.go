@@ -1,0 +1,133 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipfs/go-cid"
+
+	"github.com/cshare/cshare/ledger"
+	"github.com/cshare/cshare/ledger/replica"
+	"github.com/cshare/cshare/p2p"
+)
+
+// TestFloodingMemberCappedByBudget: a member's machine, running code of
+// its own, writes entries without effect (a member may not reject
+// machines) as fast as the heads rate limit lets them out: each signed on
+// its previous one and pushed inline on the ledger topic. The three honest
+// nodes take the budget's worth and the entry that passes it, then refuse
+// the rest: their ledgers stop growing, they agree on the State and on
+// the cap, the flooder's announcements are ignored and its sync requests
+// refused, and the honest members' own writes still land everywhere.
+func TestFloodingMemberCappedByBudget(t *testing.T) {
+	m := newMesh(t, meshConfig{n: 4, interval: 250 * time.Millisecond})
+	m.formOrg()
+	honest, fl := m.nodes[:3], m.nodes[3].Node
+	fid := fl.ID().String()
+	base := 0
+	for _, n := range honest {
+		base = max(base, entryCount(n.Node))
+	}
+	const flood = 400
+	const at = 1_700_000_000_000 // the entries' advisory time
+	ctx := ctxT(t)
+	heads, clock := fl.rep.Heads()
+	// push signs an entry without effect on the last and pushes it: into
+	// the flooder's own replica first (which serves it to peers that miss
+	// the announcement, until it caps itself), then on the ledger topic.
+	push := func(name string) {
+		t.Helper()
+		e, err := fl.signer.Sign(fl.rep.Org(), ledger.KindMachineReject, ledger.MachineRef{Machine: name}, heads, clock, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = fl.rep.Import([]*ledger.Entry{e})
+		b, err := replica.HeadsPayload([]cid.Cid{e.CID()}, e.Clock, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fl.topics().PublishHeads(ctx, b); err != nil {
+			t.Fatalf("publish %s: %v", name, err)
+		}
+		heads, clock = []cid.Cid{e.CID()}, e.Clock
+	}
+	for i := range flood {
+		push(fmt.Sprintf("nobody-%d", i))
+	}
+	bound := base + ledger.IneffectiveBudget + 1
+	eventually(t, 30*time.Second, "every honest node capping the flooder", func() string {
+		for _, n := range honest {
+			if !n.rep.Snapshot().State.IsCapped(fid) {
+				o := n.topics()
+				return fmt.Sprintf("%s: not capped, %d entries (gossip ignored %v rejected %v)", n.name, entryCount(n.Node), o.Ignored(), o.Rejected())
+			}
+		}
+		return ""
+	})
+	for _, n := range honest {
+		if got := entryCount(n.Node); got > bound {
+			t.Errorf("%s holds %d entries after a flood of %d; want at most %d (the org's %d, the budget and the entry past it)", n.name, got, flood, bound, base)
+		}
+	}
+
+	// Cut off at the door: announcements ignored, sync refused.
+	push("after")
+	eventually(t, 30*time.Second, "the flooder's announcements ignored as capped", func() string {
+		if k := honest[0].topics().Ignored()["ledger/"+p2p.IgnoreCapped]; k == 0 {
+			return fmt.Sprintf("ignored %v", honest[0].topics().Ignored())
+		}
+		return ""
+	})
+	// Nor does the ledger keep its entries that come any other way (in
+	// another peer's answer): the Log refuses them.
+	late, err := fl.signer.Sign(fl.rep.Org(), ledger.KindMachineReject, ledger.MachineRef{Machine: "by-another-way"}, heads, clock, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := entryCount(honest[0].Node)
+	if err := honest[0].rep.Import([]*ledger.Entry{late}); err != nil {
+		t.Fatal(err)
+	}
+	if honest[0].rep.Has(late.CID()) || entryCount(honest[0].Node) != before {
+		t.Errorf("an entry of the capped machine imported: kept %v, %d -> %d entries", honest[0].rep.Has(late.CID()), before, entryCount(honest[0].Node))
+	}
+	ferr := p2p.FetchBlocks(ctx, fl.host.LibP2P(), honest[0].ID(), fl.rep.Org(), nil, 0, func([][]byte) error { return nil })
+	if ferr == nil || !strings.Contains(ferr.Error(), "capped") {
+		t.Errorf("the flooder's sync request: %v, want refused as capped", ferr)
+	}
+
+	// Honest writes land, and every honest node folds one State; the
+	// capped machine's job, which would take effect, lands nowhere.
+	if _, err := fl.rep.Write(ctx, ledger.KindJobSubmit, ledger.JobSpec{Driver: "exec", Cmd: []string{"true"}, RangeStart: 1, RangeEnd: 1,
+		Priority: 5, CPUs: 1, Nonce: []byte("capped")}); err != nil && !errors.Is(err, ledger.ErrCapped) {
+		t.Fatalf("the capped machine's job: %v", err)
+	}
+	for _, n := range honest[1:] {
+		if _, err := n.rep.Write(ctx, ledger.KindJobSubmit, ledger.JobSpec{Driver: "exec", Cmd: []string{"true"}, RangeStart: 1, RangeEnd: 1,
+			Priority: 5, CPUs: 1, Nonce: []byte(n.name)}); err != nil {
+			t.Fatalf("%s: an honest job after the flood: %v", n.name, err)
+		}
+	}
+	eventually(t, 30*time.Second, "the honest nodes on one State with both jobs", func() string {
+		hash := ""
+		for _, n := range honest {
+			st := n.rep.Snapshot()
+			if len(st.State.Jobs) != 2 {
+				return fmt.Sprintf("%s: %d jobs", n.name, len(st.State.Jobs))
+			}
+			if hash != "" && st.StateHash() != hash {
+				return fmt.Sprintf("%s: state %s, another %s", n.name, st.StateHash(), hash)
+			}
+			hash = st.StateHash()
+		}
+		return ""
+	})
+	for _, n := range honest {
+		if got := entryCount(n.Node); got > bound+2 {
+			t.Errorf("%s holds %d entries; want at most %d", n.name, got, bound+2)
+		}
+	}
+}
