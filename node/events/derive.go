@@ -38,6 +38,7 @@ type Tracker struct {
 	jobs      map[string]string // state
 	contracts map[string]contractSeen
 	settings  string
+	capped    map[string]bool // capped.go
 }
 
 type contractSeen struct {
@@ -66,6 +67,7 @@ func (t *Tracker) Baseline(st *ledger.State) {
 		t.contracts[id] = contractSeen{running: c.Running, ended: c.Removed || c.Rejected}
 	}
 	t.settings = settingsKey(st)
+	t.capped = cappedSet(st)
 }
 
 // Ledger derives the events of es, entries just added to the ledger, from
@@ -85,6 +87,7 @@ func (t *Tracker) Ledger(st *ledger.State, es []*ledger.Entry, self string) []Ev
 	coord := t.coordinator(st, self)
 	out = append(out, t.machineEvents(st, self, coord)...)
 	out = append(out, t.memberEvents(st, self, coord)...)
+	out = append(out, t.cappedEvents(st, self, coord)...)
 	if k := settingsKey(st); k != t.settings {
 		t.settings = k
 		out = append(out, Event{Type: SettingsChanged, Data: map[string]any{"name": st.Name}, Mine: coord("") == self})
