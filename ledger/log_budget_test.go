@@ -99,6 +99,14 @@ func TestBudgetCapsAMachine(t *testing.T) {
 		t.Fatalf("another delivery order: state %s capped %v; want %s %v", l.StateHash(), l.Capped(), w.log.StateHash(), w.log.Capped())
 	}
 	checkInternal(t, w.log)
+	// The budgets are in the State's snapshot a joiner decodes.
+	b, err := EncodeState(w.log.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := DecodeState(b); err != nil || st.Hash() != w.log.State().Hash() || !st.IsCapped(f.id) {
+		t.Fatalf("the State with a capped machine through EncodeState and DecodeState: %v", err)
+	}
 
 	// A checkpoint starts a new window: the machine's entries count again.
 	w.ok(w.owner, KindCheckpoint, checkpointOf(w.log))
