@@ -1,6 +1,9 @@
 package ledger
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // The budget of entries without effect (docs/design.md §5.7). Every entry
 // stays in the DAG, so a member could grow every node's ledger at the
@@ -190,6 +193,9 @@ func (l *Log) Capped() []string { return l.st.CappedMachines() }
 // says which of the parents the batch names were heads before it. It
 // returns the CID keys of the entries taken out.
 func (l *Log) evict(added []*node, wasHead map[string]bool) []string {
+	if !slices.ContainsFunc(added, func(n *node) bool { return n.err == ErrCapped }) {
+		return nil // the common case: a large catch-up pays one pass
+	}
 	named := map[*node]bool{}
 	out := map[*node]bool{}
 	for i := len(added) - 1; i >= 0; i-- {
