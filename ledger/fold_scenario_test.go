@@ -43,6 +43,10 @@ import (
 //	                                    payload below); an unknown kind has
 //	                                    an empty payload
 //	state [after=D]                     the State, compactly (D later)
+//	budget n=N                          the machines' budget of entries
+//	                                    without effect (log_budget.go);
+//	                                    state shows the budgets from then
+//	ledger.checkpoint by=m              a checkpoint of the log as it is
 //
 // A write prints ok, or refused and the verdict; a refusal must leave the
 // State as it was. An entry the log does not take (another org's) prints
@@ -70,6 +74,7 @@ type foldScenario struct {
 	sets    []string          // dataset names, for their CIDs
 	keys    []string          // SSH key names, for their fingerprints
 	other   string            // another org's ID
+	budgets bool              // state shows the budgets (after a budget command)
 }
 
 // args reads a command's key=value arguments; done fails the test on any
@@ -194,6 +199,11 @@ func (s *foldScenario) run(t *testing.T, d *datadriven.TestData) string {
 		t.Fatalf("%s before org", d.Cmd)
 	}
 	s.w.t = t
+	if d.Cmd == "budget" {
+		s.w.log.budget, s.budgets = int(a.num("n", IneffectiveBudget)), true
+		a.done()
+		return "ok"
+	}
 	if d.Cmd == "state" {
 		if a.has("after") {
 			s.w.now += a.dur("after") // read later
@@ -360,6 +370,8 @@ func (s *foldScenario) payload(a *args, kind string) any {
 		return p
 	case KindMerge:
 		return Merge{}
+	case KindCheckpoint:
+		return checkpointOf(s.w.log)
 	case KindMemberRole:
 		return MemberRole{Member: s.id(a.str("member", "")), Role: a.str("role", "")}
 	case KindMemberRemove:
@@ -500,6 +512,16 @@ func (s *foldScenario) state() string {
 			fps = append(fps, k.Fingerprint)
 		}
 		rest = append(rest, s.text(fmt.Sprintf("sshkeys %s %s", p, strings.Join(fps, " "))))
+	}
+	for id, b := range st.Budgets {
+		if !s.budgets {
+			break
+		}
+		line := fmt.Sprintf("budget %s without-effect=%d", id, b.Ineffective)
+		if b.Capped != nil {
+			line += " capped"
+		}
+		rest = append(rest, s.text(line))
 	}
 	slices.Sort(rest) // the maps' order is no order
 	lines = append(lines, rest...)

@@ -45,7 +45,7 @@ const IneffectiveBudget = 64
 
 // ErrCapped is the verdict on an entry of a capped machine (skipped by the
 // fold) and the error AddBatch gives for one it refused.
-var ErrCapped = fmt.Errorf("%w: capped: its machine passed the budget of %d entries without effect since the last checkpoint", ErrNotAuthority, IneffectiveBudget)
+var ErrCapped = fmt.Errorf("%w: capped: its machine passed its budget of entries without effect since the last checkpoint", ErrNotAuthority)
 
 // Budget is one machine's count in the current window.
 type Budget struct {

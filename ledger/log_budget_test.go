@@ -12,13 +12,16 @@ import (
 )
 
 // uncount takes back what counting ineffective entry e changed in st:
-// Ineffective and its machine's budget.
+// Ineffective and its machine's budget (and the cap, when e capped it).
 func uncount(st *State, e *Entry) {
 	st.Ineffective--
 	if b, ok := st.Budgets[e.author]; ok && b.Ineffective == 1 {
 		delete(st.Budgets, e.author)
 	} else if ok {
 		b.Ineffective--
+		if b.Capped != nil && *b.Capped == e.key {
+			b.Capped = nil
+		}
 		st.Budgets[e.author] = b
 	}
 	if len(st.Budgets) == 0 {
