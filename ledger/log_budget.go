@@ -188,8 +188,10 @@ func (l *Log) Capped() []string { return l.st.CappedMachines() }
 // to a fetch, orphans whose parent arrived) keeps only what the budget
 // allows. They changed nothing (skipped entries are not counted), so the
 // State and the fold's checkpoints stay as they are, at positions moved
-// down. Checkpoints, registrations and revocations are never taken out
-// (the barrier tree, persons and the void set remember them). wasHead
+// down. Checkpoints, registrations and revocations are never taken out:
+// the barrier tree and the persons remember them, and the void set's
+// fixed point was computed with them (taking one out could change it).
+// wasHead
 // says which of the parents the batch names were heads before it. It
 // returns the CID keys of the entries taken out.
 func (l *Log) evict(added []*node, wasHead map[string]bool) []string {
@@ -256,6 +258,15 @@ func (l *Log) evict(added []*node, wasHead map[string]bool) []string {
 		l.cps[i].pos -= shift[l.cps[i].pos]
 	}
 	l.stFolded = len(l.order)
+	// "Revocation wins" (revoke.go): its candidates are cached by index
+	// into byPerson, whose lists lost entries; those taken out leave the
+	// void set (they were skipped whether void or not).
+	for _, r := range l.revs {
+		r.cand, r.candSeen = nil, 0
+	}
+	for n := range out {
+		delete(l.void, n)
+	}
 	return keys
 }
 
