@@ -94,6 +94,9 @@ func TestFloodingMemberCappedByBudget(t *testing.T) {
 	if honest[0].rep.Has(late.CID()) || entryCount(honest[0].Node) != before {
 		t.Errorf("an entry of the capped machine imported: kept %v, %d -> %d entries", honest[0].rep.Has(late.CID()), before, entryCount(honest[0].Node))
 	}
+	if droppedCount(honest[0].Node, replica.DropCapped) == 0 {
+		t.Error(`cshare_ledger_dropped_total{reason="capped"} counts nothing`)
+	}
 	ferr := p2p.FetchBlocks(ctx, fl.host.LibP2P(), honest[0].ID(), fl.rep.Org(), nil, 0, func([][]byte) error { return nil })
 	if ferr == nil || !strings.Contains(ferr.Error(), "capped") {
 		t.Errorf("the flooder's sync request: %v, want refused as capped", ferr)
