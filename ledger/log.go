@@ -225,24 +225,18 @@ func (l *Log) AddBatch(es []*Entry) ([]error, error) {
 	if len(batch) > 1 {
 		sort.Slice(batch, func(i, j int) bool { return batch[i].key.Less(batch[j].key) })
 	}
-	refused, wasHead := l.admit(batch), l.headSet() // log_budget.go
 	var (
 		added    []*node
 		linkErr  map[string]error
 		firstErr error
 		missing  []cid.Cid
 		needVoid bool
-		capped   bool // entries taken out again for their machine's cap
 	)
 	for i, e := range batch {
 		if l.nodes[e.key.CID] != nil || (i > 0 && batch[i-1].key == e.key) {
 			continue
 		}
-		err := refused[e.key.CID]
-		var n *node
-		if err == nil {
-			n, err = l.link(e)
-		}
+		n, err := l.link(e)
 		if err != nil {
 			if linkErr == nil {
 				linkErr = map[string]error{}
@@ -280,12 +274,6 @@ func (l *Log) AddBatch(es []*Entry) ([]error, error) {
 		} else {
 			l.foldFrom(minPos)
 		}
-		for _, k := range l.evict(added, wasHead) { // log_budget.go
-			if linkErr == nil {
-				linkErr = map[string]error{}
-			}
-			linkErr[k], capped = ErrCapped, true
-		}
 	}
 	errs := make([]error, len(es))
 	for i, e := range es {
@@ -319,9 +307,6 @@ func (l *Log) AddBatch(es []*Entry) ([]error, error) {
 			// itself; the reason is on that entry.
 			firstErr = fmt.Errorf("%w: parents in the batch could not be added", ErrMissingParents)
 		}
-	}
-	if firstErr == nil && capped {
-		firstErr = ErrCapped
 	}
 	if firstErr == nil && len(es) > 0 && len(batch) < len(es) {
 		firstErr = fmt.Errorf("%w: nil entry", ErrMalformed)

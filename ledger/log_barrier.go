@@ -295,7 +295,7 @@ func (l *Log) stateAt(pos int) *State {
 		st, from = l.cps[k-1].st.Clone(), l.cps[k-1].pos
 	}
 	for _, n := range l.order[from:pos] {
-		foldCounted(st, n.e, n.void, l.budget)
+		_ = foldCounted(st, n.e, n.void, l.budget)
 	}
 	return st
 }
@@ -326,7 +326,7 @@ func NewLogAt(st *State, cp *Entry, depth int, below []*Entry) (*Log, error) {
 	}
 	l := NewLog()
 	after := st.Clone()
-	if _, err := foldCounted(after, cp, false, l.budget); err != nil {
+	if err := foldCounted(after, cp, false, l.budget); err != nil {
 		return nil, fmt.Errorf("checkpoint does not take effect on its state: %w", err)
 	}
 	l.org = st.Org

@@ -34,7 +34,7 @@ func checkInternal(tb testing.TB, l *Log) {
 		if i > 0 && !l.order[i-1].before(n) {
 			tb.Fatalf("order is not sorted at %d", i)
 		}
-		_, err := foldCounted(st, n.e, n.void, l.budget)
+		err := foldCounted(st, n.e, n.void, l.budget)
 		if (err == nil) != n.applied {
 			tb.Fatalf("entry %d (%s): applied %v, a fresh fold says %v (%v)", i, n.e.Kind, n.applied, err == nil, err)
 		}

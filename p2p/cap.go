@@ -8,9 +8,11 @@ import "github.com/libp2p/go-libp2p/core/peer"
 // the same cap, so every node refuses the same machine: its heads
 // announcements on the ledger topic are ignored (counted as
 // IgnoreCapped; not rejected, since a forwarder whose ledger has not yet
-// folded the cap is honest) and its sync requests are refused. Its entries
-// that reach a node otherwise (in another machine's answer) are the
-// ledger's to refuse or keep (ledger.Log.AddBatch).
+// folded the cap is honest) and its sync requests are refused. The fold
+// does not look at the cap: its entries that reach a node from another
+// machine (pushed in that machine's announcement, or in its sync answer)
+// are taken as any entry is, so the honest nodes end on one DAG
+// (ledger/replica/cap.go).
 type Capper interface {
 	Capped(id peer.ID) bool
 }

@@ -9,10 +9,24 @@ import (
 	"github.com/cshare/cshare/ledger"
 )
 
-// DropCapped (a reason passed to Config.Dropped): an entry of a machine
-// the ledger's budget of entries without effect has capped, refused by
-// the Log (docs/design.md §5.7).
+// The gate of the ledger's budget of entries without effect (docs/design.md
+// §5.7). The fold only counts; once it caps a machine, this replica takes
+// nothing more that the machine itself sends: its heads announcements
+// (OnHeads; p2p ignores them before, in its validator), the heads its
+// heartbeats name (WantHeads), its sync answers (SyncFrom, fetch, between
+// parts of an answer) and its sync requests (p2p.ServeSync, through
+// Capped). Its entries that another machine passes on (pushed in that
+// machine's announcement, or in its sync answer) are taken as any entry
+// is: a node that took them before it folded the cap may hold them, and
+// refusing them would leave the honest nodes on different DAGs.
+
+// DropCapped (a reason passed to Config.Dropped): an entry a capped machine
+// sent itself, refused at the gate.
 const DropCapped = "capped"
+
+// ErrCapped is Write's error on a capped machine: no node would take the
+// entry from it until a checkpoint starts a new window.
+var ErrCapped = errors.New("this machine is capped: too many ledger entries without effect since the last checkpoint; its writes wait for the next checkpoint")
 
 // Capped reports whether machine id is capped in the current window of
 // the ledger's budget: p2p.Capper (its heads announcements are ignored
@@ -30,7 +44,7 @@ func (r *Replica) noteCappedLocked() {
 	}
 	for _, id := range now {
 		if !slices.Contains(r.capped, id) {
-			r.log.Warn("ledger: machine capped: too many entries without effect since the last checkpoint; its entries are refused until the next one",
+			r.log.Warn("ledger: machine capped: too many entries without effect since the last checkpoint; what it sends is refused until the next one",
 				"machine", id, "budget", ledger.IneffectiveBudget)
 		}
 	}
@@ -42,6 +56,28 @@ func (r *Replica) noteCappedLocked() {
 	r.capped = now
 }
 
-// capRefused reports whether the Log refused an entry for its machine's
-// cap.
-func capRefused(err error) bool { return errors.Is(err, ledger.ErrCapped) }
+// addFrom folds entries es of an answer from peer p, in parts holding at
+// most ledger.IneffectiveBudget entries signed by p, and stops (capped)
+// once p is capped: a machine answering with a long chain of its own
+// entries without effect gets in at most a part's worth past its cap.
+func (r *Replica) addFrom(p peer.ID, es []*ledger.Entry) (capped bool, err error) {
+	self := p.String()
+	for len(es) > 0 {
+		if r.Capped(p) {
+			r.dropped(DropCapped, len(es))
+			return true, nil
+		}
+		n, own := 0, 0
+		for n < len(es) && (own < ledger.IneffectiveBudget || es[n].AuthorString() != self) {
+			if es[n].AuthorString() == self {
+				own++
+			}
+			n++
+		}
+		if err := r.addDurable(es[:n]); err != nil {
+			return false, err
+		}
+		es = es[n:]
+	}
+	return false, nil
+}

@@ -438,8 +438,6 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 		}
 		for i, e := range batch {
 			switch {
-			case !r.lg.Has(e.CID()) && errs != nil && capRefused(errs[i]):
-				r.dropped(DropCapped, 1)
 			case !r.lg.Has(e.CID()):
 				r.dropped(DropInvalid, 1)
 			default:
@@ -478,6 +476,9 @@ func (r *Replica) write(ctx context.Context, kind string, payloadAt func(heads [
 	defer r.writeMu.Unlock()
 	// Every entry folded so far is durable before this one names it: a
 	// pushed entry is folded before its write ends (see takePushed).
+	if r.Capped(r.signer.ID()) {
+		return nil, ErrCapped // cap.go
+	}
 	r.persisting.Lock()
 	r.mu.RLock()
 	org := r.lg.Org()

@@ -69,6 +69,10 @@ func (r *Replica) OnHeads(from peer.ID, payload []byte) {
 		r.dropped(DropBadHeads, 1)
 		return
 	}
+	if r.Capped(from) {
+		r.dropped(DropCapped, len(msg.Entries)) // cap.go
+		return
+	}
 	h := r.cfg.HeadsHook
 	if h != nil {
 		h(len(msg.Entries), true)
@@ -130,7 +134,7 @@ func (r *Replica) HasHeadsPayload(payload []byte) bool {
 // decoded and looked up again: the ledger only grows.
 func (r *Replica) WantHeads(id peer.ID, heads []string) {
 	if r.Capped(id) {
-		return // what it names beyond its budget would be refused (cap.go)
+		return // cap.go
 	}
 	key := id.String()
 	r.headsMu.Lock()
@@ -186,6 +190,9 @@ func (r *Replica) WantHeads(id peer.ID, heads []string) {
 // one peer is not asked of another for wantRetry, unless that sync ends
 // without it.
 func (r *Replica) SyncFrom(p peer.ID, want []cid.Cid) {
+	if r.Capped(p) {
+		return // cap.go
+	}
 	now := r.cfg.Now()
 	r.mu.Lock()
 	fresh := want[:0:0]
@@ -289,7 +296,11 @@ func (r *Replica) fetch(ctx context.Context, p peer.ID, org string, want []cid.C
 				if err != nil {
 					continue // drain
 				}
-				if err = r.addDurable(es); err != nil {
+				var capped bool
+				if capped, err = r.addFrom(p, es); capped && err == nil {
+					err = fmt.Errorf("peer %s is capped", p) // cap.go
+				}
+				if err != nil {
 					fcancel()
 				}
 			}
@@ -533,6 +544,9 @@ func (r *Replica) collectLocked(want []cid.Cid, floor uint64, limit int) [][]byt
 // Announced fetches, from a peer that pushed its heads, those this replica
 // lacks: p2p.SyncSource.
 func (r *Replica) Announced(from peer.ID, heads []cid.Cid) {
+	if r.Capped(from) {
+		return // p2p.ServeSync refuses it first (cap.go)
+	}
 	var want []cid.Cid
 	r.mu.RLock()
 	for _, h := range heads {
