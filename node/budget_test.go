@@ -18,20 +18,29 @@ import (
 // its own, writes entries without effect (a member may not reject
 // machines) as fast as the heads rate limit lets them out: each signed on
 // its previous one and pushed inline on the ledger topic. The three honest
-// nodes take the budget's worth and the entry that passes it, then refuse
-// the rest: their ledgers stop growing, they agree on the State and on
-// the cap, the flooder's announcements are ignored and its sync requests
-// refused, and the honest members' own writes still land everywhere.
-const capSlack = 8
-
+// nodes take its entries up to the one that caps it, then refuse what it
+// sends: their ledgers stop growing, they agree on the State and on the
+// cap, the flooder's announcements are ignored and its sync requests
+// refused. An entry of the capped machine that an honest node passes on
+// is taken by all; the capped machine's own writes are refused at their
+// source; the honest members' writes land everywhere.
+//
+// The bound on each honest ledger: the org's entries, the budget and the
+// entry past it, exactly. Each node takes of what the flooder sends itself
+// only up to the entry that caps it in that node's fold (the replica's
+// gate folds the flooder's entries in parts that end where its budget
+// would run out), and the flood is one chain, so every node holds the
+// same prefix of it, and honest nodes pass on nothing more.
 func TestFloodingMemberCappedByBudget(t *testing.T) {
 	m := newMesh(t, meshConfig{n: 4, interval: 250 * time.Millisecond})
 	m.formOrg()
 	honest, fl := m.nodes[:3], m.nodes[3].Node
 	fid := fl.ID().String()
-	base := 0
+	base, fbase := 0, without(honest[0].Node, fid)
+	effBase := map[string]int{} // each node's effective entries before the flood
 	for _, n := range honest {
 		base = max(base, entryCount(n.Node))
+		effBase[n.name] = effectiveCount(n.Node)
 	}
 	const flood = 400
 	const at = 1_700_000_000_000 // the entries' advisory time
@@ -59,7 +68,7 @@ func TestFloodingMemberCappedByBudget(t *testing.T) {
 	for i := range flood {
 		push(fmt.Sprintf("nobody-%d", i))
 	}
-	bound := base + ledger.IneffectiveBudget + 1 + capSlack
+	bound := base + ledger.IneffectiveBudget + 1
 	eventually(t, 30*time.Second, "every honest node capping the flooder", func() string {
 		for _, n := range honest {
 			if !n.rep.Snapshot().State.IsCapped(fid) {
@@ -70,10 +79,13 @@ func TestFloodingMemberCappedByBudget(t *testing.T) {
 		return ""
 	})
 	for _, n := range honest {
-		if got := entryCount(n.Node); got > bound {
-			t.Errorf("%s holds %d entries after a flood of %d; want at most %d (the org's %d, the budget, the entry past it and %d)", n.name, got, flood, bound, base, capSlack)
+		if got := without(n.Node, fid) - fbase; got > ledger.IneffectiveBudget+1 {
+			t.Errorf("%s holds %d of the %d entries flooded; want at most %d (the budget and the entry past it)", n.name, got, flood, ledger.IneffectiveBudget+1)
 		}
-		t.Logf("%s: %d of the flooder's entries", n.name, entryCount(n.Node)-base)
+		if got, eff := entryCount(n.Node), effectiveCount(n.Node)-effBase[n.name]; got-eff > bound {
+			t.Errorf("%s holds %d entries after a flood of %d, %d of them new and effective; want at most %d without effect (the org's %d, the budget and the entry past it)", n.name, got, flood, eff, bound, base)
+		}
+		t.Logf("%s: %d of the flooder's entries without effect, %d in all more than before", n.name, without(n.Node, fid)-fbase, entryCount(n.Node)-base)
 	}
 
 	// Cut off at the door: announcements ignored, sync refused.
@@ -130,8 +142,35 @@ func TestFloodingMemberCappedByBudget(t *testing.T) {
 		return ""
 	})
 	for _, n := range honest {
-		if got := entryCount(n.Node); got > bound+3 {
-			t.Errorf("%s holds %d entries; want at most %d", n.name, got, bound+3)
+		if got, eff := entryCount(n.Node), effectiveCount(n.Node)-effBase[n.name]; got-eff > bound+1 { // and the entry passed on
+			t.Errorf("%s holds %d entries, %d of them new and effective; want at most %d", n.name, got, eff, bound+1)
 		}
 	}
+}
+
+// without counts the entries of n's ledger that machine id signed and
+// that have no effect.
+func without(n *Node, id string) int {
+	rd, done := n.rep.ReadLog()
+	defer done()
+	k := 0
+	for _, e := range rd.Entries() {
+		if e.AuthorString() == id && !rd.Effective(e.CID()) {
+			k++
+		}
+	}
+	return k
+}
+
+// effectiveCount counts the effective entries of n's ledger.
+func effectiveCount(n *Node) int {
+	rd, done := n.rep.ReadLog()
+	defer done()
+	k := 0
+	for _, e := range rd.Entries() {
+		if rd.Effective(e.CID()) {
+			k++
+		}
+	}
+	return k
 }

@@ -56,28 +56,84 @@ func (r *Replica) noteCappedLocked() {
 	r.capped = now
 }
 
-// addFrom folds entries es of an answer from peer p, in parts holding at
-// most ledger.IneffectiveBudget entries signed by p, and stops (capped)
-// once p is capped: a machine answering with a long chain of its own
-// entries without effect gets in at most a part's worth past its cap.
+// addFrom folds entries es of an answer from peer p, unless p is capped
+// (then it reports capped and the fetch stops).
 func (r *Replica) addFrom(p peer.ID, es []*ledger.Entry) (capped bool, err error) {
-	self := p.String()
-	for len(es) > 0 {
-		if r.Capped(p) {
-			r.dropped(DropCapped, len(es))
-			return true, nil
-		}
-		n, own := 0, 0
-		for n < len(es) && (own < ledger.IneffectiveBudget || es[n].AuthorString() != self) {
-			if es[n].AuthorString() == self {
-				own++
-			}
-			n++
-		}
-		if err := r.addDurable(es[:n]); err != nil {
-			return false, err
-		}
-		es = es[n:]
+	if r.Capped(p) {
+		r.dropped(DropCapped, len(es))
+		return true, nil
 	}
-	return false, nil
+	return false, r.addDurable(p, es)
+}
+
+// markSentLocked notes the entries of es that their author sent itself
+// (src is the author): the gate judges them when they are folded. An
+// entry another peer sends is not judged, even one its author sent too.
+func (r *Replica) markSentLocked(src peer.ID, es []*ledger.Entry) {
+	s := src.String()
+	for _, e := range es {
+		k := e.CID().KeyString()
+		switch {
+		case src != "" && e.AuthorString() == s && r.waiting[k] == nil && !r.lg.Has(e.CID()):
+			r.sentBy[k] = s
+		case e.AuthorString() != s:
+			delete(r.sentBy, k)
+		}
+	}
+}
+
+// gateLocked splits batch (entries ready to fold, in total order) at the
+// gate: part is what to add now, rest what to judge after it is folded.
+// An entry its author sent itself is refused (dropped) once the State caps
+// the author, and other entries above a refused one go on waiting (a peer
+// that holds the refused one may pass it on). A part ends at the entry
+// that would use up the rest of the budget of an author with entries it
+// sent itself in the batch, if none of its entries took effect (those
+// other peers passed on count too: they may come in the same batch), so
+// the cap is folded before the author's next: a machine gets in no more
+// of what it sends itself than the entry that caps it.
+func (r *Replica) gateLocked(batch []*ledger.Entry) (part, rest []*ledger.Entry) {
+	if len(r.sentBy) == 0 {
+		return batch, nil
+	}
+	gated := map[string]bool{}
+	for _, m := range r.sentBy {
+		gated[m] = true
+	}
+	st := r.lg.State()
+	in := map[string]bool{}
+	own := map[string]int{}
+	for i, e := range batch {
+		k := e.CID().KeyString()
+		if m := r.sentBy[k]; m != "" && st.IsCapped(m) {
+			delete(r.waiting, k)
+			delete(r.sentBy, k)
+			r.waitBytes -= len(e.Bytes())
+			r.dropped(DropCapped, 1)
+			continue
+		}
+		if !r.parentsIn(e, in) {
+			continue // a parent was refused: it waits
+		}
+		part = append(part, e)
+		in[k] = true
+		a := e.AuthorString()
+		if !gated[a] {
+			continue
+		}
+		if own[a]++; own[a] >= ledger.IneffectiveBudget+1-int(st.Budgets[a].Ineffective) {
+			return part, batch[i+1:]
+		}
+	}
+	return part, nil
+}
+
+// parentsIn reports whether every parent of e is in the log or in in.
+func (r *Replica) parentsIn(e *ledger.Entry, in map[string]bool) bool {
+	for _, p := range e.Parents {
+		if !in[p.KeyString()] && !r.lg.Has(p) {
+			return false
+		}
+	}
+	return true
 }

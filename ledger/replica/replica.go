@@ -136,6 +136,7 @@ type Replica struct {
 	// swapped under mu after each batch of folds, read without any lock.
 	snap    atomic.Pointer[Snapshot]
 	waiting map[string]*ledger.Entry // entries whose parents have not arrived
+	sentBy  map[string]string        // waiting entries their author sent itself, by CID key (cap.go)
 	// waitBytes is the size of the waiting entries; waitPeak the most
 	// bytes they ever took (tests).
 	waitBytes, waitPeak int
@@ -195,7 +196,7 @@ func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) 
 		return nil, err
 	}
 	r := &Replica{cfg: cfg, log: cfg.Logger, st: st, signer: signer, lg: lg,
-		waiting: map[string]*ledger.Entry{}, syncing: map[peer.ID]bool{}, syncMore: map[peer.ID][]cid.Cid{},
+		waiting: map[string]*ledger.Entry{}, sentBy: map[string]string{}, syncing: map[peer.ID]bool{}, syncMore: map[peer.ID][]cid.Cid{},
 		wanted: map[string]time.Time{}, haveHeads: map[string][]string{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	if r.cfg.Spawn == nil {
@@ -376,9 +377,11 @@ func (r *Replica) dropped(reason string, k int) {
 	}
 }
 
-// add folds es (see addLocked) and reports what was added.
-func (r *Replica) add(es []*ledger.Entry) []*ledger.Entry {
+// add folds es, sent by peer src (none: local), and reports what was
+// added (see addLocked; the gate of cap.go).
+func (r *Replica) add(src peer.ID, es []*ledger.Entry) []*ledger.Entry {
 	r.mu.Lock()
+	r.markSentLocked(src, es)
 	added := r.addLocked(es)
 	r.publishLocked()
 	r.mu.Unlock()
@@ -427,16 +430,22 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 			batch = append(batch, e)
 		}
 	}
-	if len(batch) > 0 {
-		for _, e := range batch {
+	for len(batch) > 0 {
+		var part []*ledger.Entry
+		part, batch = r.gateLocked(batch) // cap.go
+		if len(part) == 0 {
+			continue
+		}
+		for _, e := range part {
 			delete(r.waiting, e.CID().KeyString())
+			delete(r.sentBy, e.CID().KeyString())
 			r.waitBytes -= len(e.Bytes())
 		}
-		errs, err := r.lg.AddBatch(batch)
+		errs, err := r.lg.AddBatch(part)
 		if err != nil {
 			r.log.Debug("ledger: some entries were not added", "err", err)
 		}
-		for i, e := range batch {
+		for i, e := range part {
 			switch {
 			case !r.lg.Has(e.CID()):
 				r.dropped(DropInvalid, 1)
@@ -453,7 +462,7 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 		// we may hold: keep where they stopped (see walkback.go).
 		r.keepFrontierLocked()
 		r.dropped(DropOrphans, len(r.waiting))
-		r.waiting, r.waitBytes = map[string]*ledger.Entry{}, 0
+		r.waiting, r.sentBy, r.waitBytes = map[string]*ledger.Entry{}, map[string]string{}, 0
 	}
 	if len(added) > 0 {
 		r.lastAdded = r.cfg.Now()
@@ -566,7 +575,7 @@ func (r *Replica) Import(es []*ledger.Entry) error {
 		if err := r.st.PutBlocks(blocks); err != nil {
 			return err
 		}
-		r.add(es[:k])
+		r.add("", es[:k])
 		es = es[k:]
 	}
 	return nil

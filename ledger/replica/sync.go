@@ -78,7 +78,7 @@ func (r *Replica) OnHeads(from peer.ID, payload []byte) {
 		h(len(msg.Entries), true)
 	}
 	if len(msg.Entries) > 0 {
-		r.takePushed(msg.Entries)
+		r.takePushed(from, msg.Entries)
 	}
 	if h != nil {
 		h(len(msg.Entries), false)
@@ -572,7 +572,7 @@ func (r *Replica) Announced(from peer.ID, heads []cid.Cid) {
 // write must never name a parent that is not durable, or the machine would
 // restart with a child whose parent it lacks, so Write waits (persisting)
 // until every folded entry is stored.
-func (r *Replica) takePushed(raw [][]byte) {
+func (r *Replica) takePushed(from peer.ID, raw [][]byte) {
 	org := r.Org()
 	var es []*ledger.Entry
 	decoded, _ := ledger.DecodeBatch(raw)
@@ -589,20 +589,20 @@ func (r *Replica) takePushed(raw [][]byte) {
 	if len(es) == 0 {
 		return
 	}
-	if err := r.addDurable(es); err != nil {
+	if err := r.addDurable(from, es); err != nil {
 		r.log.Warn("could not store a pushed ledger entry; peers will send it again after a restart", "err", err)
 	}
 }
 
-// addDurable folds es and stores the entries that entered the log (es's,
+// addDurable folds es, sent by peer src (see add), and stores the entries that entered the log (es's,
 // and waiting ones whose parents es brought), before any local write may
 // name them (persisting). Entries still waiting for parents are not
 // stored: orphans a peer sends take no disk, and are gone after a restart
 // (they come back with their parents).
-func (r *Replica) addDurable(es []*ledger.Entry) error {
+func (r *Replica) addDurable(src peer.ID, es []*ledger.Entry) error {
 	r.persisting.RLock()
 	defer r.persisting.RUnlock()
-	added := r.add(es)
+	added := r.add(src, es)
 	if len(added) == 0 {
 		return nil
 	}
