@@ -22,7 +22,7 @@ type MachineInfo struct {
 	// last heartbeat says: it refuses writes and takes no new item until
 	// there is room again.
 	DiskFull bool `json:"disk_full,omitempty"`
-	// Capped: the ledger refuses the machine's entries until the next
+	// Capped: every node refuses what the machine sends until the next
 	// checkpoint: it wrote more than ledger.IneffectiveBudget entries
 	// without effect since the last one (docs/design.md §5.7).
 	Capped bool `json:"capped,omitempty"`
