@@ -83,6 +83,10 @@ func FuzzDecodeState(f *testing.F) {
 	empty, _ := EncodeState(NewState())
 	f.Add(empty)
 	f.Add([]byte{0xa0})
+	capped := NewState() // a machine capped by the budget (log_budget.go)
+	capped.Budgets = map[string]Budget{"m": {Ineffective: 65, Capped: &OrderKey{Clock: 3, CID: "x"}}, "n": {Ineffective: 2}}
+	cb, _ := EncodeState(capped)
+	f.Add(cb)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		st, err := DecodeState(b)
 		if err != nil {

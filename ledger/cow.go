@@ -44,6 +44,7 @@ const (
 	mapContracts
 	mapDatasets
 	mapSSHKeys
+	mapBudgets
 )
 
 // Freeze marks s published: it must not change from now on. The fold

@@ -44,6 +44,9 @@ import (
 //	                                    an empty payload
 //	state [after=D]                     the State, compactly (D later)
 //	usage                               every person's usage, all time
+//	budget n=N                          the machines' budget of entries
+//	                                    without effect (log_budget.go);
+//	                                    state shows the budgets from then
 //
 // A write prints ok, or refused and the verdict; a refusal must leave the
 // State as it was. An entry the log does not take (another org's) prints
@@ -72,6 +75,7 @@ type foldScenario struct {
 	keys    []string          // SSH key names, for their fingerprints
 	other   string            // another org's ID
 	lastCP  string            // the last checkpoint that took effect
+	budgets bool              // state shows the budgets (after a budget command)
 }
 
 // args reads a command's key=value arguments; done fails the test on any
@@ -200,6 +204,11 @@ func (s *foldScenario) run(t *testing.T, d *datadriven.TestData) string {
 		a.done()
 		return s.usage()
 	}
+	if d.Cmd == "budget" {
+		s.w.log.budget, s.budgets = int(a.num("n", IneffectiveBudget)), true
+		a.done()
+		return "ok"
+	}
 	if d.Cmd == "state" {
 		if a.has("after") {
 			s.w.now += a.dur("after") // read later
@@ -258,7 +267,7 @@ func (s *foldScenario) run(t *testing.T, d *datadriven.TestData) string {
 		return "ok"
 	}
 	st := s.w.log.State().Clone()
-	st.Ineffective-- // the only change an ineffective entry makes
+	uncount(st, e) // the only change an ineffective entry makes
 	if st.Hash() != before {
 		t.Fatalf("%s was refused (%v) but changed the state", kind, verdict)
 	}
@@ -535,6 +544,16 @@ func (s *foldScenario) state() string {
 			fps = append(fps, k.Fingerprint)
 		}
 		rest = append(rest, s.text(fmt.Sprintf("sshkeys %s %s", p, strings.Join(fps, " "))))
+	}
+	for id, b := range st.Budgets {
+		if !s.budgets {
+			break
+		}
+		line := fmt.Sprintf("budget %s without-effect=%d", id, b.Ineffective)
+		if b.Capped != nil {
+			line += " capped"
+		}
+		rest = append(rest, s.text(line))
 	}
 	slices.Sort(rest) // the maps' order is no order
 	lines = append(lines, rest...)

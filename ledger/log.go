@@ -96,6 +96,8 @@ type Log struct {
 
 	hash hashCache // StateHash's (statehash.go)
 
+	budget int // entries without effect a machine may have in a window (log_budget.go)
+
 	bar barriers // the chain of checkpoints (log_barrier.go)
 }
 
@@ -105,7 +107,8 @@ func NewLog() *Log { return newLog(defaultCheckpointEvery, defaultMaxCheckpoints
 func newLog(cpEvery, cpMax int) *Log {
 	return &Log{nodes: map[string]*node{}, heads: map[string]*node{}, byAuthor: map[string][]*node{},
 		persons: map[string][]string{}, byPerson: map[string][]*node{},
-		void: map[*node]bool{}, st: NewState(), cpEvery: cpEvery, cpMax: cpMax, cpInterval: cpEvery}
+		void: map[*node]bool{}, st: NewState(), cpEvery: cpEvery, cpMax: cpMax, cpInterval: cpEvery,
+		budget: IneffectiveBudget}
 }
 
 // State is the current folded state. Callers must not modify it; it is
@@ -452,14 +455,7 @@ func (l *Log) foldRange(from int) {
 	for i := from; i < len(l.order); i++ {
 		n := l.order[i]
 		n.applied, n.err, n.revoked, n.conflict = false, nil, false, nil
-		switch err := l.apply(n); {
-		case err != nil:
-			n.err = err
-			l.st.Ineffective++
-		default:
-			n.applied = true
-			l.st.Applied++
-		}
+		l.foldOne(n) // log_budget.go
 		if i+1-last >= l.cpInterval {
 			l.checkpoint(i + 1)
 			last = i + 1

@@ -390,11 +390,7 @@ func (l *Log) stateAt(pos int) *State {
 		st, from = l.cps[k-1].st.Clone(), l.cps[k-1].pos
 	}
 	for _, n := range l.order[from:pos] {
-		if n.void || Apply(st, n.e) != nil {
-			st.Ineffective++
-		} else {
-			st.Applied++
-		}
+		_ = foldCounted(st, n.e, n.void, l.budget)
 	}
 	return st
 }
@@ -423,12 +419,11 @@ func NewLogAt(st *State, cp *Entry, depth int, below []*Entry) (*Log, error) {
 	if h := st.Hash(); h != p.Hash {
 		return nil, fmt.Errorf("%w: state hash %s; the checkpoint names %s", ErrMalformed, h, p.Hash)
 	}
+	l := NewLog()
 	after := st.Clone()
-	if err := Apply(after, cp); err != nil {
+	if err := foldCounted(after, cp, false, l.budget); err != nil {
 		return nil, fmt.Errorf("checkpoint does not take effect on its state: %w", err)
 	}
-	after.Applied++
-	l := NewLog()
 	l.org = st.Org
 	d := int32(depth)
 	es := append(slices.Clone(below), cp)

@@ -31,20 +31,10 @@ func checkInternal(tb testing.TB, l *Log) {
 			break
 		}
 		n := l.order[i]
-		if i > 0 && !l.order[i-1].key.Less(n.key) {
+		if i > 0 && !l.order[i-1].before(n) {
 			tb.Fatalf("order is not sorted at %d", i)
 		}
-		var err error
-		if n.void {
-			err = ErrVoid
-		} else {
-			err = Apply(st, n.e)
-		}
-		if err == nil {
-			st.Applied++
-		} else {
-			st.Ineffective++
-		}
+		err := foldCounted(st, n.e, n.void, l.budget)
 		if (err == nil) != n.applied {
 			tb.Fatalf("entry %d (%s): applied %v, a fresh fold says %v (%v)", i, n.e.Kind, n.applied, err == nil, err)
 		}

@@ -59,7 +59,7 @@ func TestEntryTimeBounded(t *testing.T) {
 			t.Fatalf("a job submitted at %d: %v, want ErrMalformed", at, err)
 		}
 		st := w.log.State().Clone()
-		st.Ineffective--
+		uncount(st, e) // and its machine's budget (log_budget.go)
 		if st.Hash() != before {
 			t.Fatalf("an entry at %d changed the state", at)
 		}

@@ -3,6 +3,7 @@ package ledger
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"slices"
 	"sort"
 
@@ -281,6 +282,10 @@ type State struct {
 	// SSHKeys are persons' SSH public keys by person, in the order added
 	// (nil until the first sshkey.add; fold_sshkeys.go).
 	SSHKeys map[string][]SSHKey `cbor:"ssh_keys,omitempty"`
+	// Budgets count, by machine, the entries without effect since the last
+	// checkpoint, and name the one that passed the budget (log_budget.go);
+	// nil after each checkpoint.
+	Budgets map[string]Budget `cbor:"budgets,omitempty"`
 
 	// frozen: published as a snapshot, never to change again; cow: what
 	// this State owns of what it shares with a frozen one (cow.go).
@@ -358,6 +363,7 @@ func (s *State) Clone() *State {
 	c.Datasets = cloneDatasets(s.Datasets)
 	c.DatasetsRemoved = slices.Clip(s.DatasetsRemoved) // append-only: the copy's next append copies
 	c.SSHKeys = cloneSSHKeys(s.SSHKeys)
+	c.Budgets = maps.Clone(s.Budgets)
 	return &c
 }
 

@@ -37,6 +37,7 @@ func (n *Node) machineInfo(st *ledger.State, m *ledger.Machine, now time.Time) a
 	if m.Status == ledger.MachineApproved {
 		mi.AgeRecipient = hb.Age
 	}
+	mi.Capped = st.IsCapped(m.ID)
 	if m.ID == n.idStr {
 		if m.Status == ledger.MachineApproved {
 			mi.AgeRecipient = n.age

@@ -116,6 +116,9 @@ func (o *Org) validateHeads(_ context.Context, src peer.ID, msg *pubsub.Message)
 		}
 		return o.reject(KindLedger, ReasonNotMachine)
 	}
+	if !local && isCapped(o.m, from) {
+		return o.ignore(KindLedger, IgnoreCapped) // cap.go
+	}
 	if !local {
 		sb, err := hm.signingBytes(o.name)
 		if err != nil || !key.Verify(sb, hm.Sig) {

@@ -17,6 +17,7 @@ var (
 	_ p2p.Membership  = (*replica.Replica)(nil)
 	_ p2p.LagAware    = (*replica.Replica)(nil)
 	_ p2p.Former      = (*replica.Replica)(nil)
+	_ p2p.Capper      = (*replica.Replica)(nil)
 )
 
 // TestReplicaSyncBatch: the replica's tests fake p2p's sync answers in frames

@@ -165,6 +165,10 @@ func ServeSync(h host.Host, src SyncSource) {
 			_ = writeSyncFrame(w, syncResp{Err: errFormer, Done: true})
 			return
 		}
+		if isCapped(src, s.Conn().RemotePeer()) {
+			_ = writeSyncFrame(w, syncResp{Err: errCapped, Done: true}) // cap.go
+			return
+		}
 		switch req.Op {
 		case "announce":
 			src.Announced(s.Conn().RemotePeer(), want)

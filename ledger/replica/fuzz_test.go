@@ -38,7 +38,7 @@ func FuzzOnHeads(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	b.add([]*ledger.Entry{gen})
+	b.add("", []*ledger.Entry{gen})
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		n := b.Len()
 		b.OnHeads("a", payload)

@@ -134,12 +134,14 @@ type Replica struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // goroutines of the default Spawn
 
-	mu sync.RWMutex
-	lg *ledger.Log
+	mu     sync.RWMutex
+	lg     *ledger.Log
+	capped []string // the Log's capped machines as last logged (cap.go)
 	// snap is the State as of the last fold, frozen (see Snapshot):
 	// swapped under mu after each batch of folds, read without any lock.
 	snap    atomic.Pointer[Snapshot]
 	waiting map[string]*ledger.Entry // entries whose parents have not arrived
+	sentBy  map[string]string        // waiting entries their author sent itself, by CID key (cap.go)
 	// waitBytes is the size of the waiting entries; waitPeak the most
 	// bytes they ever took (tests).
 	waitBytes, waitPeak int
@@ -216,7 +218,7 @@ func Open(st *store.Store, signer *ledger.Signer, cfg Config) (*Replica, error) 
 		return nil, err
 	}
 	r := &Replica{cfg: cfg, log: cfg.Logger, st: st, signer: signer, lg: lg,
-		waiting: map[string]*ledger.Entry{}, syncing: map[peer.ID]bool{}, syncMore: map[peer.ID][]cid.Cid{},
+		waiting: map[string]*ledger.Entry{}, sentBy: map[string]string{}, syncing: map[peer.ID]bool{}, syncMore: map[peer.ID][]cid.Cid{},
 		wanted: map[string]time.Time{}, haveHeads: map[string][]string{}}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	if r.cfg.Spawn == nil {
@@ -280,9 +282,11 @@ func (r *Replica) dropped(reason string, k int) {
 	}
 }
 
-// add folds es (see addLocked) and reports what was added.
-func (r *Replica) add(es []*ledger.Entry) []*ledger.Entry {
+// add folds es, sent by peer src (none: local), and reports what was
+// added (see addLocked; the gate of cap.go).
+func (r *Replica) add(src peer.ID, es []*ledger.Entry) []*ledger.Entry {
 	r.mu.Lock()
+	r.markSentLocked(src, es)
 	added := r.addLocked(es)
 	r.publishLocked()
 	r.mu.Unlock()
@@ -333,20 +337,26 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 			batch = append(batch, e)
 		}
 	}
-	if len(batch) > 0 {
-		for _, e := range batch {
+	for len(batch) > 0 {
+		var part []*ledger.Entry
+		part, batch = r.gateLocked(batch) // cap.go
+		if len(part) == 0 {
+			continue
+		}
+		for _, e := range part {
 			delete(r.waiting, e.CID().KeyString())
+			delete(r.sentBy, e.CID().KeyString())
 			r.waitBytes -= len(e.Bytes())
 		}
-		r.linkPrevsLocked(batch) // compact.go
-		errs, err := r.lg.AddBatch(batch)
+		r.linkPrevsLocked(part) // compact.go
+		errs, err := r.lg.AddBatch(part)
 		if err != nil {
 			r.log.Debug("ledger: some entries were not added", "err", err)
 		}
 		if r.lg.BelowStart() && !r.rebuildFailed {
 			r.rebuildFailed = !r.rebuildLocked() // compact.go
 		}
-		for i, e := range batch {
+		for i, e := range part {
 			switch {
 			case !r.lg.Has(e.CID()):
 				r.dropped(DropInvalid, 1)
@@ -363,118 +373,10 @@ func (r *Replica) addLocked(es []*ledger.Entry) []*ledger.Entry {
 		// we may hold: keep where they stopped (see walkback.go).
 		r.keepFrontierLocked()
 		r.dropped(DropOrphans, len(r.waiting))
-		r.waiting, r.waitBytes = map[string]*ledger.Entry{}, 0
+		r.waiting, r.sentBy, r.waitBytes = map[string]*ledger.Entry{}, map[string]string{}, 0
 	}
 	if len(added) > 0 {
 		r.lastAdded = r.cfg.Now()
 	}
 	return added
-}
-
-// Write signs a new entry with this machine's key, stores it durably, folds
-// it, and announces the new heads with the entry pushed inline when small.
-// The error is the fold's verdict when the entry had no effect (it stays in
-// the DAG, as every entry does); the entry is returned then too.
-func (r *Replica) Write(ctx context.Context, kind string, payload any) (*ledger.Entry, error) {
-	return r.write(ctx, kind, func(heads []cid.Cid) (any, error) { return payload, nil })
-}
-
-// write is Write with the payload made by payloadAt from the Log as the
-// parents see it (under the read lock; heads are the parents).
-func (r *Replica) write(ctx context.Context, kind string, payloadAt func(heads []cid.Cid) (any, error)) (*ledger.Entry, error) {
-	r.writeMu.Lock()
-	defer r.writeMu.Unlock()
-	// Every entry folded so far is durable before this one names it: a
-	// pushed entry is folded before its write ends (see takePushed).
-	r.persisting.Lock()
-	r.mu.RLock()
-	org := r.lg.Org()
-	heads, clock := r.parentsLocked()
-	payload, err := payloadAt(heads)
-	r.mu.RUnlock()
-	r.persisting.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	if kind == ledger.KindGenesis {
-		org, heads, clock = "", nil, 0
-	}
-	e, err := r.signer.Sign(org, kind, payload, heads, clock, r.cfg.Now().UnixMilli())
-	if err != nil {
-		return nil, err
-	}
-	if err := r.st.PutBlocks([]store.Block{{CID: e.CID(), Data: e.Bytes()}}); err != nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	errs, err := r.lg.AddBatch([]*ledger.Entry{e})
-	r.publishLocked()
-	r.lastAdded = r.cfg.Now()
-	r.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	r.notify([]*ledger.Entry{e})
-	r.announce(ctx, e)
-	return e, errs[0]
-}
-
-// DryRun applies a would-be entry of this machine to a copy of the State and
-// returns the fold's verdict; nothing is written.
-func (r *Replica) DryRun(kind string, payload any) error {
-	r.mu.RLock()
-	st := r.snap.Load().State.Thaw() // copies only what the fold writes
-	heads, clock := r.parentsLocked()
-	org := r.lg.Org()
-	r.mu.RUnlock()
-	e, err := r.signer.Sign(org, kind, payload, heads, clock, r.cfg.Now().UnixMilli())
-	if err != nil {
-		return err
-	}
-	return ledger.Apply(st, e)
-}
-
-// parentsLocked picks the parents of a new entry: the heads, at most
-// ledger.MaxParents of them (the newest first; the rest stay heads and are
-// named by a later entry), and the largest clock among them. r.mu must be
-// held.
-func (r *Replica) parentsLocked() ([]cid.Cid, uint64) {
-	heads, clock := r.lg.Heads()
-	if len(heads) <= ledger.MaxParents {
-		return heads, clock
-	}
-	sort.Slice(heads, func(i, j int) bool {
-		a, b := r.lg.Get(heads[i]), r.lg.Get(heads[j])
-		if a.Clock != b.Clock {
-			return a.Clock > b.Clock
-		}
-		return heads[i].KeyString() < heads[j].KeyString()
-	})
-	heads = heads[:ledger.MaxParents]
-	clock = 0
-	for _, h := range heads {
-		clock = max(clock, r.lg.Get(h).Clock)
-	}
-	return heads, clock
-}
-
-// Import stores entries durably, then folds them (those whose parents are
-// missing wait), as if fetched from a peer. The entries must come from
-// ledger.Decode or a Signer. It is how tests and benchmarks build large
-// ledgers.
-func (r *Replica) Import(es []*ledger.Entry) error {
-	const chunk = 4096
-	for len(es) > 0 {
-		k := min(len(es), chunk)
-		blocks := make([]store.Block, k)
-		for i, e := range es[:k] {
-			blocks[i] = store.Block{CID: e.CID(), Data: e.Bytes()}
-		}
-		if err := r.st.PutBlocks(blocks); err != nil {
-			return err
-		}
-		r.add(es[:k])
-		es = es[k:]
-	}
-	return nil
 }

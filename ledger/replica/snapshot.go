@@ -51,6 +51,7 @@ func (r *Replica) publishLocked() {
 	if old := r.snap.Load(); old != nil && old.State == r.lg.State() && old.Len == r.lg.Len() {
 		return
 	}
+	r.noteCappedLocked()
 	heads, clock := r.lg.Heads()
 	r.snap.Store(&Snapshot{State: r.lg.Snapshot(), Len: r.lg.Len(), Heads: heads, Clock: clock})
 }

@@ -68,12 +68,16 @@ func (r *Replica) OnHeads(from peer.ID, payload []byte) {
 		r.dropped(DropBadHeads, 1)
 		return
 	}
+	if r.Capped(from) {
+		r.dropped(DropCapped, len(msg.Entries)) // cap.go
+		return
+	}
 	h := r.cfg.HeadsHook
 	if h != nil {
 		h(len(msg.Entries), true)
 	}
 	if len(msg.Entries) > 0 {
-		r.takePushed(msg.Entries)
+		r.takePushed(from, msg.Entries)
 	}
 	if h != nil {
 		h(len(msg.Entries), false)
@@ -128,6 +132,9 @@ func (r *Replica) HasHeadsPayload(payload []byte) bool {
 // heads this replica already had when the machine last named them are not
 // decoded and looked up again: the ledger only grows.
 func (r *Replica) WantHeads(id peer.ID, heads []string) {
+	if r.Capped(id) {
+		return // cap.go
+	}
 	key := id.String()
 	r.headsMu.Lock()
 	same := slices.Equal(r.haveHeads[key], heads)
@@ -182,6 +189,9 @@ func (r *Replica) WantHeads(id peer.ID, heads []string) {
 // one peer is not asked of another for wantRetry, unless that sync ends
 // without it.
 func (r *Replica) SyncFrom(p peer.ID, want []cid.Cid) {
+	if r.Capped(p) {
+		return // cap.go
+	}
 	now := r.cfg.Now()
 	r.mu.Lock()
 	fresh := want[:0:0]
@@ -287,13 +297,17 @@ func (r *Replica) fetch(ctx context.Context, p peer.ID, org string, want []cid.C
 					continue // drain
 				}
 				if es, low = r.holdLow(es, low); len(es) > 0 {
-					if err = r.addDurable(es); err != nil {
+					var capped bool
+					if capped, err = r.addFrom(p, es); capped && err == nil {
+						err = fmt.Errorf("peer %s is capped", p) // cap.go
+					}
+					if err != nil {
 						fcancel()
 					}
 				}
 			}
 			if err == nil && len(low) > 0 {
-				err = r.addDurable(low)
+				_, err = r.addFrom(p, low)
 			}
 			stored <- err
 		}()
@@ -369,21 +383,6 @@ func (r *Replica) fetch(ctx context.Context, p peer.ID, org string, want []cid.C
 	return errors.New("sync did not converge")
 }
 
-func dedupCIDs(cs []cid.Cid) []cid.Cid {
-	seen := map[string]bool{}
-	out := cs[:0]
-	for _, c := range cs {
-		if !seen[c.KeyString()] {
-			seen[c.KeyString()] = true
-			out = append(out, c)
-		}
-	}
-	if len(out) > 4096 {
-		out = out[:4096]
-	}
-	return out
-}
-
 // verifyParallel decodes and verifies blocks on every core, each core's
 // share with batched signature checks (ledger.DecodeBatch). It returns the
 // good entries in input order and how many were bad.
@@ -423,6 +422,9 @@ func verifyParallel(raw [][]byte) ([]*ledger.Entry, int) {
 // Announced fetches, from a peer that pushed its heads, those this replica
 // lacks: p2p.SyncSource.
 func (r *Replica) Announced(from peer.ID, heads []cid.Cid) {
+	if r.Capped(from) {
+		return // p2p.ServeSync refuses it first (cap.go)
+	}
 	var want []cid.Cid
 	r.mu.RLock()
 	for _, h := range heads {
@@ -448,7 +450,7 @@ func (r *Replica) Announced(from peer.ID, heads []cid.Cid) {
 // write must never name a parent that is not durable, or the machine would
 // restart with a child whose parent it lacks, so Write waits (persisting)
 // until every folded entry is stored.
-func (r *Replica) takePushed(raw [][]byte) {
+func (r *Replica) takePushed(from peer.ID, raw [][]byte) {
 	org := r.Org()
 	var es []*ledger.Entry
 	decoded, _ := ledger.DecodeBatch(raw)
@@ -465,20 +467,20 @@ func (r *Replica) takePushed(raw [][]byte) {
 	if len(es) == 0 {
 		return
 	}
-	if err := r.addDurable(es); err != nil {
+	if err := r.addDurable(from, es); err != nil {
 		r.log.Warn("could not store a pushed ledger entry; peers will send it again after a restart", "err", err)
 	}
 }
 
-// addDurable folds es and stores the entries that entered the log (es's,
-// and waiting ones whose parents es brought), before any local write may
-// name them (persisting). Entries still waiting for parents are not
+// addDurable folds es, sent by peer src (see add), and stores the entries
+// that entered the log (es's, and waiting ones whose parents es brought),
+// before any local write may name them (persisting). Entries still waiting for parents are not
 // stored: orphans a peer sends take no disk, and are gone after a restart
 // (they come back with their parents).
-func (r *Replica) addDurable(es []*ledger.Entry) error {
+func (r *Replica) addDurable(src peer.ID, es []*ledger.Entry) error {
 	r.persisting.RLock()
 	defer r.persisting.RUnlock()
-	added := r.add(es)
+	added := r.add(src, es)
 	if len(added) == 0 {
 		return nil
 	}

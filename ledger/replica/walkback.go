@@ -75,3 +75,18 @@ func (r *Replica) walkLocked(drops0 int) walk {
 	w.missing = dedupCIDs(w.missing)
 	return w
 }
+
+func dedupCIDs(cs []cid.Cid) []cid.Cid {
+	seen := map[string]bool{}
+	out := cs[:0]
+	for _, c := range cs {
+		if !seen[c.KeyString()] {
+			seen[c.KeyString()] = true
+			out = append(out, c)
+		}
+	}
+	if len(out) > 4096 {
+		out = out[:4096]
+	}
+	return out
+}

@@ -22,6 +22,10 @@ type MachineInfo struct {
 	// last heartbeat says: it refuses writes and takes no new item until
 	// there is room again.
 	DiskFull bool `json:"disk_full,omitempty"`
+	// Capped: every node refuses what the machine sends until the next
+	// checkpoint: it wrote more than ledger.IneffectiveBudget entries
+	// without effect since the last one (docs/design.md §5.8).
+	Capped bool `json:"capped,omitempty"`
 	// Usage is what the machine's jobs use now, from its last heartbeat.
 	Usage *MachineUse `json:"usage,omitempty"`
 	// History is every change of its ledger status, oldest first (machine

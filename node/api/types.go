@@ -104,6 +104,9 @@ type OrgInfo struct {
 	// Policies and Totals: usage.go.
 	Policies Policies  `json:"policies"`
 	Totals   OrgTotals `json:"totals"`
+	// Capped are the machines the ledger's budget of entries without
+	// effect cuts off until the next checkpoint (docs/design.md §5.8).
+	Capped []string `json:"capped,omitempty"`
 }
 
 // OrgCreate is the body of POST /v1/org.
@@ -201,6 +204,8 @@ type MemberInfo struct {
 	Name     string   `json:"name,omitempty"`
 	Joined   string   `json:"joined,omitempty"`
 	Machines []string `json:"machines"`
+	// Capped: one of the person's machines is capped (OrgInfo.Capped).
+	Capped bool `json:"capped,omitempty"`
 }
 
 // TransferRequest is the body of POST /v1/org/transfer: the person (a

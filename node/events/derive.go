@@ -38,6 +38,7 @@ type Tracker struct {
 	jobs      map[string]string // state
 	contracts map[string]contractSeen
 	settings  string
+	capped    map[string]bool // capped.go
 }
 
 type contractSeen struct {
@@ -66,6 +67,7 @@ func (t *Tracker) Baseline(st *ledger.State) {
 		t.contracts[id] = contractSeen{running: c.Running, ended: c.Removed || c.Rejected}
 	}
 	t.settings = settingsKey(st)
+	t.capped = cappedSet(st)
 }
 
 // Ledger derives the events of es, entries just added to the ledger, from
@@ -82,6 +84,7 @@ func (t *Tracker) Ledger(st *ledger.State, es []*ledger.Entry, self string) *Bat
 	coord := t.coordinator(st, self)
 	b.mid = t.machineEvents(st, self, coord)
 	b.mid = append(b.mid, t.memberEvents(st, self, coord)...)
+	b.mid = append(b.mid, t.cappedEvents(st, self, coord)...)
 	if k := settingsKey(st); k != t.settings {
 		t.settings = k
 		b.mid = append(b.mid, Event{Type: SettingsChanged, Data: map[string]any{"name": st.Name}, Mine: coord("") == self})

@@ -39,6 +39,7 @@ const (
 	MachineApproved = "machine.approved"
 	MachineRejected = "machine.rejected"
 	MachineRemoved  = "machine.removed"
+	MachineCapped   = "machine.capped" // capped.go
 	JobSubmitted    = "job.submitted"
 	JobDone         = "job.done"
 	JobFailed       = "job.failed"
@@ -58,7 +59,7 @@ const (
 var typeTopic = map[string]string{
 	LedgerEntry:   TopicLedger,
 	MachineOnline: TopicMachines, MachineOffline: TopicMachines, MachinePending: TopicMachines,
-	MachineApproved: TopicMachines, MachineRejected: TopicMachines, MachineRemoved: TopicMachines,
+	MachineApproved: TopicMachines, MachineRejected: TopicMachines, MachineRemoved: TopicMachines, MachineCapped: TopicMachines,
 	JobSubmitted: TopicJobs, JobDone: TopicJobs, JobFailed: TopicJobs, JobCancelled: TopicJobs,
 	ItemDone: TopicJobs, ItemFailed: TopicJobs,
 	ContractCreated: TopicContracts, ContractStarted: TopicContracts, ContractStopped: TopicContracts, ContractEnding: TopicContracts,

@@ -169,5 +169,10 @@ func TestTrackerEventsOnceAcrossTheOrg(t *testing.T) {
 	now = now.Add(50 * time.Minute)
 	step("contract ending", func(*ledger.State) {}, allOnline, ContractEnding)
 	step("ending said once", func(*ledger.State) {}, allOnline)
+	step("capped", func(st *ledger.State) {
+		st.Budgets = map[string]ledger.Budget{"c": {Ineffective: 65, Capped: &ledger.OrderKey{Clock: 9, CID: "x"}}}
+	}, nil, MachineCapped)
+	step("capped said once", func(*ledger.State) {}, nil)
+	step("a new window", func(st *ledger.State) { st.Budgets = nil }, nil)
 	step("remove", func(st *ledger.State) { delete(st.Members, "p2"); st.Machines["d"].Status = ledger.MachineRemoved }, nil, MachineRemoved, MemberRemoved)
 }

@@ -86,7 +86,7 @@ func (s *Service) Org(ctx context.Context) (api.OrgInfo, error) {
 	st := snap.State
 	o = api.OrgInfo{ID: st.Org, Name: st.Name, Description: st.Description, Owner: st.Owner, OwnerName: personName(st, st.Owner), StateHash: snap.StateHash(),
 		Entries: snap.Len, Settings: st.Settings, Members: len(st.Members), Machines: len(st.Machines),
-		Created: api.FormatTime(time.UnixMilli(st.Created)), Policies: apiPolicies(st.Settings.Policies)}
+		Created: api.FormatTime(time.UnixMilli(st.Created)), Policies: apiPolicies(st.Settings.Policies), Capped: st.CappedMachines()}
 	for _, h := range snap.Heads {
 		o.Heads = append(o.Heads, h.String())
 	}

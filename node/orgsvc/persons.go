@@ -150,6 +150,9 @@ func memberInfo(st *ledger.State, m *ledger.Member, machines []string) api.Membe
 		mi.Machines = []string{}
 	}
 	slices.Sort(mi.Machines)
+	for _, id := range mi.Machines {
+		mi.Capped = mi.Capped || st.IsCapped(id)
+	}
 	return mi
 }
 

@@ -18,8 +18,9 @@ import (
 //     input, so no machine places them (buildInput);
 //   - under max_job_runtime, job.start for a job this machine runs whose
 //     first start the ledger does not know yet, and job.expire for a job
-//     past its deadline by this machine's clock, written by the job's
-//     first machine in the plan. The fold fails the job; every machine
+//     past its deadline by this machine's clock, both written by the
+//     job's first machine in the plan only (entries that lose a race have
+//     no effect and count against the writer's budget, §5.8). The fold fails the job; every machine
 //     then stops its instances, as for a cancelled job.
 
 // policyWrite is a ledger entry the runtime policy calls for.
@@ -52,7 +53,11 @@ func (p *policyWrites) due(lg Ledger, now time.Time, me string, mine map[string]
 				continue
 			}
 			switch dl := st.RuntimeDeadline(j); {
-			case j.Started == 0 && mine[j.ID]:
+			case j.Started == 0 && mine[j.ID] && first[j.ID] == me:
+				// The plan's first machine only: every machine that runs
+				// the job writing it would leave all but one without
+				// effect, against the machines' budgets (ledger
+				// log_budget.go). The first results give the start too.
 				out = append(out, policyWrite{ledger.KindJobStart, j.ID})
 			case dl != 0 && now.UnixMilli() >= dl && first[j.ID] == me:
 				out = append(out, policyWrite{ledger.KindJobExpire, j.ID})

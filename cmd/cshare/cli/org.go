@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cshare/cshare/internal/text"
+	"github.com/cshare/cshare/ledger"
 	"github.com/cshare/cshare/ledger/jobspec"
 	"github.com/cshare/cshare/node/api"
 )
@@ -68,6 +69,14 @@ func (a *app) orgShowCmd() *cobra.Command {
 
 func printOrg(a *app, o api.OrgInfo) error {
 	s := o.Settings
+	if err := printOrgRows(a, o, s); err != nil || len(o.Capped) == 0 {
+		return err
+	}
+	// Cut off by the ledger's budget of entries without effect (docs/design.md §5.8).
+	return kv(a.stdout, [2]string{"capped machines", strings.Join(o.Capped, ", ")})
+}
+
+func printOrgRows(a *app, o api.OrgInfo, s ledger.Settings) error {
 	return kv(a.stdout,
 		[2]string{"id", o.ID},
 		[2]string{"name", o.Name},

@@ -56,7 +56,7 @@
       // The stream's event types (event: TYPE); each refreshes the page's
       // fragments, and the overview lists it.
       ["ledger.entry", "machine.online", "machine.offline", "machine.pending", "machine.approved",
-       "machine.rejected", "machine.removed", "job.submitted", "job.done", "job.failed", "job.cancelled",
+       "machine.rejected", "machine.removed", "machine.capped", "job.submitted", "job.done", "job.failed", "job.cancelled",
        "item.done", "item.failed", "contract.created", "contract.started", "contract.stopped",
        "contract.ending", "member.joined", "member.removed", "settings.changed"].forEach(function (t) {
         es.addEventListener(t, function (e) { note(t, e.data); refresh("event"); });
