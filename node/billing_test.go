@@ -66,9 +66,13 @@ func TestContractMovesAcknowledgedAndWitnessed(t *testing.T) {
 		}
 		return ""
 	})
-	if _, err := renter.market.ContractAction(ctxT(t), c.ID, api.ContractStop); err != nil {
-		t.Fatal(err)
-	}
+	// The renter's node may not have folded the host's accept yet.
+	eventually(t, 20*time.Second, "the renter stops it", func() string {
+		if _, err := renter.market.ContractAction(ctxT(t), c.ID, api.ContractStop); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
 	for _, n := range m.nodes {
 		eventually(t, 20*time.Second, n.name+": the stop acknowledged and witnessed", marks(n, 2))
 	}

@@ -20,8 +20,9 @@ import (
 //     contracts that are neither its person's rentals nor its person's
 //     hosting, as they reach it: the online one with the lowest ID at
 //     once, any other eligible one witnessFallback later if none has.
-//     Moves already there when the node started are not witnessed: its
-//     time for them would be when it came back, not when they were made.
+//     Moves already there when the node started are not witnessed (its
+//     time for them would be when it came back, not when they were made),
+//     unless made within witnessFallback of its first pass.
 
 // witnessFallback is how long after first seeing a move an eligible
 // machine that is not the first choice witnesses it: well within
@@ -129,7 +130,15 @@ func (s *Service) witnessMoves(ctx context.Context) {
 			for _, m := range c.Unwitnessed() {
 				at, ok := b.seen[m.Request]
 				if first {
-					at = time.Time{} // there before this process: never witnessed here
+					// There before this process's first pass: never
+					// witnessed here, unless made within witnessFallback
+					// of now by the requester's clock (the node just
+					// started, or its first pass came late): its time
+					// for it then is off by no more than a late witness.
+					at = time.Time{}
+					if now.UnixMilli()-m.At <= witnessFallback.Milliseconds() {
+						at = now
+					}
 				} else if !ok {
 					at = now
 				}
