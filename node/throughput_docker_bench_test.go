@@ -2,6 +2,9 @@ package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,8 +26,11 @@ import (
 // the container runs), with the same container and host configuration the
 // node's last item had (only the labels renamed, so the node never takes
 // these containers for its own). Each such container is then waited for
-// and removed outside the timing. The goal: gap-p50-ms no more
-// than engine-start-p50-ms. CSHARE_BENCH_ITEMS changes the item count.
+// and removed outside the timing. engine-start-par-p50-ms is the same
+// with as many starters at once as the node has slots (each one after
+// another), as the node's slots start theirs. The goal:
+// gap-p50-ms no more than engine-start-p50-ms. CSHARE_BENCH_ITEMS
+// changes the item count.
 // It skips when no Docker engine answers or the test image is missing
 // (make testimage builds it).
 func BenchmarkAgendaThroughputDocker(b *testing.B) {
@@ -52,27 +58,30 @@ func BenchmarkAgendaThroughputDocker(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = dk.Close() })
 	drv := newGapDriver(dk)
-	n := agendaNode(b, drv, 2)
+	const slots = 2
+	n := agendaNode(b, drv, slots)
 	var r agendaRun
-	var engine []time.Duration
+	var engine, engine2 []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		runAgenda(b, n, drv, api.JobSubmit{Driver: "docker", Image: runtime.TestImage, Cmd: []string{"true"}, MaxCPUs: ptr[int64](2)}, items, &r)
+		runAgenda(b, n, drv, api.JobSubmit{Driver: "docker", Image: runtime.TestImage, Cmd: []string{"true"}, MaxCPUs: ptr[int64](slots)}, items, &r)
 		drv.mu.Lock()
 		spec := drv.spec
 		drv.mu.Unlock()
-		engine = append(engine, engineStarts(b, cli, spec, items)...)
+		engine = append(engine, engineStarts(b, cli, spec, items, 1)...)
+		engine2 = append(engine2, engineStarts(b, cli, spec, items, slots)...)
 	}
 	b.StopTimer()
 	r.report(b)
 	b.ReportMetric(p50ms(engine), "engine-start-p50-ms")
+	b.ReportMetric(p50ms(engine2), "engine-start-par-p50-ms")
 }
 
-// engineStarts starts spec's container k times through cli, one after
-// another, as runtime.Docker.Start does, and returns how long each start
-// took; each container is waited for and removed untimed.
-func engineStarts(b *testing.B, cli *client.Client, spec runtime.Spec, k int) []time.Duration {
-	ctx := context.Background()
+// engineStarts starts spec's container k times through cli, as
+// runtime.Docker.Start does, by workers at once (each one after another),
+// and returns how long each start took; each container is waited for and
+// removed untimed.
+func engineStarts(b *testing.B, cli *client.Client, spec runtime.Spec, k, workers int) []time.Duration {
 	hc, err := runtime.HostConfig(spec)
 	if err != nil {
 		b.Fatal(err)
@@ -82,30 +91,54 @@ func engineStarts(b *testing.B, cli *client.Client, spec runtime.Spec, k int) []
 		labels["bench."+key] = v
 	}
 	cfg := &container.Config{Image: spec.Image, Env: spec.Environ(nil), Labels: labels, Cmd: spec.Cmd}
+	var mu sync.Mutex
 	var out []time.Duration
-	for range k {
-		t0 := time.Now()
-		if _, err := cli.ImageInspect(ctx, spec.Image); err != nil {
-			b.Fatal(err)
-		}
-		c, err := cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
-			_ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
-			b.Fatal(err)
-		}
-		out = append(out, time.Since(t0))
-		respC, errC := cli.ContainerWait(ctx, c.ID, container.WaitConditionNotRunning)
-		select {
-		case <-respC:
-		case err := <-errC:
-			b.Errorf("wait for %s: %v", c.ID, err)
-		}
-		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil {
-			b.Fatal(err)
-		}
+	var errs []error
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := w; j < k; j += workers {
+				d, err := engineStart(cli, spec.Image, cfg, hc)
+				mu.Lock()
+				out, errs = append(out, d), append(errs, err)
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
 	}
 	return out
+}
+
+// engineStart is one timed start of engineStarts, then its untimed wait
+// and removal.
+func engineStart(cli *client.Client, img string, cfg *container.Config, hc *container.HostConfig) (time.Duration, error) {
+	ctx := context.Background()
+	t0 := time.Now()
+	if _, err := cli.ImageInspect(ctx, img); err != nil {
+		return 0, err
+	}
+	c, err := cli.ContainerCreate(ctx, cfg, hc, nil, nil, "")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true}) }()
+	if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+		return 0, err
+	}
+	d := time.Since(t0)
+	respC, errC := cli.ContainerWait(ctx, c.ID, container.WaitConditionNotRunning)
+	select {
+	case <-respC:
+	case err := <-errC:
+		return d, fmt.Errorf("wait for %s: %w", c.ID, err)
+	}
+	return d, nil
 }
