@@ -28,6 +28,7 @@ type gapDriver struct {
 	gaps     []time.Duration // Wait return -> next Start return, same instance
 	nodeGaps []time.Duration // Wait return -> next Start call, same instance
 	starts   []time.Duration // Start call -> Start return
+	logs     []time.Duration // Logs call -> Logs return (the node reads them after Wait, before the next Start)
 	finished int
 	spec     runtime.Spec // the last Start's
 }
@@ -68,6 +69,16 @@ func (d *gapDriver) Wait(ctx context.Context, id runtime.RunID) (runtime.ExitSta
 	return st, err
 }
 
+func (d *gapDriver) Logs(ctx context.Context, id runtime.RunID) ([]byte, error) {
+	t0 := time.Now()
+	out, err := d.Driver.Logs(ctx, id)
+	t := time.Since(t0)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.logs = append(d.logs, t)
+	return out, err
+}
+
 func (d *gapDriver) done() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -79,7 +90,7 @@ func (d *gapDriver) reset() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	clear(d.ended)
-	d.gaps, d.nodeGaps, d.starts, d.finished = nil, nil, nil, 0
+	d.gaps, d.nodeGaps, d.starts, d.logs, d.finished = nil, nil, nil, nil, 0
 }
 
 // cpuUsed is the CPU time (user and system) this process and its reaped
@@ -125,9 +136,9 @@ func agendaNode(b *testing.B, drv *gapDriver, slots int) *Node {
 
 // agendaRun is what runAgenda recorded over one or more jobs.
 type agendaRun struct {
-	items                  int           // items run, all jobs
-	ran, done, cpu         time.Duration // submission to the last item's end; to the job done; CPU used to the job done
-	gaps, nodeGaps, starts []time.Duration
+	items                        int           // items run, all jobs
+	ran, done, cpu               time.Duration // submission to the last item's end; to the job done; CPU used to the job done
+	gaps, nodeGaps, starts, logs []time.Duration
 }
 
 // runAgenda submits sub, a job of items items, on n, waits until drv saw
@@ -165,11 +176,13 @@ func runAgenda(b *testing.B, n *Node, drv *gapDriver, sub api.JobSubmit, items i
 	r.items += items
 	drv.mu.Lock()
 	r.gaps, r.nodeGaps, r.starts = append(r.gaps, drv.gaps...), append(r.nodeGaps, drv.nodeGaps...), append(r.starts, drv.starts...)
+	r.logs = append(r.logs, drv.logs...)
 	drv.mu.Unlock()
 }
 
 // report reports items/s, done-items/s, gap-p50-ms, node-gap-p50-ms,
-// start-p50-ms and cpu-ms/item (see BenchmarkAgendaThroughput).
+// start-p50-ms, logs-p50-ms and cpu-ms/item (see
+// BenchmarkAgendaThroughput).
 func (r *agendaRun) report(b *testing.B) {
 	total := float64(r.items)
 	b.ReportMetric(total/r.ran.Seconds(), "items/s")
@@ -177,6 +190,7 @@ func (r *agendaRun) report(b *testing.B) {
 	b.ReportMetric(p50ms(r.gaps), "gap-p50-ms")
 	b.ReportMetric(p50ms(r.nodeGaps), "node-gap-p50-ms")
 	b.ReportMetric(p50ms(r.starts), "start-p50-ms")
+	b.ReportMetric(p50ms(r.logs), "logs-p50-ms")
 	b.ReportMetric(float64(r.cpu.Microseconds())/1000/total, "cpu-ms/item")
 	b.ReportMetric(0, "ns/op")
 }
@@ -189,7 +203,8 @@ func (r *agendaRun) report(b *testing.B) {
 // machine's own rate. gap-p50-ms is the per-item overhead on one slot,
 // from the driver's Wait returning to the next item's process started
 // (Start returned); node-gap-p50-ms the same up to the Start call (what
-// the node adds); start-p50-ms the exec driver's Start itself.
+// the node adds); start-p50-ms the exec driver's Start itself;
+// logs-p50-ms its Logs, which the node reads in that gap.
 // cpu-ms/item is the CPU time per item of this process and its children
 // (the runs) from submission to the job done; xargs-cpu-ms/item the same
 // for xargs and its children: on a busy machine the rate follows these.
