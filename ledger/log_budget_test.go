@@ -278,15 +278,3 @@ func hasParents(l *Log, e *Entry, chunk []*Entry) bool {
 	}
 	return true
 }
-
-func uniqEntries(es []*Entry) []*Entry {
-	var out []*Entry
-	seen := map[string]bool{}
-	for _, e := range es {
-		if !seen[e.key.CID] {
-			seen[e.key.CID] = true
-			out = append(out, e)
-		}
-	}
-	return out
-}

@@ -213,14 +213,6 @@ func cgroupProcs(dir string) []int {
 	return out
 }
 
-// cgroupV1OOMKilled reports whether the kernel killed a process of the
-// run's memory group at its limit (memory.oom_control's oom_kill, Linux
-// 4.13 and later).
-func cgroupV1OOMKilled(dirs map[string]string) bool {
-	d := dirs["memory"]
-	return d != "" && readKeyed(filepath.Join(d, "memory.oom_control"), "oom_kill") > 0
-}
-
 // cgroupV1Usage returns the run's total CPU time and current memory
 // (less the page cache it can drop).
 func cgroupV1Usage(dirs map[string]string) (time.Duration, int64, error) {

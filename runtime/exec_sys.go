@@ -133,10 +133,6 @@ func removeCgroup(dir string) {
 	}
 }
 
-func cgroupOOMKilled(dir string) bool {
-	return readKeyed(filepath.Join(dir, "memory.events"), "oom_kill") > 0
-}
-
 // cgroupUsage returns the group's total CPU time and current memory.
 func cgroupUsage(dir string) (time.Duration, int64, error) {
 	if _, err := os.Stat(filepath.Join(dir, "cpu.stat")); err != nil {
